@@ -1,0 +1,63 @@
+"""The Python API for orchestration scripts (what the CLI calls too)."""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Mapping, Optional, Union
+
+from .job import JobSpec
+from .loading import load_job as _load_job
+from .plugins import get_provider
+from .provider import JobStatus, Provider, Rendered, Run, parse_handle
+
+DEFAULT_PROVIDER = "local"
+
+
+def load_job(path, overrides: Optional[Union[Mapping[str, Any], Iterable[str]]] = None) -> JobSpec:
+    """Read and validate ``job.yaml``; ``overrides`` like ``{"distribution.nodes": 4}``."""
+    return _load_job(path, overrides)
+
+
+def _provider(provider: Union[str, Provider, None]) -> Provider:
+    if isinstance(provider, Provider):
+        return provider
+    return get_provider(provider or DEFAULT_PROVIDER)
+
+
+def render(job: JobSpec, provider: Union[str, Provider, None] = None) -> Rendered:
+    """The exact request ``provider`` would send for ``job`` (pure: nothing is sent)."""
+    return _provider(provider).render(job)
+
+
+def validate(job: JobSpec, provider: Union[str, Provider, None] = None):
+    """Check the job and the provider's options; raises ``BadInput``; returns the options."""
+    return _provider(provider).validate(job)
+
+
+def submit(job: Union[JobSpec, Rendered], provider: Union[str, Provider, None] = None,
+           secrets: Optional[Mapping[str, str]] = None) -> Run:
+    """Render and send the job; returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``)."""
+    if isinstance(job, Rendered) and provider is None:
+        provider = job.provider
+    return _provider(provider).submit(job, secrets=secrets)
+
+
+def attach(handle: str) -> Run:
+    """A ``Run`` for an existing job handle ``PROVIDER://ID``."""
+    name, job_id = parse_handle(handle)
+    return Run(get_provider(name), job_id)
+
+
+def status(handle: str) -> JobStatus:
+    return attach(handle).status()
+
+
+def cancel(handle: str) -> JobStatus:
+    return attach(handle).cancel()
+
+
+def list_jobs(provider: Optional[str] = None) -> List[JobStatus]:
+    from .plugins import providers
+    names = [provider] if provider else list(providers())
+    out: List[JobStatus] = []
+    for name in names:
+        out.extend(get_provider(name).list())
+    return out

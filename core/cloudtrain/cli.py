@@ -1,0 +1,269 @@
+"""The ``cloudtrain`` command line.  argparse only: ``--help`` imports no SDK and no pydantic."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from queue import Empty, Queue
+from typing import List, Optional
+
+from .errors import EXIT_INTERRUPTED, CloudtrainError
+
+PROVIDER_HELP = "provider name (default: local); cloudtrain providers lists them"
+
+
+def _job_args(p: argparse.ArgumentParser, provider_required: bool = False) -> None:
+    p.add_argument("-p", "--provider", required=provider_required, help=PROVIDER_HELP)
+    p.add_argument("job", help="path to job.yaml")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
+    p.add_argument("--emulate", metavar="PLATFORM",
+                   help="local/docker: inject PLATFORM's node environment (e.g. tione)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cloudtrain",
+        description="Run one provider-neutral distributed training job on any platform.")
+    parser.add_argument("--version", action="version", version="cloudtrain 0.1.0")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    p = sub.add_parser("submit", help="render and submit a job, then follow it (unless --detach)")
+    _job_args(p)
+    p.add_argument("--detach", action="store_true", help="print the handle and return at once")
+    p.add_argument("--dry-run", action="store_true", help="print the rendered request; send nothing")
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="--dry-run format")
+
+    p = sub.add_parser("render", help="print the exact platform request (pure, offline)")
+    _job_args(p, provider_required=True)
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+    p = sub.add_parser("validate", help="check a job file and the provider's options")
+    _job_args(p)
+
+    for name, text in (("status", "show a job's state"), ("cancel", "cancel a job (idempotent)"),
+                       ("wait", "wait for a job to end; exit code follows its outcome")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("handle", help="PROVIDER://ID")
+        if name != "cancel":
+            p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+        if name == "wait":
+            p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 1)")
+
+    p = sub.add_parser("logs", help="print a job's logs")
+    p.add_argument("handle", help="PROVIDER://ID")
+    p.add_argument("-f", "--follow", action="store_true", help="keep following until the job ends")
+
+    p = sub.add_parser("list", help="list jobs")
+    p.add_argument("-p", "--provider", help=PROVIDER_HELP)
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("providers", help="installed plugins, their providers, whether each SDK is present")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+    sub.add_parser("schema", help="print the JSON Schema of job.yaml")
+    sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
+                   add_help=False)
+    return parser
+
+
+def _load(args):
+    from .api import load_job
+    overrides = list(args.overrides)
+    provider = getattr(args, "provider", None) or "local"
+    if args.emulate:
+        overrides.append(f"providers.{provider}.emulate={args.emulate}")
+    return load_job(args.job, overrides), provider
+
+
+def cmd_render(args) -> int:
+    from .api import render
+    job, provider = _load(args)
+    rendered = render(job, provider)
+    print(rendered.to_json() if args.output == "json" else rendered.to_yaml(), end="" if args.output == "yaml" else "\n")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from .api import validate
+    job, provider = _load(args)
+    validate(job, provider)
+    print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
+          f"{job.procs_per_node} process(es))")
+    return 0
+
+
+def cmd_submit(args) -> int:
+    from .api import render, submit
+    job, provider = _load(args)
+    rendered = render(job, provider)
+    if args.dry_run:
+        print(rendered.to_json() if args.output == "json" else rendered.to_yaml(), end="" if args.output == "yaml" else "\n")
+        return 0
+    run = submit(rendered)
+    if args.detach:
+        print(run.handle)
+        return 0
+    print(f"submitted {run.handle}", file=sys.stderr, flush=True)
+    return follow(run)
+
+
+def follow(run) -> int:
+    """Stream the job's logs and a status line until it ends; Ctrl-C cancels it (exit 130)."""
+    from .progress import StatusLine
+    line = StatusLine()
+    lines: Queue = Queue()
+
+    def pump():
+        try:
+            for item in run.stream_logs(follow=True):
+                lines.put(item)
+        finally:
+            lines.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        status = run.status()
+        next_poll = 0.0
+        logs_done = False
+        while True:
+            try:
+                item = lines.get(timeout=0.25)
+                if item is None:
+                    logs_done = True
+                else:
+                    line.log(item)
+                    continue
+            except Empty:
+                pass
+            if time.monotonic() >= next_poll:
+                status = run.status()
+                line.update(status)
+                next_poll = time.monotonic() + 1.0
+            if status.terminal and (logs_done or not reader.is_alive()):
+                break
+    except KeyboardInterrupt:
+        line.close()
+        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
+        run.cancel()
+        return EXIT_INTERRUPTED
+    final = run.status()
+    line.update(final)
+    line.close()
+    return final.state.exit_code if final.state.exit_code is not None else 1
+
+
+def _print_status(status, output: str) -> None:
+    if output == "json":
+        print(json.dumps(status.to_dict()))
+    else:
+        from .progress import describe
+        print(describe(status))
+
+
+def cmd_status(args) -> int:
+    from .api import status
+    _print_status(status(args.handle), args.output)
+    return 0
+
+
+def cmd_wait(args) -> int:
+    from .api import attach
+    from .progress import StatusLine
+    run = attach(args.handle)
+    line = StatusLine()
+    try:
+        final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None, poll=1.0)
+    except TimeoutError as exc:
+        line.close()
+        print(f"cloudtrain: {exc}", file=sys.stderr)
+        return 1
+    line.close()
+    _print_status(final, args.output)
+    return final.state.exit_code
+
+
+def cmd_cancel(args) -> int:
+    from .api import cancel
+    _print_status(cancel(args.handle), "text")
+    return 0
+
+
+def cmd_logs(args) -> int:
+    from .api import attach
+    for item in attach(args.handle).stream_logs(follow=args.follow):
+        sys.stdout.write(item if item.endswith("\n") else item + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_list(args) -> int:
+    from .api import list_jobs
+    jobs = list_jobs(args.provider)
+    if args.output == "json":
+        print(json.dumps([j.to_dict() for j in jobs], indent=2))
+        return 0
+    rows = [("HANDLE", "STATE", "NODES", "CREATED", "MESSAGE")]
+    for j in jobs:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.created_at)) if j.created_at else "-"
+        rows.append((j.handle, j.state.value, str(j.nodes or "-"), created, j.message[:60]))
+    _table(rows)
+    return 0
+
+
+def cmd_providers(args) -> int:
+    from .plugins import providers
+    infos = providers().values()
+    data = [{"provider": i.name, "plugin": i.plugin, "extra": i.extra, "sdk_missing": i.sdk_missing(),
+             "description": i.cls.description} for i in infos]
+    if args.output == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    rows = [("PROVIDER", "PLUGIN", "EXTRA", "SDK")]
+    for d in data:
+        sdk = "installed" if not d["sdk_missing"] else f"missing: pip install 'cloudtrain[{d['extra']}]'"
+        rows.append((d["provider"], d["plugin"], d["extra"], sdk))
+    _table(rows)
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from .schema import job_schema
+    print(json.dumps(job_schema(), indent=2))
+    return 0
+
+
+def _table(rows) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+COMMANDS = {"submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
+            "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
+            "providers": cmd_providers, "schema": cmd_schema}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "launch":
+        from .launch.main import main as launch_main
+        return launch_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.cmd:
+        parser.print_help()
+        return 2
+    try:
+        return COMMANDS[args.cmd](args)
+    except CloudtrainError as exc:
+        print(f"cloudtrain: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0

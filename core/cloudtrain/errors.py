@@ -1,0 +1,69 @@
+"""Errors that the CLI turns into one clear line and an exit code.
+
+Every message ends with the fix, so a user knows what to do next.
+Only genuine bugs (anything else) show a traceback.
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_PLATFORM = 3
+EXIT_INTERRUPTED = 130
+
+
+class CloudtrainError(Exception):
+    """Base class: an expected failure with a user-facing message."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadInput(CloudtrainError):
+    """The job file, its options or the command line are wrong; nothing was started or sent."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class JobFileError(BadInput):
+    """A job file problem located at ``file:line: field: message``."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.file, self.line, self.field, self.detail = file, line, field, message
+        where = ""
+        if file:
+            where = f"{file}:{line}: " if line else f"{file}: "
+        super().__init__(f"{where}{field + ': ' if field else ''}{message}")
+
+
+class MissingExtra(BadInput):
+    """A provider's SDK is not installed."""
+
+    def __init__(self, provider: str, extra: str, module: str):
+        super().__init__(
+            f"provider {provider!r} needs the {module!r} package, which is not installed; "
+            f"install it with: pip install 'cloudtrain[{extra}]'")
+
+
+class UnknownProvider(BadInput):
+    pass
+
+
+class PlatformError(CloudtrainError):
+    """The platform refused the request or could not be reached (auth, quota, API error)."""
+
+    exit_code = EXIT_PLATFORM
+
+    def __init__(self, message: str, *, request_id: str | None = None):
+        self.request_id = request_id
+        super().__init__(message + (f" (request id {request_id})" if request_id else ""))
+
+
+class JobNotFound(BadInput):
+    pass
+
+
+class JobFailed(CloudtrainError):
+    """The job ran and failed (non-zero exit on some node)."""
+
+    exit_code = EXIT_JOB_FAILED

@@ -1,0 +1,193 @@
+"""The provider-neutral job: ``JobSpec`` and its parts (pydantic v2).
+
+A provider's own options live under ``providers.<name>`` and are validated by that
+provider's ``Options`` model (see ``cloudtrain.provider``).
+"""
+from __future__ import annotations
+
+import shlex
+from enum import Enum
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class DistributionType(str, Enum):
+    ddp = "ddp"
+    mpi = "mpi"
+    horovod = "horovod"
+    deepspeed = "deepspeed"
+    ps_worker = "ps-worker"
+    ray = "ray"
+    none = "none"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True)
+
+
+class Distribution(Strict):
+    """How the job is spread over nodes and processes."""
+
+    type: DistributionType = Field(DistributionType.ddp, description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
+    nodes: int = Field(1, ge=1, description="number of nodes (machines, containers, pods)")
+    min_nodes: Optional[int] = Field(None, ge=1, description="elastic: the job may start with this many nodes (ddp)")
+    procs_per_node: Optional[int] = Field(None, ge=1, description="processes per node; default: gpus_per_node, or 1 without GPUs")
+    ps: Optional[int] = Field(None, ge=1, description="ps-worker only: parameter-server nodes (the other nodes are workers)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Distribution":
+        if self.type == "ps-worker":
+            ps = self.ps or 1
+            if ps >= self.nodes:
+                raise ValueError(f"ps-worker needs at least one worker: ps ({ps}) must be < nodes ({self.nodes})")
+        elif self.ps is not None:
+            raise ValueError("ps is only for type ps-worker")
+        if self.min_nodes is not None and self.min_nodes > self.nodes:
+            raise ValueError(f"min_nodes ({self.min_nodes}) must be <= nodes ({self.nodes})")
+        return self
+
+
+class Resources(Strict):
+    """What each node needs."""
+
+    gpus_per_node: int = Field(0, ge=0)
+    instance_type: Optional[str] = Field(None, description="a provider-neutral hint; providers may map or override")
+    cpus_per_node: Optional[float] = Field(None, gt=0, description="CPU cores per node (containers: a limit)")
+    memory_gb: Optional[float] = Field(None, gt=0, description="memory per node in GiB (containers: a limit)")
+    shm_gb: Optional[float] = Field(None, gt=0, description="shared memory (/dev/shm) per node in GiB")
+
+
+class SecretRef(Strict):
+    """Where a secret's value comes from on the submitting machine; it is never stored or printed."""
+
+    from_env: Optional[str] = Field(None, pattern=ENV_NAME_PATTERN)
+    from_file: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "SecretRef":
+        if (self.from_env is None) == (self.from_file is None):
+            raise ValueError("give exactly one of from_env or from_file")
+        return self
+
+
+class Network(Strict):
+    rdma: Literal["auto", "on", "off"] = Field("auto", description="RDMA / InfiniBand / EFA presets per provider")
+
+
+class JobSpec(Strict):
+    """A distributed training job, the same for every provider."""
+
+    name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits, '-'; at most 63 characters")
+    code: str = Field(".", description="directory shipped to every node (relative to the job file)")
+    command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
+    image: Optional[str] = Field(None, description="container image, for container-based providers")
+    distribution: Distribution = Field(default_factory=Distribution)
+    resources: Resources = Field(default_factory=Resources)
+    env: Dict[str, str] = Field(default_factory=dict)
+    secrets: Dict[str, SecretRef] = Field(default_factory=dict)
+    network: Network = Field(default_factory=Network)
+    max_restarts: int = Field(0, ge=0)
+    providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
+
+    _source: Optional["Source"] = PrivateAttr(default=None)
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, v):
+        if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+            raise ValueError("must not be empty")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars(cls, v):
+        if isinstance(v, dict):
+            out = {}
+            for key, value in v.items():
+                if isinstance(value, bool):
+                    value = "true" if value else "false"
+                if isinstance(value, (int, float)):
+                    value = str(value)
+                out[key] = value
+            return out
+        return v
+
+    @field_validator("env", "secrets")
+    @classmethod
+    def _env_names(cls, v):
+        import re
+        for key in v:
+            if not re.match(ENV_NAME_PATTERN, key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return v
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> "JobSpec":
+        both = sorted(set(self.env) & set(self.secrets))
+        if both:
+            raise ValueError(f"{', '.join(both)} is both in env and in secrets; keep it in secrets only")
+        return self
+
+    # -- derived facts every provider uses --------------------------------------------
+    @property
+    def argv(self) -> List[str]:
+        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+
+    @property
+    def command_line(self) -> str:
+        return self.command if isinstance(self.command, str) else shlex.join(self.command)
+
+    @property
+    def procs_per_node(self) -> int:
+        d = self.distribution
+        return d.procs_per_node or self.resources.gpus_per_node or 1
+
+    @property
+    def ps(self) -> int:
+        return self.distribution.ps or 1
+
+    @property
+    def code_path(self) -> Path:
+        """The code directory as an absolute path (relative to the job file)."""
+        base = self._source.path.parent if self._source and self._source.path else Path.cwd()
+        return (base / self.code).resolve()
+
+    @property
+    def source(self) -> Optional["Source"]:
+        return self._source
+
+    def launch_args(self) -> List[str]:
+        """``cloudtrain launch`` options that carry the job's launch settings to every node."""
+        args = ["--type", self.distribution.type, "--nproc-per-node", str(self.procs_per_node)]
+        if self.max_restarts:
+            args += ["--max-restarts", str(self.max_restarts)]
+        if self.distribution.type == "ps-worker":
+            args += ["--ps", str(self.ps)]
+        return args
+
+
+class Source:
+    """Where a job came from, to point errors at a file, line and field."""
+
+    def __init__(self, path: Optional[Path], lines: Dict[tuple, int], overrides: Dict[str, Any]):
+        self.path, self.lines, self.overrides = path, lines, overrides
+
+    def line_of(self, loc: tuple) -> Optional[int]:
+        loc = tuple(loc)
+        while loc:
+            if loc in self.lines:
+                return self.lines[loc]
+            loc = loc[:-1]
+        return self.lines.get((), None)
+
+    def override_of(self, loc: tuple) -> Optional[str]:
+        dotted = ".".join(str(p) for p in loc)
+        for key in self.overrides:
+            if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
+                return key
+        return None

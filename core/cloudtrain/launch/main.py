@@ -1,0 +1,213 @@
+"""``cloudtrain launch``: resolve this node's topology and exec the right launcher.
+
+Standard library only (Python >= 3.8), so it runs in any image that has Python; providers
+ship it with the job's code.  See docs/launcher.md for the environment it reads and exports.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Optional
+
+from . import detectors, liveness, netif, plans
+from .topology import Topology
+
+PEER_TIMEOUT = float(os.environ.get("CLOUDTRAIN_PEER_TIMEOUT", "600"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cloudtrain launch",
+        description="Inside a node: resolve the topology from the platform's environment and "
+                    "exec the launcher for the distribution type.")
+    p.add_argument("--print", dest="print_only", action="store_true",
+                   help="print the final command as one shell-quoted line and run nothing")
+    p.add_argument("--platform", help="skip auto-detection: read this platform's environment")
+    p.add_argument("--type", dest="distribution", choices=plans.DISTRIBUTIONS,
+                   help="distribution type (default: $CLOUDTRAIN_DISTRIBUTION, then ddp)")
+    p.add_argument("--nproc-per-node", type=int,
+                   help="processes per node (default: the platform's, then 1)")
+    p.add_argument("--max-restarts", type=int, help="torchrun restarts (default: $CLOUDTRAIN_MAX_RESTARTS or 0)")
+    p.add_argument("--ps", type=int, help="ps-worker: number of parameter-server nodes (default: $CLOUDTRAIN_PS or 1)")
+    p.add_argument("--show-topology", action="store_true", help="print the resolved topology as JSON and exit")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
+    return p
+
+
+def _int_env(environ, name: str, default: int) -> int:
+    value = environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+def settings_for(args, topology: Topology, environ) -> plans.Settings:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if len(command) == 1 and " " in command[0]:
+        command = shlex.split(command[0])
+    nproc = args.nproc_per_node or topology.nproc_per_node or 1
+    try:
+        master_ip = netif.resolve(topology.master_addr, timeout=60 if topology.num_nodes > 1 else 0)
+    except OSError:
+        master_ip = topology.master_addr
+    node_ip = netif.local_ip_towards(master_ip)
+    iface = environ.get("CLOUDTRAIN_IFNAME") or netif.interface_for(node_ip)
+    return plans.Settings(
+        distribution=args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp",
+        command=command,
+        nproc_per_node=nproc,
+        max_restarts=args.max_restarts if args.max_restarts is not None
+        else _int_env(environ, "CLOUDTRAIN_MAX_RESTARTS", 0),
+        ps=args.ps if args.ps is not None else _int_env(environ, "CLOUDTRAIN_PS", 1),
+        job_id=environ.get("CLOUDTRAIN_JOB_ID", "cloudtrain"),
+        iface=iface,
+        node_ip=node_ip,
+        is_root=hasattr(os, "geteuid") and os.geteuid() == 0,
+        log_dir=environ.get("CLOUDTRAIN_LOG_DIR") or None,
+        env_names=[n for n in environ.get("CLOUDTRAIN_ENV_NAMES", "").split(",") if n],
+    )
+
+
+def final_environment(plan: plans.Plan, topology: Topology, s: plans.Settings, environ) -> dict:
+    env = dict(environ)
+    for key, value in topology.env.items():
+        env.setdefault(key, value)
+    env.update(plan.env)
+    if s.distribution not in ("mpi", "horovod"):  # mpirun tags every write: keep lines whole
+        env.setdefault("PYTHONUNBUFFERED", "1")
+    if s.iface:
+        env.setdefault("GLOO_SOCKET_IFNAME", s.iface)
+        env.setdefault("TP_SOCKET_IFNAME", s.iface)
+    return env
+
+
+def _kill_group(pgid: int, grace: float = 5.0) -> None:
+    """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Children:
+    """Children started in their own process groups, all stopped on exit or SIGTERM/SIGINT.
+
+    A group outlives its leader (``ray start`` exits and leaves raylet behind), so groups are
+    killed by id, which also keeps two jobs on one machine from stopping each other's Ray.
+    """
+
+    def __init__(self):
+        self.procs: List[subprocess.Popen] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        self.stop_all()
+        raise SystemExit(128 + signum)
+
+    def start(self, argv, env) -> subprocess.Popen:
+        proc = subprocess.Popen(argv, env=env, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        while self.procs:
+            proc = self.procs.pop()
+            _kill_group(proc.pid)
+            proc.poll()
+
+
+def _wait_port(host: str, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not liveness.port_open(host, port):
+        if time.monotonic() > deadline:
+            raise RuntimeError("node 0 (%s:%d) did not open within %.0fs" % (host, port, timeout))
+        time.sleep(0.2)
+
+
+def _start_ray(children: _Children, argv: List[str], env: dict) -> None:
+    """``ray start`` returns once this node's Ray processes are up and registered."""
+    code = children.start(argv, env).wait()
+    if code != 0:
+        raise RuntimeError("%s exited with %d" % (" ".join(argv[:3]), code))
+
+
+def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
+    """Carry out a plan that cannot simply exec; returns this node's exit code."""
+    children = _Children()
+    port = topology.master_port + 1
+    try:
+        if plan.mode in ("launcher", "ray-head"):
+            server = liveness.LivenessServer(port, expected=topology.num_nodes - 1)
+            try:
+                if plan.start:
+                    _start_ray(children, plan.start, env)
+                if plan.wait_peers and not server.wait_for_peers(PEER_TIMEOUT):
+                    print("cloudtrain launch: not every node joined within %.0fs; starting anyway"
+                          % PEER_TIMEOUT, file=sys.stderr, flush=True)
+                code = children.start(plan.argv, env).wait()
+            except BaseException:
+                server.finish(1, grace=0)
+                raise
+            server.finish(code)
+            return code
+        # wait / ray-worker: stay up until node 0 says it is done
+        if plan.start:
+            host = plan.env.get("RAY_ADDRESS", topology.master_addr).rsplit(":", 1)[0]
+            _wait_port(host, topology.master_port, PEER_TIMEOUT)
+            _start_ray(children, plan.start, env)
+        return liveness.wait_for_launcher(topology.master_addr, port, PEER_TIMEOUT)
+    finally:
+        children.stop_all()
+
+
+def main(argv: Optional[List[str]] = None, environ=None) -> int:
+    environ = dict(os.environ if environ is None else environ)
+    args = build_parser().parse_args(argv)
+    try:
+        topology = detectors.detect(environ, args.platform)
+        if args.show_topology:
+            print(topology.to_json())
+            return 0
+        settings = settings_for(args, topology, environ)
+        plan = plans.plan(topology, settings, environ)
+    except (ValueError, detectors.DetectionError) as exc:
+        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        return 2
+    env = final_environment(plan, topology, settings, environ)
+    if args.print_only:
+        print(plan.shell_line(topology))
+        return 0
+    os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
+    if plan.mode == "exec":
+        try:
+            os.execvpe(plan.argv[0], plan.argv, env)
+        except FileNotFoundError:
+            print("cloudtrain launch: %s: command not found; install it in the image or fix the "
+                  "job's command" % plan.argv[0], file=sys.stderr)
+            return 127
+    try:
+        return run(plan, topology, env)
+    except (RuntimeError, TimeoutError) as exc:
+        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""From a topology and the job's settings to the exact launcher command of this node.
+
+Pure functions (no process is started here), so every launcher line is unit-tested.
+Standard library only, Python >= 3.8.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from .topology import Topology
+
+DISTRIBUTIONS = ("ddp", "mpi", "horovod", "deepspeed", "ps-worker", "ray", "none")
+
+# Variables mpirun forwards to every rank (-x NAME: the value never appears on the command line).
+FORWARDED_ALWAYS = (
+    "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",
+    "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+)
+FORWARDED_PREFIXES = ("CLOUDTRAIN_", "NCCL_", "UCX_", "FI_", "HOROVOD_")
+_PYTHON = re.compile(r"^(.*/)?python(\d(\.\d+)?)?$")
+
+
+@dataclass
+class Settings:
+    """What the job says about launching, the same on every node."""
+
+    distribution: str
+    command: List[str]
+    nproc_per_node: int = 1
+    max_restarts: int = 0
+    ps: int = 1
+    job_id: str = "cloudtrain"
+    iface: Optional[str] = None
+    node_ip: str = "127.0.0.1"
+    is_root: bool = False
+    log_dir: Optional[str] = None
+    env_names: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """What this node runs.
+
+    ``mode``: ``exec`` (replace the launcher process), ``launcher`` (run ``argv`` on node 0 while
+    the other nodes wait), ``wait`` (a non-launcher node: wait for node 0), ``ray-head`` /
+    ``ray-worker`` (start Ray first, then the command / the wait).
+    """
+
+    mode: str
+    argv: List[str]
+    env: Dict[str, str] = field(default_factory=dict)
+    start: Optional[List[str]] = None
+    wait_peers: bool = False
+
+    def shell_line(self, topology: Topology) -> str:
+        steps = []
+        if self.start:
+            steps.append(shlex.join(self.start) if hasattr(shlex, "join") else " ".join(map(shlex.quote, self.start)))
+        if self.mode == "wait" or not self.argv:
+            steps.append("# node %d waits for node 0 (%s:%d) to finish"
+                         % (topology.node_rank, topology.master_addr, topology.master_port + 1))
+        else:
+            steps.append(" ".join(shlex.quote(a) for a in self.argv))
+        return " && ".join(steps)
+
+
+def _split_python(command: List[str]):
+    """``python [-u] [-m mod | script] args`` -> (python, module?, rest); else None."""
+    if not command or not _PYTHON.match(command[0]):
+        return None
+    rest = list(command[1:])
+    while rest and rest[0] in ("-u", "-B", "-O", "-OO"):
+        rest.pop(0)
+    if rest and rest[0] == "-m" and len(rest) > 1:
+        return command[0], True, rest[1:]
+    if rest and not rest[0].startswith("-"):
+        return command[0], False, rest
+    return None
+
+
+def _hosts_with_slots(topology: Topology, nproc: int) -> str:
+    """``h0:2,h1:2``; nodes that share an address (local emulation) are merged."""
+    slots = topology.slots or [nproc] * topology.num_nodes
+    merged: Dict[str, int] = {}
+    for host, n in zip(topology.hosts, slots):
+        merged[host] = merged.get(host, 0) + n
+    return ",".join("%s:%d" % (h, n) for h, n in merged.items())
+
+
+def forwarded_names(environ, settings: Settings) -> List[str]:
+    names = set(n for n in FORWARDED_ALWAYS if n in environ)
+    names.update(n for n in environ if n.startswith(FORWARDED_PREFIXES))
+    names.discard("CLOUDTRAIN_NODE_RANK")  # differs per node; ranks learn theirs from MPI
+    names.update(n for n in settings.env_names if n in environ)
+    return sorted(names)
+
+
+def torchrun(topology: Topology, s: Settings) -> List[str]:
+    split = _split_python(s.command)
+    argv = [split[0], "-m", "torch.distributed.run"] if split else ["torchrun"]
+    argv += ["--nnodes", str(topology.num_nodes), "--nproc-per-node", str(s.nproc_per_node)]
+    if s.max_restarts > 0:
+        # Restarts need every node to re-rendezvous: c10d, not the static rendezvous.
+        argv += ["--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", "%s:%d" % (topology.master_addr, topology.master_port),
+                 "--rdzv-id", s.job_id, "--max-restarts", str(s.max_restarts)]
+    else:
+        # Static rendezvous: no polling, the node rank is known (c10d cost ~15% of a short job).
+        argv += ["--node-rank", str(topology.node_rank), "--master-addr", topology.master_addr,
+                 "--master-port", str(topology.master_port)]
+    argv += ["--tee", "3"]
+    if s.log_dir:
+        argv += ["--log-dir", os.path.join(s.log_dir, "torchrun")]
+    if split:
+        return argv + (["-m"] if split[1] else []) + split[2]
+    return argv + ["--no-python"] + s.command
+
+
+def mpirun(topology: Topology, s: Settings, environ) -> List[str]:
+    total = sum(topology.slots) if topology.slots else s.nproc_per_node * topology.num_nodes
+    argv = ["mpirun"]
+    if s.is_root:
+        argv.append("--allow-run-as-root")
+    argv += ["-np", str(total), "-H", _hosts_with_slots(topology, s.nproc_per_node),
+             "--bind-to", "none", "--map-by", "slot", "--tag-output"]
+    if s.iface:
+        argv += ["--mca", "btl_tcp_if_include", s.iface, "--mca", "oob_tcp_if_include", s.iface]
+    argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"]
+    for name in forwarded_names(environ, s):
+        argv += ["-x", name]
+    return argv + s.command
+
+
+def horovodrun(topology: Topology, s: Settings) -> List[str]:
+    total = sum(topology.slots) if topology.slots else s.nproc_per_node * topology.num_nodes
+    argv = ["horovodrun", "-np", str(total), "-H", _hosts_with_slots(topology, s.nproc_per_node)]
+    if s.iface:
+        argv += ["--network-interface", s.iface]
+    return argv + s.command
+
+
+def deepspeed(topology: Topology, s: Settings) -> List[str]:
+    argv = ["deepspeed"]
+    if topology.num_nodes > 1:
+        # Every node starts its own ranks (no pdsh/ssh between nodes), like torchrun.
+        argv += ["--no_ssh", "--node_rank", str(topology.node_rank),
+                 "--num_nodes", str(topology.num_nodes), "--master_addr", topology.master_addr]
+    argv += ["--num_gpus", str(s.nproc_per_node), "--master_port", str(topology.master_port)]
+    split = _split_python(s.command)
+    if split:
+        return argv + (["--module"] if split[1] else []) + split[2]
+    return argv + ["--no_python"] + s.command
+
+
+def tf_config(topology: Topology, ps: int) -> dict:
+    """The node's TF_CONFIG: the platform's own, or derived (first ``ps`` nodes are PS)."""
+    if topology.tf_config:
+        return topology.tf_config
+    if not 1 <= ps < topology.num_nodes:
+        raise ValueError("ps-worker needs 1 <= ps < nodes, got ps=%d with %d nodes" % (ps, topology.num_nodes))
+    # Distinct ports per task so that emulated nodes sharing one address do not collide.
+    addrs = ["%s:%d" % (h, topology.master_port + 2 + i) for i, h in enumerate(topology.hosts)]
+    rank = topology.node_rank
+    task = {"type": "ps", "index": rank} if rank < ps else {"type": "worker", "index": rank - ps}
+    return {"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task, "environment": "cloud"}
+
+
+def ray_addresses(topology: Topology, s: Settings):
+    """(this node's Ray IP, the head's GCS address).
+
+    Ray rewrites 127.0.0.1 to the machine's own address, so emulated nodes on loopback get
+    distinct addresses of their own from 127.0.0.0/8 (node r -> 127.0.0.<r+2>).
+    """
+    if s.node_ip.startswith("127."):
+        return "127.0.0.%d" % (2 + topology.node_rank), "127.0.0.2:%d" % topology.master_port
+    return s.node_ip, "%s:%d" % (topology.master_addr, topology.master_port)
+
+
+def ray_start(topology: Topology, s: Settings, head: bool) -> List[str]:
+    node_ip, address = ray_addresses(topology, s)
+    resources = json.dumps({"Rank:%d" % topology.node_rank: 1})
+    argv = ["ray", "start", "--node-ip-address", node_ip, "--resources", resources, "--disable-usage-stats"]
+    if head:
+        argv += ["--head", "--port", str(topology.master_port), "--include-dashboard", "false"]
+    else:
+        argv += ["--address", address]
+    return argv
+
+
+def common_env(topology: Topology, s: Settings) -> Dict[str, str]:
+    env = {
+        "CLOUDTRAIN_PLATFORM": topology.platform,
+        "CLOUDTRAIN_DISTRIBUTION": s.distribution,
+        "CLOUDTRAIN_NODE_RANK": str(topology.node_rank),
+        "CLOUDTRAIN_NUM_NODES": str(topology.num_nodes),
+        "CLOUDTRAIN_NPROC_PER_NODE": str(s.nproc_per_node),
+        "CLOUDTRAIN_MASTER_ADDR": topology.master_addr,
+        "CLOUDTRAIN_MASTER_PORT": str(topology.master_port),
+        "CLOUDTRAIN_HOSTS": ",".join(topology.hosts),
+        "CLOUDTRAIN_OUTPUT_DIR": topology.output_dir or os.path.abspath("output"),
+    }
+    return env
+
+
+def plan(topology: Topology, s: Settings, environ) -> Plan:
+    """The plan for this node.  Raises ValueError for a request that cannot work."""
+    if s.distribution not in DISTRIBUTIONS:
+        raise ValueError("unknown distribution type %r; use one of: %s" % (s.distribution, ", ".join(DISTRIBUTIONS)))
+    if not s.command:
+        raise ValueError("no command given; put it after --, e.g. cloudtrain launch -- python train.py")
+    if topology.num_nodes > 1 and not topology.hosts and s.distribution in ("mpi", "horovod", "ps-worker"):
+        raise ValueError("the platform did not say where the other nodes are (no host list); "
+                         "%s needs one: set CLOUDTRAIN_HOSTS" % s.distribution)
+    env = common_env(topology, s)
+    single = {"RANK": str(topology.node_rank), "WORLD_SIZE": str(topology.num_nodes),
+              "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+              "MASTER_ADDR": topology.master_addr, "MASTER_PORT": str(topology.master_port)}
+    d = s.distribution
+    if d == "ddp":
+        return Plan("exec", torchrun(topology, s), env)
+    if d == "deepspeed":
+        return Plan("exec", deepspeed(topology, s), env)
+    if d in ("mpi", "horovod"):
+        if not topology.is_master:
+            return Plan("wait", [], env)
+        argv = mpirun(topology, s, dict(environ, **env)) if d == "mpi" else horovodrun(topology, s)
+        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env)
+    if d == "ray":
+        env["RAY_ADDRESS"] = ray_addresses(topology, s)[1]
+        if topology.is_master:
+            return Plan("ray-head", list(s.command), env, start=ray_start(topology, s, head=True),
+                        wait_peers=topology.num_nodes > 1)
+        return Plan("ray-worker", [], env, start=ray_start(topology, s, head=False))
+    if d == "ps-worker":
+        config = tf_config(topology, s.ps)
+        env.update(single)
+        env["TF_CONFIG"] = json.dumps(config, sort_keys=True)
+        env["CLOUDTRAIN_ROLE"] = config["task"]["type"]
+        env["CLOUDTRAIN_ROLE_INDEX"] = str(config["task"]["index"])
+        return Plan("exec", list(s.command), env)
+    env.update(single)
+    return Plan("exec", list(s.command), env)

@@ -1,0 +1,143 @@
+"""The plugin manager: pluggy, the ``cloudtrain`` entry-point group, and the provider registry.
+
+Plugins are found through entry points (the built-in ones too), plus modules named in
+``$CLOUDTRAIN_PLUGINS`` (comma-separated; handy for a plugin under development).  Plugins named
+in ``$CLOUDTRAIN_DISABLE_PLUGINS`` (or passed to ``disable``) are blocked.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Type
+
+import pluggy
+
+from . import hookspecs
+from .errors import BadInput, UnknownProvider
+
+ENTRY_POINT_GROUP = "cloudtrain"
+
+_pm: Optional[pluggy.PluginManager] = None
+_providers: Optional[Dict[str, "ProviderInfo"]] = None
+_disabled: set = set()
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    name: str
+    cls: type
+    plugin: str
+
+    @property
+    def extra(self) -> str:
+        return self.cls.extra
+
+    def sdk_missing(self) -> List[str]:
+        """The provider's SDK modules that cannot be imported (found without importing them)."""
+        missing = []
+        for module in self.cls.sdk_modules:
+            try:
+                if importlib.util.find_spec(module) is None:
+                    missing.append(module)
+            except (ImportError, ValueError):
+                missing.append(module)
+        return missing
+
+
+def _blocked_names() -> set:
+    names = {n.strip() for n in os.environ.get("CLOUDTRAIN_DISABLE_PLUGINS", "").split(",") if n.strip()}
+    return names | _disabled
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    global _pm
+    if _pm is None:
+        pm = pluggy.PluginManager("cloudtrain")
+        pm.add_hookspecs(hookspecs)
+        for name in _blocked_names():
+            pm.set_blocked(name)
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        for module_name in filter(None, (m.strip() for m in os.environ.get("CLOUDTRAIN_PLUGINS", "").split(","))):
+            if pm.is_blocked(module_name) or pm.has_plugin(module_name):
+                continue
+            try:
+                pm.register(importlib.import_module(module_name), name=module_name)
+            except ImportError as exc:
+                raise BadInput(f"CLOUDTRAIN_PLUGINS names {module_name!r}, which cannot be imported: {exc}; "
+                               "fix the module path or unset CLOUDTRAIN_PLUGINS") from None
+        pm.check_pending()
+        _pm = pm
+    return _pm
+
+
+def register_plugin(plugin, name: Optional[str] = None) -> None:
+    """Register a plugin object or module at run time (tests, embedding applications)."""
+    get_plugin_manager().register(plugin, name=name)
+    _reset_providers()
+
+
+def unregister_plugin(name: str) -> None:
+    pm = get_plugin_manager()
+    plugin = pm.get_plugin(name)
+    if plugin is not None:
+        pm.unregister(plugin)
+    _reset_providers()
+
+
+def disable(*names: str) -> None:
+    """Block plugins by name (takes effect for the next plugin manager)."""
+    _disabled.update(names)
+    reset()
+
+
+def reset() -> None:
+    """Forget the plugin manager and registry (the next call loads plugins again)."""
+    global _pm
+    _pm = None
+    _reset_providers()
+
+
+def _reset_providers() -> None:
+    global _providers
+    _providers = None
+
+
+def providers() -> Dict[str, ProviderInfo]:
+    """Every registered provider by name, with the plugin that registered it."""
+    global _providers
+    if _providers is None:
+        pm = get_plugin_manager()
+        found: Dict[str, ProviderInfo] = {}
+        for impl in pm.hook.cloudtrain_register_providers.get_hookimpls():
+            plugin_name = pm.get_name(impl.plugin) or getattr(impl.plugin, "__name__", "?")
+
+            def register(cls: type, _plugin=plugin_name) -> None:
+                if cls.name in found and found[cls.name].cls is not cls:
+                    raise BadInput(f"provider {cls.name!r} is registered by both {found[cls.name].plugin} and "
+                                   f"{_plugin}; disable one (CLOUDTRAIN_DISABLE_PLUGINS)")
+                found[cls.name] = ProviderInfo(cls.name, cls, _plugin)
+
+            impl.function(register=register)
+        _providers = dict(sorted(found.items()))
+    return _providers
+
+
+def get_provider_class(name: str) -> Type:
+    registry = providers()
+    if name not in registry:
+        known = ", ".join(registry) or "none"
+        raise UnknownProvider(f"unknown provider {name!r}; installed providers: {known}. "
+                              "Install its plugin (cloudtrain providers lists what is installed)")
+    return registry[name].cls
+
+
+def get_provider(name: str, **clients):
+    """An instance of provider ``name``; ``clients`` are injected SDK clients (tests, fakes)."""
+    return get_provider_class(name)(**clients)
+
+
+def plugin_names() -> Iterable[str]:
+    pm = get_plugin_manager()
+    return sorted(pm.get_name(p) for p in pm.get_plugins())

@@ -1,0 +1,297 @@
+"""The provider base class, neutral states, handles and the ``Rendered`` request.
+
+The flow is render-first: ``submit(job) = schedule(render(job))``.  ``render`` is pure (no
+network, no clock, no credentials), so ``--dry-run`` shows exactly what ``submit`` sends.
+"""
+from __future__ import annotations
+
+import abc
+import importlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from .errors import BadInput, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from .job import JobSpec
+from .secrets import MASK, resolve_secrets
+
+
+class State(str, Enum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        """The CLI's exit code for a job that ended in this state (None while it runs)."""
+        return {State.SUCCEEDED: EXIT_OK, State.FAILED: EXIT_JOB_FAILED,
+                State.CANCELLED: EXIT_INTERRUPTED}.get(self)
+
+
+@dataclass
+class JobStatus:
+    handle: str
+    state: State
+    raw_state: Optional[str] = None
+    name: Optional[str] = None
+    message: str = ""
+    nodes: Optional[int] = None
+    nodes_up: Optional[int] = None
+    exit_code: Optional[int] = None
+    created_at: Optional[float] = None
+    started_at: Optional[float] = None
+    ended_at: Optional[float] = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["state"] = self.state.value
+        return d
+
+
+def make_handle(provider: str, job_id: str) -> str:
+    return f"{provider}://{job_id}"
+
+
+def parse_handle(handle: str) -> Tuple[str, str]:
+    provider, sep, job_id = handle.partition("://")
+    if not sep or not provider or not job_id:
+        raise BadInput(f"{handle!r} is not a job handle; expected PROVIDER://ID, e.g. local://digits-ddp-1a2b3c "
+                       "(cloudtrain list shows them)")
+    return provider, job_id
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One thing a provider will send: ``kind`` says what ``content`` is."""
+
+    kind: str
+    name: str
+    content: Any
+
+
+@dataclass
+class Rendered:
+    """The exact platform request(s) for a job; prints as YAML or as the JSON envelope."""
+
+    provider: str
+    job: JobSpec
+    artifacts: List[Artifact]
+    options: Any = None
+    labels: Dict[str, str] = field(default_factory=dict)
+
+    def envelope(self) -> dict:
+        return {"provider": self.provider, "job": self.job.name,
+                "artifacts": [{"kind": a.kind, "name": a.name, "content": a.content} for a in self.artifacts]}
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.envelope(), indent=indent, sort_keys=False, ensure_ascii=False)
+
+    def to_yaml(self) -> str:
+        docs = []
+        for a in self.artifacts:
+            head = f"# {a.kind}: {a.name}\n"
+            if isinstance(a.content, str):
+                docs.append(head + a.content.rstrip("\n") + "\n")
+            else:
+                docs.append(head + yaml.safe_dump(a.content, sort_keys=False, allow_unicode=True, width=100))
+        return "---\n".join(docs)
+
+    def __str__(self) -> str:
+        return self.to_yaml()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Addresses of an emulated job's nodes, as the local and Docker providers assign them."""
+
+    hosts: List[str]
+    master_port: int = 29500
+    output_dir: Optional[str] = None
+
+
+class NoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Provider(abc.ABC):
+    """Base class of every provider.  Subclasses set the class attributes and implement
+    ``artifacts`` (pure), ``schedule``, ``status``, ``logs``, ``cancel`` and ``list``."""
+
+    name: ClassVar[str]
+    extra: ClassVar[str]
+    description: ClassVar[str] = ""
+    sdk_modules: ClassVar[Tuple[str, ...]] = ()
+    Options: ClassVar[Type[BaseModel]] = NoOptions
+    # The one table from the platform's states to the neutral ones.
+    states: ClassVar[Mapping[str, State]] = {}
+    # "module:function" of a stdlib-only detector for `cloudtrain launch` (None: generic).
+    detector: ClassVar[Optional[str]] = None
+
+    def __init__(self, **clients: Any):
+        self.clients = clients
+
+    # -- validation and rendering (pure) -----------------------------------------------
+    @classmethod
+    def options(cls, job: JobSpec):
+        from .loading import validate_model
+        return validate_model(cls.Options, job.providers.get(cls.name) or {}, job.source, ("providers", cls.name))
+
+    def validate(self, job: JobSpec):
+        """Options plus every ``cloudtrain_validate_job`` rule; raises ``BadInput``."""
+        from .plugins import get_plugin_manager
+        options = self.options(job)
+        problems = [p for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self)
+                    if result for p in result]
+        if problems:
+            where = f"{job.source.path}: " if job.source and job.source.path else ""
+            raise BadInput(f"{where}{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        self.check(job, options)
+        return options
+
+    def check(self, job: JobSpec, options) -> None:
+        """Provider-specific checks of a job against its options; raise ``BadInput``."""
+
+    @abc.abstractmethod
+    def artifacts(self, job: JobSpec, options) -> List[Artifact]:
+        ...
+
+    def render(self, job: JobSpec) -> Rendered:
+        from .plugins import get_plugin_manager
+        options = self.validate(job)
+        rendered = Rendered(self.name, job, self.artifacts(job, options), options)
+        get_plugin_manager().hook.cloudtrain_amend_request(rendered=rendered)
+        return rendered
+
+    # -- lifecycle -------------------------------------------------------------------
+    def submit(self, job_or_rendered, *, secrets: Optional[Mapping[str, str]] = None) -> "Run":
+        from .plugins import get_plugin_manager
+        rendered = job_or_rendered if isinstance(job_or_rendered, Rendered) else self.render(job_or_rendered)
+        if secrets is None:
+            secrets = resolve_secrets(rendered.job)
+        hook = get_plugin_manager().hook
+        hook.cloudtrain_before_submit(rendered=rendered)
+        job_id = self.schedule(rendered, dict(secrets))
+        run = Run(self, job_id)
+        hook.cloudtrain_after_submit(rendered=rendered, handle=run.handle)
+        return run
+
+    @abc.abstractmethod
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        """Send the rendered request; return the platform's job id."""
+        ...
+
+    @abc.abstractmethod
+    def status(self, job_id: str) -> JobStatus:
+        ...
+
+    @abc.abstractmethod
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        ...
+
+    @abc.abstractmethod
+    def cancel(self, job_id: str) -> JobStatus:
+        """Stop the job; cancelling an ended job changes nothing (idempotent)."""
+        ...
+
+    @abc.abstractmethod
+    def list(self) -> List[JobStatus]:
+        ...
+
+    def wait(self, job_id: str, *, timeout: Optional[float] = None, poll: float = 2.0,
+             on_status: Optional[Callable[[JobStatus], None]] = None) -> JobStatus:
+        """Poll until the job ends; ``on_status`` sees every status (for a live status line)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(job_id)
+            if on_status is not None:
+                on_status(status)
+            if status.terminal:
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{make_handle(self.name, job_id)} still {status.state.value} after {timeout}s")
+            time.sleep(poll)
+
+    @classmethod
+    def map_state(cls, raw: Optional[str]) -> State:
+        return cls.states.get(raw, State.UNKNOWN) if raw is not None else State.UNKNOWN
+
+    def handle(self, job_id: str) -> str:
+        return make_handle(self.name, job_id)
+
+    # -- the data plane: what the platform's nodes see --------------------------------
+    @classmethod
+    def default_cluster(cls, job: JobSpec) -> Cluster:
+        return Cluster(hosts=[f"{job.name}-{i}" for i in range(job.distribution.nodes)])
+
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        """The variables this platform injects into node ``node_index`` (used to emulate it)."""
+        from cloudtrain_local.detect import environment
+        cluster = cluster or cls.default_cluster(job)
+        return environment(job.distribution.nodes, node_index, cluster.hosts, cluster.master_port,
+                           job.procs_per_node, cluster.output_dir)
+
+    @classmethod
+    def detector_target(cls) -> str:
+        return cls.detector or "cloudtrain_local.detect:detect"
+
+    @classmethod
+    def detect(cls, environ: Mapping[str, str]):
+        """This platform's node topology from ``environ``, or None if it is not this platform."""
+        module, _, attr = cls.detector_target().partition(":")
+        return getattr(importlib.import_module(module), attr or "detect")(environ)
+
+    # -- helpers for subclasses ------------------------------------------------------------
+    @staticmethod
+    def rendered_env(job: JobSpec) -> Dict[str, str]:
+        """The job's env with every secret present as ``***`` (what a render may show)."""
+        env = dict(job.env)
+        env.update({name: MASK for name in job.secrets})
+        return env
+
+
+class Run:
+    """A submitted job, as the Python API hands it out."""
+
+    def __init__(self, provider: Provider, job_id: str):
+        self.provider, self.id = provider, job_id
+
+    @property
+    def handle(self) -> str:
+        return self.provider.handle(self.id)
+
+    def status(self) -> JobStatus:
+        return self.provider.status(self.id)
+
+    def logs(self) -> str:
+        """Everything logged so far, as one string."""
+        return "".join(line if line.endswith("\n") else line + "\n" for line in self.provider.logs(self.id))
+
+    def stream_logs(self, follow: bool = True) -> Iterator[str]:
+        return self.provider.logs(self.id, follow=follow)
+
+    def wait(self, timeout: Optional[float] = None, on_status=None, poll: float = 0.5) -> JobStatus:
+        return self.provider.wait(self.id, timeout=timeout, on_status=on_status, poll=poll)
+
+    def cancel(self) -> JobStatus:
+        return self.provider.cancel(self.id)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.handle}>"

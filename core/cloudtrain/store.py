@@ -1,0 +1,110 @@
+"""The local state store: one SQLite file under ``$CLOUDTRAIN_HOME`` (default ``~/.cloudtrain``).
+
+The local and Docker providers keep their jobs here, so ``status``, ``logs``, ``cancel``,
+``list`` and ``wait`` work from any shell.  WAL mode: one writer (a job's supervisor) and
+many readers at once.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    raw_state TEXT,
+    message TEXT NOT NULL DEFAULT '',
+    nodes INTEGER NOT NULL,
+    nodes_up INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER,
+    supervisor_pid INTEGER,
+    run_dir TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    job_id TEXT NOT NULL,
+    node INTEGER NOT NULL,
+    pid INTEGER,
+    exit_code INTEGER,
+    PRIMARY KEY (job_id, node)
+);
+CREATE INDEX IF NOT EXISTS jobs_provider ON jobs (provider, created_at);
+"""
+
+
+def home() -> Path:
+    return Path(os.environ.get("CLOUDTRAIN_HOME") or Path.home() / ".cloudtrain").expanduser()
+
+
+class Store:
+    def __init__(self, path: Optional[Path] = None):
+        self.path = Path(path) if path else home() / "state.db"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=30000")
+        try:
+            yield db
+        finally:
+            db.close()
+
+    def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str) -> None:
+        with self._connect() as db:
+            db.execute("INSERT INTO jobs (id, provider, name, state, nodes, run_dir, created_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (id, provider, name, state, nodes, run_dir, time.time()))
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._connect() as db:
+            db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
+
+    def finish_job(self, job_id: str, state: str, *, message: str = "", exit_code: Optional[int] = None) -> bool:
+        """Move a job to a terminal state unless it already is in one; True if this call did it."""
+        with self._connect() as db:
+            cur = db.execute(
+                "UPDATE jobs SET state = ?, message = ?, exit_code = ?, ended_at = ?, nodes_up = 0 "
+                "WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+                (state, message, exit_code, time.time(), job_id))
+            return cur.rowcount == 1
+
+    def get_job(self, job_id: str) -> Optional[Dict[str, Any]]:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            return dict(row) if row else None
+
+    def list_jobs(self, provider: Optional[str] = None, limit: int = 100) -> List[Dict[str, Any]]:
+        with self._connect() as db:
+            if provider:
+                rows = db.execute("SELECT * FROM jobs WHERE provider = ? ORDER BY created_at DESC LIMIT ?",
+                                  (provider, limit))
+            else:
+                rows = db.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))
+            return [dict(r) for r in rows]
+
+    def set_node(self, job_id: str, node: int, **fields: Any) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR IGNORE INTO nodes (job_id, node) VALUES (?, ?)", (job_id, node))
+            if fields:
+                cols = ", ".join(f"{k} = ?" for k in fields)
+                db.execute(f"UPDATE nodes SET {cols} WHERE job_id = ? AND node = ?", (*fields.values(), job_id, node))
+
+    def get_nodes(self, job_id: str) -> List[Dict[str, Any]]:
+        with self._connect() as db:
+            return [dict(r) for r in db.execute("SELECT * FROM nodes WHERE job_id = ? ORDER BY node", (job_id,))]
