@@ -33,7 +33,7 @@ class Strict(BaseModel):
 class Distribution(Strict):
     """How the job is spread over nodes and processes."""
 
-    type: DistributionType = Field(DistributionType.ddp, description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
+    type: DistributionType = Field("ddp", description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
     nodes: int = Field(1, ge=1, description="number of nodes (machines, containers, pods)")
     min_nodes: Optional[int] = Field(None, ge=1, description="elastic: the job may start with this many nodes (ddp)")
     procs_per_node: Optional[int] = Field(None, ge=1, description="processes per node; default: gpus_per_node, or 1 without GPUs")

@@ -246,7 +246,7 @@ class Provider(abc.ABC):
         from cloudtrain_local.detect import environment
         cluster = cluster or cls.default_cluster(job)
         return environment(job.distribution.nodes, node_index, cluster.hosts, cluster.master_port,
-                           job.procs_per_node, cluster.output_dir)
+                           job.procs_per_node, cluster.output_dir, platform=cls.name)
 
     @classmethod
     def detector_target(cls) -> str:

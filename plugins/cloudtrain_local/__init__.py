@@ -1,9 +1,5 @@
-"""The ``local`` provider: N emulated nodes as process groups on this machine."""
-from cloudtrain.hookspecs import hookimpl
+"""The ``local`` provider: N emulated nodes as process groups on this machine.
 
-
-@hookimpl
-def cloudtrain_register_providers(register):
-    from .provider import LocalProvider
-
-    register(LocalProvider)
+The pluggy registration lives in ``cloudtrain_local.plugin``; this package imports nothing,
+so ``cloudtrain launch`` can import ``cloudtrain_local.detect`` with the standard library only.
+"""

@@ -37,10 +37,10 @@ def _from(environ: Mapping[str, str], prefix: str, platform: str) -> Topology:
 
 
 def environment(num_nodes: int, node_index: int, hosts, master_port: int,
-                nproc_per_node: int, output_dir: Optional[str] = None) -> dict:
+                nproc_per_node: int, output_dir: Optional[str] = None, platform: str = "local") -> dict:
     """What the generic platform injects into node ``node_index`` (inverse of ``detect``)."""
     env = {
-        "CLOUDTRAIN_PLATFORM": "local",
+        "CLOUDTRAIN_PLATFORM": platform,
         "CLOUDTRAIN_NUM_NODES": str(num_nodes),
         "CLOUDTRAIN_NODE_RANK": str(node_index),
         "CLOUDTRAIN_MASTER_ADDR": hosts[0],

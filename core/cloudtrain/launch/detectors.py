@@ -86,8 +86,8 @@ def detect(environ: Mapping[str, str], platform: Optional[str] = None) -> Topolo
             fn = _load(target)
         except DetectionError:
             if name == GENERIC:
-                break
-            continue
+                raise  # without it the node would silently run alone
+            continue  # a broken third-party detector must not stop the node
         topo = fn(environ)
         if topo is not None:
             return topo

@@ -1,0 +1,49 @@
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORT = Path(__file__).resolve().parent / "support"
+EXAMPLES = ROOT / "examples"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
+# The test plugin (tests/support/ct_fakeone.py) is loaded by every plugin manager the tests make.
+os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A private CLOUDTRAIN_HOME for the test and the processes it starts."""
+    path = tmp_path / "ct-home"
+    monkeypatch.setenv("CLOUDTRAIN_HOME", str(path))
+    return path
+
+
+def cli_env(extra=None, plugins=True):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT), env.get("PYTHONPATH")]))
+    if plugins:
+        env["CLOUDTRAIN_PLUGINS"] = "ct_fakeone"
+    env.pop("PYTHONUNBUFFERED", None)
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args, env=None, cwd=None, timeout=300, check=None):
+    """Run ``cloudtrain ARGS`` in a subprocess; returns CompletedProcess with text output."""
+    proc = subprocess.run([sys.executable, "-m", "cloudtrain", *map(str, args)], capture_output=True, text=True,
+                          env=cli_env(env), cwd=cwd, timeout=timeout)
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def write_job(directory: Path, text: str, name: str = "job.yaml") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path

@@ -1,0 +1,122 @@
+"""The command line: exit codes, one-line errors, nothing started on bad input, lazy imports."""
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT, cli_env, run_cli, write_job
+
+CLOUD_SDKS = ("boto3", "botocore", "azure", "kubernetes", "docker", "tencentcloud", "huaweicloudsdkcore",
+              "huaweicloudsdkmodelarts", "torch", "ray")
+JOB = """
+name: cli-job
+command: python train.py
+distribution: {type: ddp, nodes: 2, procs_per_node: 2}
+secrets: {TOKEN: {from_env: CT_TEST_TOKEN}}
+"""
+
+
+def assert_one_line_error(proc, code, text):
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert text in proc.stderr
+
+
+def test_help_and_render_import_no_cloud_sdk_or_torch(tmp_path):
+    job = write_job(tmp_path, JOB)
+    code = ("import sys; from cloudtrain.cli import main; rc = main(sys.argv[1:]); "
+            "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & set(%r)))" % (CLOUD_SDKS,))
+    for args in (["--help"], ["render", "-p", "local", str(job)], ["providers"], ["validate", str(job)]):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                              env=cli_env({"CT_TEST_TOKEN": "x"}))
+        if args == ["--help"]:
+            assert proc.returncode == 0 and "submit" in proc.stdout
+            continue
+        assert "LOADED []" in proc.stdout, (args, proc.stdout[-300:], proc.stderr)
+
+
+def test_help_does_not_import_pydantic():
+    proc = subprocess.run([sys.executable, "-c", "import sys\nfrom cloudtrain.cli import main\n"
+                           "try: main(['--help'])\nexcept SystemExit: pass\nprint('pydantic' in sys.modules)"],
+                          capture_output=True, text=True, env=cli_env())
+    assert proc.stdout.strip().endswith("False")
+
+
+def test_render_yaml_and_json_envelope(tmp_path):
+    job = write_job(tmp_path, JOB)
+    proc = run_cli("render", "-p", "local", job, "-o", "json", env={"CT_TEST_TOKEN": "tok-123456"}, check=0)
+    envelope = json.loads(proc.stdout)
+    assert envelope["provider"] == "local" and envelope["job"] == "cli-job"
+    assert [a["kind"] for a in envelope["artifacts"]] == ["local/process", "local/process"]
+    assert envelope["artifacts"][1]["content"]["env"]["CLOUDTRAIN_NODE_RANK"] == "1"
+    assert envelope["artifacts"][0]["content"]["env"]["TOKEN"] == "***"
+    assert "tok-123456" not in proc.stdout
+    docs = list(yaml.safe_load_all(run_cli("render", "-p", "local", job, check=0).stdout))
+    assert [d["node"] for d in docs] == [0, 1]
+
+
+def test_render_needs_a_provider(tmp_path):
+    proc = run_cli("render", write_job(tmp_path, JOB))
+    assert proc.returncode == 2 and "-p/--provider" in proc.stderr
+
+
+def test_emulate_injects_another_platforms_environment(tmp_path):
+    job = write_job(tmp_path, JOB)
+    envelope = json.loads(run_cli("render", "-p", "local", job, "--emulate", "fakeone", "-o", "json",
+                                  env={"CT_TEST_TOKEN": "x"}, check=0).stdout)
+    env = envelope["artifacts"][1]["content"]["env"]
+    assert env["WORLD_SIZE"] == "2" and env["RANK"] == "1" and env["INDEX"] == "1"
+    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone:detect"
+    assert "CLOUDTRAIN_NUM_NODES" not in env
+
+
+@pytest.mark.parametrize("args,text", [
+    (["submit", "missing.yaml"], "missing.yaml: no such file"),
+    (["submit", "JOB", "--set", "distribution.nodes=0"], "--set distribution.nodes: distribution.nodes: must be ≥ 1, got 0"),
+    (["submit", "-p", "nowhere", "JOB"], "unknown provider 'nowhere'; installed providers:"),
+    (["submit", "JOB", "--emulate", "nowhere"], "unknown provider 'nowhere'"),
+    (["validate", "JOB", "--set", "providers.local.bogus=1"], "providers.local.bogus: unknown field"),
+    (["status", "not-a-handle"], "is not a job handle; expected PROVIDER://ID"),
+    (["status", "local://no-such-job"], "no local job 'no-such-job'"),
+    (["cancel", "azure-typo://x"], "unknown provider 'azure-typo'"),
+])
+def test_bad_input_exits_2_with_one_line_and_starts_nothing(tmp_path, home, args, text):
+    job = write_job(tmp_path, JOB)
+    args = [str(job) if a == "JOB" else a for a in args]
+    proc = run_cli(*args, env={"CT_TEST_TOKEN": "x"}, cwd=tmp_path)
+    assert_one_line_error(proc, 2, text)
+    assert not (home / "runs").exists() or not list((home / "runs").iterdir())
+
+
+def test_missing_secret_names_the_line_and_starts_nothing(tmp_path, home):
+    job = write_job(tmp_path, JOB)
+    proc = run_cli("submit", job)
+    assert_one_line_error(proc, 2, f"{job}:4: secrets.TOKEN: environment variable CT_TEST_TOKEN is not set")
+    assert not (home / "runs").exists()
+
+
+def test_validate_reports_the_shape(tmp_path):
+    proc = run_cli("validate", write_job(tmp_path, JOB), env={"CT_TEST_TOKEN": "x"}, check=0)
+    assert "ok (local: ddp, 2 node(s) x 2 process(es))" in proc.stdout
+
+
+def test_providers_lists_plugin_extra_and_sdk():
+    rows = json.loads(run_cli("providers", "-o", "json", check=0).stdout)
+    local = next(r for r in rows if r["provider"] == "local")
+    assert local == {"provider": "local", "plugin": "local", "extra": "local", "sdk_missing": [],
+                     "description": local["description"]}
+    assert any(r["provider"] == "fakeone" and r["plugin"] == "ct_fakeone" for r in rows)
+
+
+def test_disabled_plugins_are_not_loaded():
+    rows = json.loads(run_cli("providers", "-o", "json", env={"CLOUDTRAIN_DISABLE_PLUGINS": "ct_fakeone"}, check=0).stdout)
+    assert [r["provider"] for r in rows] == ["local"]
+
+
+def test_dry_run_sends_nothing(tmp_path, home):
+    proc = run_cli("submit", write_job(tmp_path, JOB), "--dry-run", "-o", "json", env={"CT_TEST_TOKEN": "x"}, check=0)
+    assert json.loads(proc.stdout)["provider"] == "local"
+    assert not (home / "runs").exists()

@@ -1,0 +1,118 @@
+"""`cloudtrain launch` as a node runs it: detection, stdlib only, Python 3.8 syntax, liveness."""
+import ast
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from cloudtrain.launch import detectors, liveness
+from cloudtrain.launch.main import main as launch_main
+from conftest import ROOT
+
+LAUNCH_FILES = sorted((ROOT / "core/cloudtrain/launch").glob("*.py")) + [
+    ROOT / "core/cloudtrain/__init__.py", ROOT / "plugins/cloudtrain_local/detect.py"]
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launcher_code_is_python_38_syntax(path):
+    ast.parse(path.read_text(), filename=str(path), feature_version=(3, 8))
+
+
+def launch(args, env, site=False):
+    """Run the launcher with no site-packages at all (-S): proves it needs the stdlib only."""
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'core'}{os.pathsep}{ROOT / 'plugins'}"}
+    cmd = [sys.executable] + ([] if site else ["-S"]) + ["-m", "cloudtrain.launch", *args]
+    return subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_print_runs_on_the_standard_library_alone():
+    env = {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "1", "CLOUDTRAIN_MASTER_ADDR": "127.0.0.1",
+           "CLOUDTRAIN_MASTER_PORT": "29400", "CLOUDTRAIN_HOSTS": "127.0.0.1,127.0.0.1"}
+    proc = launch(["--print", "--type", "ddp", "--nproc-per-node", "2", "--", "python", "train.py"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("python -m torch.distributed.run --nnodes 2 --nproc-per-node 2 --node-rank 1 "
+                                   "--master-addr 127.0.0.1 --master-port 29400 --tee 3 train.py")
+
+
+def test_type_defaults_to_the_environment_then_ddp():
+    env = {"CLOUDTRAIN_NUM_NODES": "1", "CLOUDTRAIN_DISTRIBUTION": "none"}
+    assert launch(["--print", "--", "echo", "hi"], env).stdout.strip() == "echo hi"
+    assert "torch.distributed.run" in launch(["--print", "--", "python", "t.py"], {"CLOUDTRAIN_NUM_NODES": "1"}).stdout
+
+
+def test_show_topology_of_the_platform_given_by_name():
+    env = {"NODE_LIST": "a:1,b:1", "INDEX": "1", "MASTER_ADDR": "a", "MASTER_PORT": "23456", "WORLD_SIZE": "2",
+           "RANK": "1", "PYTHONPATH": f"{ROOT / 'core'}:{ROOT / 'plugins'}:{ROOT / 'tests/support'}",
+           "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone:detect"}
+    proc = launch(["--show-topology", "--platform", "fakeone"], env, site=True)
+    assert proc.returncode == 0, proc.stderr
+    topo = json.loads(proc.stdout)
+    assert (topo["platform"], topo["node_rank"], topo["num_nodes"], topo["hosts"]) == ("fakeone", 1, 2, ["a", "b"])
+
+
+def test_bad_platform_and_bad_values_exit_2_with_one_line():
+    proc = launch(["--platform", "nowhere", "--", "python", "t.py"], {})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "unknown platform 'nowhere'" in proc.stderr
+    proc = launch(["--print", "--", "python", "t.py"], {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "5"})
+    assert proc.returncode == 2 and "node_rank 5 is outside 0..1" in proc.stderr
+
+
+def test_missing_command_exits_127(tmp_path):
+    env = {"CLOUDTRAIN_NUM_NODES": "1", "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path)}
+    proc = launch(["--type", "none", "--", "no-such-command-xyz"], env)
+    assert proc.returncode == 127 and "no-such-command-xyz: command not found" in proc.stderr
+
+
+def test_none_type_execs_with_the_neutral_environment(tmp_path):
+    env = {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "1", "CLOUDTRAIN_HOSTS": "127.0.0.1,127.0.0.1",
+           "CLOUDTRAIN_MASTER_ADDR": "127.0.0.1", "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out")}
+    code = "import os, json; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith(('CLOUDTRAIN_', 'RANK', 'WORLD', 'GLOO'))}))"
+    proc = launch(["--type", "none", "--", sys.executable, "-c", code], env)
+    seen = json.loads(proc.stdout)
+    assert seen["RANK"] == "1" and seen["WORLD_SIZE"] == "2" and seen["GLOO_SOCKET_IFNAME"] == "lo"
+    assert seen["CLOUDTRAIN_PLATFORM"] == "local" and (tmp_path / "out").is_dir()
+
+
+def test_detection_order_prefers_platforms_over_the_generic_detector():
+    environ = {"NODE_LIST": "a:1,b:1", "INDEX": "0", "MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "2",
+               "CLOUDTRAIN_NUM_NODES": "5", "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone:detect"}
+    assert [n for n, _ in detectors.registered(environ)][-1] == "local"
+    assert detectors.detect(environ).platform == "fakeone"
+    assert detectors.detect(environ, platform="local").num_nodes == 5
+    assert detectors.detect({}).platform == "standalone"
+    assert detectors.detect({"PET_NNODES": "1:4", "PET_NODE_RANK": "3"}).num_nodes == 4
+
+
+def test_a_broken_detector_does_not_stop_auto_detection():
+    environ = {"CLOUDTRAIN_DETECTORS": "broken=no_such_module_xyz:detect", "CLOUDTRAIN_NUM_NODES": "1"}
+    assert detectors.detect(environ).platform == "local"
+    with pytest.raises(detectors.DetectionError, match="cannot load detector"):
+        detectors.detect(environ, platform="broken")
+
+
+def test_liveness_tells_waiting_nodes_the_exit_code():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = liveness.LivenessServer(port, expected=2, host="127.0.0.1")
+    codes = []
+    threads = [threading.Thread(target=lambda: codes.append(liveness.wait_for_launcher("127.0.0.1", port, 10)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    assert server.wait_for_peers(10)
+    server.finish(7, grace=1)
+    for t in threads:
+        t.join(10)
+    assert codes == [7, 7]
+
+
+def test_waiting_node_gives_up_when_node_zero_never_answers():
+    with pytest.raises(TimeoutError):
+        liveness.wait_for_launcher("127.0.0.1", 1, timeout=0.5)

@@ -1,0 +1,156 @@
+"""The launcher's command lines, one per distribution type (pure functions)."""
+import json
+import shlex
+
+import pytest
+
+from cloudtrain.launch import plans
+from cloudtrain.launch.topology import Topology
+
+HOSTS = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+
+def topo(rank=0, nodes=3, **kw):
+    kw.setdefault("hosts", HOSTS[:nodes])
+    return Topology(platform="test", node_rank=rank, num_nodes=nodes, master_addr=kw["hosts"][0],
+                    master_port=23456, **{k: v for k, v in kw.items()})
+
+
+def settings(dist="ddp", command="python train.py --lr 0.1", **kw):
+    kw.setdefault("nproc_per_node", 2)
+    kw.setdefault("iface", "eth0")
+    kw.setdefault("node_ip", "10.0.0.1")
+    return plans.Settings(distribution=dist, command=shlex.split(command), **kw)
+
+
+def test_ddp_uses_static_rendezvous_with_the_node_rank():
+    plan = plans.plan(topo(rank=1), settings(), {})
+    assert plan.mode == "exec"
+    assert plan.argv == ["python", "-m", "torch.distributed.run", "--nnodes", "3", "--nproc-per-node", "2",
+                         "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "23456",
+                         "--tee", "3", "train.py", "--lr", "0.1"]
+
+
+def test_ddp_with_restarts_uses_c10d_rendezvous():
+    argv = plans.plan(topo(), settings(max_restarts=2, job_id="j-1", log_dir="/logs"), {}).argv
+    joined = " ".join(argv)
+    assert "--rdzv-backend c10d --rdzv-endpoint 10.0.0.1:23456 --rdzv-id j-1 --max-restarts 2" in joined
+    assert "--node-rank" not in argv
+    assert "--log-dir /logs/torchrun" in joined
+
+
+@pytest.mark.parametrize("command,tail", [
+    ("python -m pkg.train --x 1", ["-m", "pkg.train", "--x", "1"]),
+    ("python3 -u train.py", ["train.py"]),
+    ("bash run.sh", ["--no-python", "bash", "run.sh"]),
+])
+def test_ddp_command_forms(command, tail):
+    argv = plans.plan(topo(), settings(command=command), {}).argv
+    assert argv[-len(tail):] == tail
+    if tail[0] == "--no-python":
+        assert argv[0] == "torchrun"
+
+
+def test_mpirun_runs_on_node_zero_only_with_hosts_slots_and_forwarded_names():
+    environ = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib", "OMP_NUM_THREADS": "1", "SECRET_TOKEN": "hunter2",
+               "UNRELATED": "x", "NCCL_DEBUG": "INFO"}
+    s = settings("mpi", is_root=True, env_names=["SECRET_TOKEN"])
+    plan = plans.plan(topo(), s, environ)
+    assert plan.mode == "launcher"
+    line = " ".join(plan.argv)
+    assert line.startswith("mpirun --allow-run-as-root -np 6 -H 10.0.0.1:2,10.0.0.2:2,10.0.0.3:2 ")
+    assert "--mca btl_tcp_if_include eth0" in line
+    for name in ("PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "SECRET_TOKEN", "NCCL_DEBUG", "CLOUDTRAIN_NUM_NODES"):
+        assert f"-x {name} " in line
+    assert "hunter2" not in line and "UNRELATED" not in line
+    assert "-x CLOUDTRAIN_NODE_RANK" not in line
+    assert plan.argv[-4:] == ["python", "train.py", "--lr", "0.1"]
+    assert plans.plan(topo(rank=2), s, environ).mode == "wait"
+    assert "--allow-run-as-root" not in plans.plan(topo(), settings("mpi", is_root=False), environ).argv
+
+
+def test_mpirun_merges_nodes_that_share_an_address():
+    t = Topology(platform="local", node_rank=0, num_nodes=2, hosts=["127.0.0.1"] * 2)
+    argv = plans.plan(t, settings("mpi", iface="lo"), {}).argv
+    assert argv[argv.index("-H") + 1] == "127.0.0.1:4"
+
+
+def test_horovodrun_and_deepspeed():
+    h = plans.plan(topo(), settings("horovod"), {})
+    assert h.argv[:6] == ["horovodrun", "-np", "6", "-H", "10.0.0.1:2,10.0.0.2:2,10.0.0.3:2", "--network-interface"]
+    assert plans.plan(topo(rank=1), settings("horovod"), {}).mode == "wait"
+    d = plans.plan(topo(rank=2), settings("deepspeed"), {}).argv
+    assert d == ["deepspeed", "--no_ssh", "--node_rank", "2", "--num_nodes", "3", "--master_addr", "10.0.0.1",
+                 "--num_gpus", "2", "--master_port", "23456", "train.py", "--lr", "0.1"]
+    single = plans.plan(topo(nodes=1), settings("deepspeed"), {}).argv
+    assert "--no_ssh" not in single
+
+
+def test_ray_head_and_worker():
+    head = plans.plan(topo(), settings("ray", node_ip="10.0.0.1"), {})
+    assert head.mode == "ray-head" and head.wait_peers
+    assert head.start[:2] == ["ray", "start"] and "--head" in head.start
+    assert json.loads(head.start[head.start.index("--resources") + 1]) == {"Rank:0": 1}
+    assert head.env["RAY_ADDRESS"] == "10.0.0.1:23456"
+    assert head.argv == ["python", "train.py", "--lr", "0.1"]
+    worker = plans.plan(topo(rank=2), settings("ray", node_ip="10.0.0.3"), {})
+    assert worker.mode == "ray-worker" and worker.argv == []
+    assert worker.start[worker.start.index("--address") + 1] == "10.0.0.1:23456"
+    assert worker.start[worker.start.index("--node-ip-address") + 1] == "10.0.0.3"
+
+
+def test_ray_on_loopback_gets_distinct_addresses():
+    t = Topology(platform="local", node_rank=1, num_nodes=2, hosts=["127.0.0.1"] * 2)
+    worker = plans.plan(t, settings("ray", node_ip="127.0.0.1"), {})
+    assert worker.start[worker.start.index("--node-ip-address") + 1] == "127.0.0.3"
+    assert worker.start[worker.start.index("--address") + 1] == "127.0.0.2:29500"
+
+
+def test_ps_worker_derives_tf_config():
+    plan = plans.plan(topo(rank=2), settings("ps-worker", ps=1), {})
+    config = json.loads(plan.env["TF_CONFIG"])
+    assert config["cluster"] == {"ps": ["10.0.0.1:23458"], "worker": ["10.0.0.2:23459", "10.0.0.3:23460"]}
+    assert config["task"] == {"type": "worker", "index": 1}
+    assert plan.env["CLOUDTRAIN_ROLE"] == "worker" and plan.env["CLOUDTRAIN_ROLE_INDEX"] == "1"
+    assert plan.env["RANK"] == "2" and plan.env["WORLD_SIZE"] == "3"
+    ps = plans.plan(topo(rank=0), settings("ps-worker", ps=1), {})
+    assert json.loads(ps.env["TF_CONFIG"])["task"] == {"type": "ps", "index": 0}
+
+
+def test_ps_worker_keeps_the_platforms_tf_config():
+    given = {"cluster": {"ps": ["ps-0:2222"], "worker": ["w-0:2222"]}, "task": {"type": "worker", "index": 0}}
+    plan = plans.plan(topo(rank=1, nodes=2, tf_config=given), settings("ps-worker"), {})
+    assert json.loads(plan.env["TF_CONFIG"]) == given
+
+
+def test_ps_worker_without_workers_is_refused():
+    with pytest.raises(ValueError, match="ps-worker needs 1 <= ps < nodes"):
+        plans.plan(topo(nodes=2), settings("ps-worker", ps=2), {})
+
+
+def test_none_runs_the_command_with_node_level_variables():
+    plan = plans.plan(topo(rank=1), settings("none"), {})
+    assert plan.argv == ["python", "train.py", "--lr", "0.1"]
+    assert plan.env["RANK"] == "1" and plan.env["WORLD_SIZE"] == "3" and plan.env["LOCAL_RANK"] == "0"
+
+
+def test_exports_the_neutral_variables():
+    env = plans.plan(topo(rank=1, output_dir="/out"), settings(), {}).env
+    assert env["CLOUDTRAIN_NODE_RANK"] == "1" and env["CLOUDTRAIN_NUM_NODES"] == "3"
+    assert env["CLOUDTRAIN_NPROC_PER_NODE"] == "2" and env["CLOUDTRAIN_HOSTS"] == ",".join(HOSTS)
+    assert env["CLOUDTRAIN_MASTER_ADDR"] == "10.0.0.1" and env["CLOUDTRAIN_MASTER_PORT"] == "23456"
+    assert env["CLOUDTRAIN_PLATFORM"] == "test" and env["CLOUDTRAIN_OUTPUT_DIR"] == "/out"
+
+
+@pytest.mark.parametrize("dist", ["mpi", "horovod", "ps-worker"])
+def test_multi_node_without_hosts_is_refused(dist):
+    t = Topology(platform="x", node_rank=0, num_nodes=2)
+    with pytest.raises(ValueError, match="CLOUDTRAIN_HOSTS"):
+        plans.plan(t, settings(dist), {})
+
+
+def test_unknown_type_and_empty_command():
+    with pytest.raises(ValueError, match="unknown distribution type"):
+        plans.plan(topo(), settings("spark"), {})
+    with pytest.raises(ValueError, match="no command given"):
+        plans.plan(topo(), plans.Settings(distribution="ddp", command=[]), {})

@@ -1,0 +1,92 @@
+"""The plugin manager: entry points, check_pending, disabling, SDK presence without import."""
+import sys
+
+import pluggy
+import pytest
+
+from cloudtrain import hookimpl, plugins
+from cloudtrain.errors import UnknownProvider
+from cloudtrain.provider import NoOptions
+from cloudtrain_local.provider import LocalProvider
+
+
+@pytest.fixture
+def fresh_manager():
+    plugins.reset()
+    yield plugins
+    plugins.reset()
+    plugins._disabled.clear()
+
+
+def test_local_is_registered_through_the_entry_point_group(fresh_manager):
+    from importlib.metadata import entry_points
+    assert "cloudtrain_local.plugin" in [ep.value for ep in entry_points(group="cloudtrain")]
+    info = plugins.providers()["local"]
+    assert info.cls is LocalProvider and info.plugin == "local"
+
+
+def test_a_misspelled_hook_is_caught_by_check_pending(fresh_manager):
+    class Typo:
+        @hookimpl
+        def cloudtrain_register_provider(self, register):  # missing "s"
+            pass
+
+    pm = plugins.get_plugin_manager()
+    pm.register(Typo(), name="typo")
+    with pytest.raises(pluggy.PluginValidationError):
+        pm.check_pending()
+
+
+def test_disable_blocks_a_plugin(fresh_manager):
+    plugins.disable("local")
+    assert "local" not in plugins.providers()
+    with pytest.raises(UnknownProvider, match="unknown provider 'local'"):
+        plugins.get_provider_class("local")
+
+
+def test_two_plugins_claiming_one_provider_name_is_an_error(fresh_manager):
+    class Other:
+        @hookimpl
+        def cloudtrain_register_providers(self, register):
+            register(type("Clash", (LocalProvider,), {"name": "local"}))
+
+    plugins.register_plugin(Other(), name="other")
+    with pytest.raises(Exception, match="registered by both"):
+        plugins.providers()
+
+
+def test_sdk_presence_is_found_without_importing_it():
+    fake = type("P", (LocalProvider,), {"name": "p", "sdk_modules": ("antigravity", "no_such_sdk_xyz"),
+                                        "Options": NoOptions})
+    info = plugins.ProviderInfo("p", fake, "test")
+    assert info.sdk_missing() == ["no_such_sdk_xyz"]
+    assert "antigravity" not in sys.modules  # importing it would open a web browser
+
+
+def test_validate_hook_problems_stop_the_job(fresh_manager, tmp_path):
+    class Policy:
+        @hookimpl
+        def cloudtrain_validate_job(self, job, provider):
+            if job.distribution.nodes > 1 and provider.name == "local":
+                return ["policy: local jobs may use one node only"]
+
+    plugins.register_plugin(Policy(), name="policy")
+    from cloudtrain.errors import BadInput
+    from cloudtrain.loading import job_from_dict
+    job = job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}})
+    with pytest.raises(BadInput, match="policy: local jobs may use one node only"):
+        plugins.get_provider("local").render(job)
+
+
+def test_amend_hook_changes_what_is_shown(fresh_manager):
+    class Labels:
+        @hookimpl
+        def cloudtrain_amend_request(self, rendered):
+            rendered.labels["team"] = "vision"
+            for a in rendered.artifacts:
+                a.content["env"]["TEAM"] = "vision"
+
+    plugins.register_plugin(Labels(), name="labels")
+    from cloudtrain.loading import job_from_dict
+    rendered = plugins.get_provider("local").render(job_from_dict({"name": "p", "command": "c"}))
+    assert rendered.labels == {"team": "vision"} and "TEAM: vision" in rendered.to_yaml()
