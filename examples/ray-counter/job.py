@@ -11,7 +11,7 @@ import time
 import ray
 
 
-@ray.remote
+@ray.remote(num_cpus=0)  # reserve no CPU: keeps the footprint small
 class Counter:
     """An actor: a stateful worker process. Calls on it run one at a time."""
 
@@ -33,29 +33,38 @@ def alive_nodes():
     return [n for n in ray.nodes() if n["Alive"]]
 
 
+def cluster_ready(expected):
+    """All nodes joined, and each advertises its "Rank:<i>" resource."""
+    resources = ray.cluster_resources()
+    return (len(alive_nodes()) >= expected
+            and all(f"Rank:{i}" in resources for i in range(expected)))
+
+
 def main():
     ray.init()  # connects to RAY_ADDRESS set by the launcher
     expected = int(os.environ.get("CLOUDTRAIN_NUM_NODES", "1"))
 
     # 1. Fire 10 increments at once; the actor serialises them, so the
     #    results come back as 1..10 in submission order.
-    counter = Counter.options(num_cpus=0).remote()
+    counter = Counter.remote()
     refs = [counter.increment.remote() for _ in range(10)]
     print(f"counter results: {ray.get(refs)}", flush=True)
 
     # 2. Worker nodes may still be joining: wait up to 60 s for all of them.
     deadline = time.time() + 60
-    while len(alive_nodes()) < expected and time.time() < deadline:
+    while not cluster_ready(expected) and time.time() < deadline:
         time.sleep(1)
     n_alive = len(alive_nodes())
-    assert n_alive >= expected, f"only {n_alive}/{expected} Ray nodes joined"
+    assert cluster_ready(expected), (
+        f"cluster not ready after 60 s: {n_alive}/{expected} nodes alive, "
+        f"resources {sorted(r for r in ray.cluster_resources() if r.startswith('Rank:'))}")
 
     # 3. Pin one task to each node with its "Rank:<i>" resource (a tiny
     #    fraction, so it never blocks other work) and check where it ran.
     refs = {i: which_node.options(resources={f"Rank:{i}": 0.001}).remote()
             for i in range(expected)}
     for i, ref in refs.items():
-        ran_on = ray.get(ref)
+        ran_on = ray.get(ref, timeout=60)
         print(f"task on Rank:{i} ran on node {ran_on}", flush=True)
         assert ran_on == str(i), f"task for Rank:{i} ran on node {ran_on}"
 
