@@ -162,10 +162,13 @@ class JobSpec(Strict):
         return self._source
 
     def launch_args(self) -> List[str]:
-        """``cloudtrain launch`` options that carry the job's launch settings to every node."""
+        """``cloudtrain launch`` options that carry the job's launch settings to every node.
+
+        ``max_restarts`` is not among them: providers restart the whole job (every node), which
+        works for every distribution type; torchrun's in-place elastic restarts hang with
+        torch 2.13 + gloo (workers of the next attempt read the previous attempt's store keys).
+        """
         args = ["--type", self.distribution.type, "--nproc-per-node", str(self.procs_per_node)]
-        if self.max_restarts:
-            args += ["--max-restarts", str(self.max_restarts)]
         if self.distribution.type == "ps-worker":
             args += ["--ps", str(self.ps)]
         return args

@@ -136,7 +136,7 @@ class LocalProvider(Provider):
             raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
         job_id = f"{job.name}-{_random.token_hex(3)}"
         run_dir = home() / "runs" / job_id
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(parents=True, mode=0o700)
         # master port, liveness port (+1), one ps-worker port per node (+2..)
         port = options.master_port or free_port_block(job.distribution.nodes + 2)
         specs = self.node_specs(job, options, run_dir=str(run_dir), master_port=port)
@@ -144,6 +144,7 @@ class LocalProvider(Provider):
             for name in job.secrets:
                 spec["env"].pop(name, None)
         plan = {"job_id": job_id, "name": job.name, "code": str(job.code_path), "copy_code": options.copy_code,
+                "max_restarts": job.max_restarts,
                 "secret_names": sorted(secrets), "nodes": specs}
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
         self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=len(specs),

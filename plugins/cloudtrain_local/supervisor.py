@@ -129,17 +129,19 @@ class Supervisor:
                 shutil.copytree(self.plan["code"], spec["cwd"], ignore=IGNORED, symlinks=True)
         (self.run_dir / "output").mkdir(exist_ok=True)
 
-    def start(self) -> None:
+    def start(self, attempt: int = 0) -> None:
         base = {k: v for k, v in os.environ.items() if k not in self.secrets and k != "CLOUDTRAIN_SECRET_NAMES"}
+        self.procs = []
         for spec in self.plan["nodes"]:
             env = dict(base)
             env.update(spec["env"])
             env.update(self.secrets)
+            env["CLOUDTRAIN_RESTART_COUNT"] = str(attempt)
             proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                                     preexec_fn=_die_with_parent)
             self.procs.append(proc)
-            self.store.set_node(self.job_id, spec["node"], pid=proc.pid)
+            self.store.set_node(self.job_id, spec["node"], pid=proc.pid, exit_code=None)
             threading.Thread(target=self._pump, args=(spec["node"], proc), daemon=True).start()
         self.store.update_job(self.job_id, state="RUNNING", raw_state="RUNNING", started_at=time.time(),
                               nodes_up=len(self.procs))
@@ -147,6 +149,11 @@ class Supervisor:
     def _pump(self, node: int, proc: subprocess.Popen) -> None:
         for raw in iter(proc.stdout.readline, b""):
             self.sink.write(node, raw.decode("utf-8", "replace"), self.distribution)
+
+    def drop_raw_logs(self) -> None:
+        """torchrun's own per-rank files (--tee needs them) are unmasked: only ours are kept."""
+        for spec in self.plan["nodes"]:
+            shutil.rmtree(self.run_dir / f"node-{spec['node']}" / "torchrun", ignore_errors=True)
 
     def stop_all(self) -> None:
         live = [p for p in self.procs if p.poll() is None]
@@ -189,9 +196,17 @@ class Supervisor:
         state, message, code = "FAILED", "", 1
         try:
             self.prepare()
-            if not self.done.is_set():
-                self.start()
+            attempts = 1 + int(self.plan.get("max_restarts") or 0)
+            for attempt in range(attempts):
+                if self.done.is_set():
+                    break
+                self.start(attempt)
                 state, message, code = self.monitor()
+                if state != "FAILED" or attempt + 1 == attempts:
+                    break
+                self.sink.note(f"{message}; restarting every node (restart {attempt + 1} of {attempts - 1})")
+                self.stop_all()
+                self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
             state, message, code = "FAILED", f"could not start the job: {exc}", 1
             if self.cancelled:
@@ -205,6 +220,7 @@ class Supervisor:
                     t.join(timeout=2)
             self.sink.note(f"job {state.lower()}" + (f": {message}" if message else ""))
             self.sink.close()
+            self.drop_raw_logs()
             self.store.finish_job(self.job_id, state, message=message, exit_code=code)
         return code
 
