@@ -54,10 +54,18 @@ def cancel(handle: str) -> JobStatus:
     return attach(handle).cancel()
 
 
-def list_jobs(provider: Optional[str] = None) -> List[JobStatus]:
+def list_jobs(provider: Optional[str] = None, on_error=None) -> List[JobStatus]:
+    """Jobs of one provider, or of every installed one; ``on_error(name, exc)`` is told of a
+    provider that cannot list (SDK missing, platform unreachable) and the others go on."""
+    from .errors import CloudtrainError
     from .plugins import providers
     names = [provider] if provider else list(providers())
     out: List[JobStatus] = []
     for name in names:
-        out.extend(get_provider(name).list())
+        try:
+            out.extend(get_provider(name).list())
+        except CloudtrainError as exc:
+            if on_error is None:
+                raise
+            on_error(name, exc)
     return out

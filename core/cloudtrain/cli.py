@@ -15,7 +15,8 @@ PROVIDER_HELP = "provider name (default: local); cloudtrain providers lists them
 
 
 def _job_args(p: argparse.ArgumentParser, provider_required: bool = False) -> None:
-    p.add_argument("-p", "--provider", required=provider_required, help=PROVIDER_HELP)
+    p.add_argument("-p", "--provider", required=provider_required,
+                   help="provider name; cloudtrain providers lists them" if provider_required else PROVIDER_HELP)
     p.add_argument("job", help="path to job.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the job ends")
 
     p = sub.add_parser("list", help="list jobs")
-    p.add_argument("-p", "--provider", help=PROVIDER_HELP)
+    p.add_argument("-p", "--provider", help="only this provider's jobs (default: every installed provider)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
     p = sub.add_parser("providers", help="installed plugins, their providers, whether each SDK is present")
@@ -182,7 +183,8 @@ def cmd_wait(args) -> int:
         print(f"cloudtrain: {exc}", file=sys.stderr)
         return 1
     line.close()
-    _print_status(final, args.output)
+    if args.output == "json" or line.live:
+        _print_status(final, args.output)
     return final.state.exit_code
 
 
@@ -202,7 +204,11 @@ def cmd_logs(args) -> int:
 
 def cmd_list(args) -> int:
     from .api import list_jobs
-    jobs = list_jobs(args.provider)
+
+    def warn(name, exc):
+        print(f"cloudtrain: warning: cannot list {name} jobs: {exc}", file=sys.stderr)
+
+    jobs = list_jobs(args.provider, on_error=None if args.provider else warn)
     if args.output == "json":
         print(json.dumps([j.to_dict() for j in jobs], indent=2))
         return 0
@@ -218,13 +224,13 @@ def cmd_providers(args) -> int:
     from .plugins import providers
     infos = providers().values()
     data = [{"provider": i.name, "plugin": i.plugin, "extra": i.extra, "sdk_missing": i.sdk_missing(),
-             "description": i.cls.description} for i in infos]
+             "install": i.cls.install_hint(), "description": i.cls.description} for i in infos]
     if args.output == "json":
         print(json.dumps(data, indent=2))
         return 0
     rows = [("PROVIDER", "PLUGIN", "EXTRA", "SDK")]
     for d in data:
-        sdk = "installed" if not d["sdk_missing"] else f"missing: pip install 'cloudtrain[{d['extra']}]'"
+        sdk = "installed" if not d["sdk_missing"] else f"missing: {d['install']}"
         rows.append((d["provider"], d["plugin"], d["extra"], sdk))
     _table(rows)
     return 0

@@ -39,10 +39,10 @@ class JobFileError(BadInput):
 class MissingExtra(BadInput):
     """A provider's SDK is not installed."""
 
-    def __init__(self, provider: str, extra: str, module: str):
+    def __init__(self, provider: str, install_hint: str, module: str):
         super().__init__(
             f"provider {provider!r} needs the {module!r} package, which is not installed; "
-            f"install it with: pip install 'cloudtrain[{extra}]'")
+            f"install it with: {install_hint}")
 
 
 class UnknownProvider(BadInput):

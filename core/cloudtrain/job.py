@@ -55,7 +55,7 @@ class Distribution(Strict):
 class Resources(Strict):
     """What each node needs."""
 
-    gpus_per_node: int = Field(0, ge=0)
+    gpus_per_node: int = Field(0, ge=0, description="GPUs per node; also the default processes per node")
     instance_type: Optional[str] = Field(None, description="a provider-neutral hint; providers may map or override")
     cpus_per_node: Optional[float] = Field(None, gt=0, description="CPU cores per node (containers: a limit)")
     memory_gb: Optional[float] = Field(None, gt=0, description="memory per node in GiB (containers: a limit)")
@@ -65,8 +65,9 @@ class Resources(Strict):
 class SecretRef(Strict):
     """Where a secret's value comes from on the submitting machine; it is never stored or printed."""
 
-    from_env: Optional[str] = Field(None, pattern=ENV_NAME_PATTERN)
-    from_file: Optional[str] = None
+    from_env: Optional[str] = Field(None, pattern=ENV_NAME_PATTERN,
+                                    description="read the value from this environment variable at submit time")
+    from_file: Optional[str] = Field(None, description="read the value from this file (relative to the job file)")
 
     @model_validator(mode="after")
     def _one_source(self) -> "SecretRef":
@@ -76,6 +77,8 @@ class SecretRef(Strict):
 
 
 class Network(Strict):
+    """Fast-network settings; each provider maps them to its platform's presets."""
+
     rdma: Literal["auto", "on", "off"] = Field("auto", description="RDMA / InfiniBand / EFA presets per provider")
 
 
@@ -88,10 +91,10 @@ class JobSpec(Strict):
     image: Optional[str] = Field(None, description="container image, for container-based providers")
     distribution: Distribution = Field(default_factory=Distribution)
     resources: Resources = Field(default_factory=Resources)
-    env: Dict[str, str] = Field(default_factory=dict)
-    secrets: Dict[str, SecretRef] = Field(default_factory=dict)
-    network: Network = Field(default_factory=Network)
-    max_restarts: int = Field(0, ge=0)
+    env: Dict[str, str] = Field(default_factory=dict, description="environment variables of every node (values become strings)")
+    secrets: Dict[str, SecretRef] = Field(default_factory=dict, description="variables whose values are never printed, logged or rendered")
+    network: Network = Field(default_factory=Network, description="RDMA / InfiniBand / EFA")
+    max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a failure")
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)
@@ -171,6 +174,8 @@ class JobSpec(Strict):
         args = ["--type", self.distribution.type, "--nproc-per-node", str(self.procs_per_node)]
         if self.distribution.type == "ps-worker":
             args += ["--ps", str(self.ps)]
+        if self.distribution.min_nodes is not None and self.distribution.min_nodes < self.distribution.nodes:
+            args += ["--min-nodes", str(self.distribution.min_nodes)]
         return args
 
 

@@ -106,7 +106,8 @@ def raise_validation(exc: ValidationError, source: Optional[Source], prefix: tup
     if source is not None:
         override = source.override_of(loc)
         if override is not None:
-            raise JobFileError(message, file=f"--set {override}", field=field) from None
+            raise JobFileError(message, file=f"--set {override}",
+                               field=field if field != override else None) from None
         filename = str(source.path) if source.path else None
         line = source.line_of(loc)
     raise JobFileError(message, file=filename, line=line, field=field) from None

@@ -63,7 +63,9 @@ def get_plugin_manager() -> pluggy.PluginManager:
             if pm.is_blocked(module_name) or pm.has_plugin(module_name):
                 continue
             try:
-                pm.register(importlib.import_module(module_name), name=module_name)
+                module = importlib.import_module(module_name)
+                if not pm.is_registered(module):  # already loaded through its entry point
+                    pm.register(module, name=module_name)
             except ImportError as exc:
                 raise BadInput(f"CLOUDTRAIN_PLUGINS names {module_name!r}, which cannot be imported: {exc}; "
                                "fix the module path or unset CLOUDTRAIN_PLUGINS") from None

@@ -9,14 +9,14 @@ import abc
 import importlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from .errors import BadInput, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from .errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, BadInput, MissingExtra
 from .job import JobSpec
 from .secrets import MASK, resolve_secrets
 
@@ -94,7 +94,6 @@ class Rendered:
     job: JobSpec
     artifacts: List[Artifact]
     options: Any = None
-    labels: Dict[str, str] = field(default_factory=dict)
 
     def envelope(self) -> dict:
         return {"provider": self.provider, "job": self.job.name,
@@ -143,6 +142,20 @@ class Provider(abc.ABC):
     states: ClassVar[Mapping[str, State]] = {}
     # "module:function" of a stdlib-only detector for `cloudtrain launch` (None: generic).
     detector: ClassVar[Optional[str]] = None
+    # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
+    install_hint_text: ClassVar[Optional[str]] = None
+
+    @classmethod
+    def install_hint(cls) -> str:
+        return cls.install_hint_text or f"pip install 'cloudtrain[{cls.extra}]'"
+
+    @classmethod
+    def require_sdk(cls, module: str):
+        """Import one of the provider's SDK modules, or raise ``MissingExtra`` naming the fix."""
+        try:
+            return importlib.import_module(module)
+        except ImportError:
+            raise MissingExtra(cls.name, cls.install_hint(), module) from None
 
     def __init__(self, **clients: Any):
         self.clients = clients

@@ -129,6 +129,25 @@ class LocalProvider(Provider):
                          {"node": s["node"], "code": str(job.code_path), **{k: s[k] for k in ("cwd", "argv", "env")}})
                 for s in specs]
 
+    def runtime_specs(self, rendered: Rendered, run_dir: Path, port: int) -> List[dict]:
+        """The rendered node specs (amendments included) with this run's directory and port."""
+        job, options = rendered.job, rendered.options
+        placeholder = str(home() / "runs" / RUN_ID_PLACEHOLDER)
+        rendered_port = options.master_port or 29500
+        platform = self.emulated(options)
+        hosts = ["127.0.0.1"] * job.distribution.nodes
+        specs = []
+        for artifact in rendered.artifacts:
+            spec = json.loads(json.dumps(artifact.content).replace(placeholder, str(run_dir)))
+            if port != rendered_port:
+                before = platform.environment(job, spec["node"], Cluster(hosts, rendered_port))
+                after = platform.environment(job, spec["node"], Cluster(hosts, port))
+                for key, value in after.items():
+                    if before.get(key) != value and spec["env"].get(key) == before.get(key):
+                        spec["env"][key] = value
+            specs.append(spec)
+        return specs
+
     # -- lifecycle ---------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         job, options = rendered.job, rendered.options
@@ -139,13 +158,12 @@ class LocalProvider(Provider):
         run_dir.mkdir(parents=True, mode=0o700)
         # master port, liveness port (+1), one ps-worker port per node (+2..)
         port = options.master_port or free_port_block(job.distribution.nodes + 2)
-        specs = self.node_specs(job, options, run_dir=str(run_dir), master_port=port)
+        specs = self.runtime_specs(rendered, run_dir, port)
         for spec in specs:  # the rendered env masks secrets; the supervisor adds the real values
             for name in job.secrets:
                 spec["env"].pop(name, None)
         plan = {"job_id": job_id, "name": job.name, "code": str(job.code_path), "copy_code": options.copy_code,
-                "max_restarts": job.max_restarts,
-                "secret_names": sorted(secrets), "nodes": specs}
+                "max_restarts": job.max_restarts, "secret_names": sorted(secrets), "nodes": specs}
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
         self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=len(specs),
                            run_dir=str(run_dir), state=State.PENDING.value)

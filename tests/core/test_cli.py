@@ -75,7 +75,7 @@ def test_emulate_injects_another_platforms_environment(tmp_path):
 
 @pytest.mark.parametrize("args,text", [
     (["submit", "missing.yaml"], "missing.yaml: no such file"),
-    (["submit", "JOB", "--set", "distribution.nodes=0"], "--set distribution.nodes: distribution.nodes: must be ≥ 1, got 0"),
+    (["submit", "JOB", "--set", "distribution.nodes=0"], "--set distribution.nodes: must be ≥ 1, got 0"),
     (["submit", "-p", "nowhere", "JOB"], "unknown provider 'nowhere'; installed providers:"),
     (["submit", "JOB", "--emulate", "nowhere"], "unknown provider 'nowhere'"),
     (["validate", "JOB", "--set", "providers.local.bogus=1"], "providers.local.bogus: unknown field"),
@@ -107,7 +107,7 @@ def test_providers_lists_plugin_extra_and_sdk():
     rows = json.loads(run_cli("providers", "-o", "json", check=0).stdout)
     local = next(r for r in rows if r["provider"] == "local")
     assert local == {"provider": "local", "plugin": "local", "extra": "local", "sdk_missing": [],
-                     "description": local["description"]}
+                     "install": "pip install 'cloudtrain[local]'", "description": local["description"]}
     assert any(r["provider"] == "fakeone" and r["plugin"] == "ct_fakeone" for r in rows)
 
 

@@ -81,7 +81,7 @@ def test_overrides_are_yaml_scalars(tmp_path):
 
 
 def test_override_errors_name_the_override(tmp_path):
-    with pytest.raises(JobFileError, match=r"^--set distribution.nodes: distribution.nodes: must be ≥ 1, got -1"):
+    with pytest.raises(JobFileError, match=r"^--set distribution.nodes: must be ≥ 1, got -1"):
         load_job(write_job(tmp_path, GOOD), ["distribution.nodes=-1"])
     with pytest.raises(BadInput, match="expected KEY=VALUE"):
         parse_override("distribution.nodes")

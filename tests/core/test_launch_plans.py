@@ -154,3 +154,36 @@ def test_unknown_type_and_empty_command():
         plans.plan(topo(), settings("spark"), {})
     with pytest.raises(ValueError, match="no command given"):
         plans.plan(topo(), plans.Settings(distribution="ddp", command=[]), {})
+
+
+def test_mpi_ranks_go_through_the_rank_shim_and_get_the_final_environment():
+    s = settings("mpi", python="python3.11")
+    argv = plans.plan(topo(), s, {"PATH": "/bin"}).argv
+    shim = argv.index("cloudtrain.launch.mpirank")
+    assert argv[shim - 2:shim + 2] == ["python3.11", "-m", "cloudtrain.launch.mpirank", "--"]
+    line = " ".join(argv)
+    # set by the launcher itself, so forwarded to ranks on other hosts too
+    assert "-x GLOO_SOCKET_IFNAME" in line and "-x TP_SOCKET_IFNAME" in line
+    assert "-x PYTHONUNBUFFERED" not in line  # mpirun tags every write; whole lines need buffering
+    assert "cloudtrain.launch.mpirank" in plans.plan(topo(), settings("horovod"), {}).argv
+
+
+@pytest.mark.parametrize("environ,expected", [
+    ({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "CLOUDTRAIN_NPROC_PER_NODE": "4"},
+     {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "CLOUDTRAIN_NODE_RANK": "1"}),
+    ({"PMI_RANK": "2", "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1"},
+     {"RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}),
+    ({}, {}),
+])
+def test_rank_shim_maps_mpi_variables(environ, expected):
+    from cloudtrain.launch.mpirank import rank_environment
+    assert rank_environment(environ) == expected
+
+
+def test_a_node_range_makes_ddp_elastic():
+    argv = plans.plan(topo(), settings(min_nodes=2, job_id="j"), {}).argv
+    assert argv[argv.index("--nnodes") + 1] == "2:3"
+    assert "--rdzv-backend" in argv and "--node-rank" not in argv
+    static = plans.plan(topo(), settings(min_nodes=3), {}).argv
+    assert static[static.index("--nnodes") + 1] == "3" and "--node-rank" in static

@@ -1,5 +1,6 @@
 """The plugin manager: entry points, check_pending, disabling, SDK presence without import."""
 import sys
+from pathlib import Path
 
 import pluggy
 import pytest
@@ -82,11 +83,55 @@ def test_amend_hook_changes_what_is_shown(fresh_manager):
     class Labels:
         @hookimpl
         def cloudtrain_amend_request(self, rendered):
-            rendered.labels["team"] = "vision"
             for a in rendered.artifacts:
                 a.content["env"]["TEAM"] = "vision"
 
     plugins.register_plugin(Labels(), name="labels")
     from cloudtrain.loading import job_from_dict
-    rendered = plugins.get_provider("local").render(job_from_dict({"name": "p", "command": "c"}))
-    assert rendered.labels == {"team": "vision"} and "TEAM: vision" in rendered.to_yaml()
+    provider = plugins.get_provider("local")
+    rendered = provider.render(job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}}))
+    assert "TEAM: vision" in rendered.to_yaml()
+    # what is sent is what was shown: the amendment survives, only the run's dir and port change
+    specs = provider.runtime_specs(rendered, Path("/runs/p-1"), 40000)
+    assert [s["env"]["TEAM"] for s in specs] == ["vision", "vision"]
+    assert specs[1]["env"]["CLOUDTRAIN_MASTER_PORT"] == "40000"
+    assert specs[1]["cwd"] == "/runs/p-1/node-1/code"
+
+
+def test_a_missing_sdk_names_the_extra_to_install():
+    from cloudtrain.errors import MissingExtra
+    fake = type("P", (LocalProvider,), {"name": "p", "extra": "pextra"})
+    with pytest.raises(MissingExtra, match=r"provider 'p' needs the 'no_such_sdk_xyz' package, which is not "
+                                           r"installed; install it with: pip install 'cloudtrain\[pextra\]'"):
+        fake.require_sdk("no_such_sdk_xyz")
+    third = type("Q", (LocalProvider,), {"name": "q", "install_hint_text": "pip install cloudtrain-q"})
+    with pytest.raises(MissingExtra, match="install it with: pip install cloudtrain-q$"):
+        third.require_sdk("no_such_sdk_xyz")
+
+
+def test_list_goes_on_past_a_provider_that_cannot_list(fresh_manager, home):
+    from cloudtrain.api import list_jobs
+    from cloudtrain.errors import MissingExtra
+
+    class Broken(LocalProvider):
+        name = "broken"
+
+        def list(self):
+            raise MissingExtra("broken", "pip install broken-sdk", "broken_sdk")
+
+    class Plugin:
+        @hookimpl
+        def cloudtrain_register_providers(self, register):
+            register(Broken)
+
+    plugins.register_plugin(Plugin(), name="broken-plugin")
+    seen = []
+    assert list_jobs(on_error=lambda name, exc: seen.append(name)) == []
+    assert seen == ["broken"]
+    with pytest.raises(MissingExtra):
+        list_jobs("broken")
+
+
+def test_plugins_named_in_the_environment_load_once(fresh_manager, monkeypatch):
+    monkeypatch.setenv("CLOUDTRAIN_PLUGINS", "cloudtrain_local.plugin,ct_fakeone")
+    assert {"local", "fakeone"} <= set(plugins.providers())

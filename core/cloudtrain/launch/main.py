@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nproc-per-node", type=int,
                    help="processes per node (default: the platform's, then 1)")
     p.add_argument("--max-restarts", type=int, help="torchrun restarts (default: $CLOUDTRAIN_MAX_RESTARTS or 0)")
+    p.add_argument("--min-nodes", type=int, help="ddp: start with at least this many nodes (elastic, c10d)")
     p.add_argument("--ps", type=int, help="ps-worker: number of parameter-server nodes (default: $CLOUDTRAIN_PS or 1)")
     p.add_argument("--show-topology", action="store_true", help="print the resolved topology as JSON and exit")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
@@ -70,20 +71,16 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         is_root=hasattr(os, "geteuid") and os.geteuid() == 0,
         log_dir=environ.get("CLOUDTRAIN_LOG_DIR") or None,
         env_names=[n for n in environ.get("CLOUDTRAIN_ENV_NAMES", "").split(",") if n],
+        min_nodes=args.min_nodes,
+        python=_python_of(command),
     )
 
 
-def final_environment(plan: plans.Plan, topology: Topology, s: plans.Settings, environ) -> dict:
-    env = dict(environ)
-    for key, value in topology.env.items():
-        env.setdefault(key, value)
-    env.update(plan.env)
-    if s.distribution not in ("mpi", "horovod"):  # mpirun tags every write: keep lines whole
-        env.setdefault("PYTHONUNBUFFERED", "1")
-    if s.iface:
-        env.setdefault("GLOO_SOCKET_IFNAME", s.iface)
-        env.setdefault("TP_SOCKET_IFNAME", s.iface)
-    return env
+def _python_of(command: List[str]) -> str:
+    """The interpreter the job's command names (so the rank shim runs in the same one)."""
+    if command and plans._PYTHON.match(command[0]):
+        return command[0]
+    return "python3"
 
 
 def _kill_group(pgid: int, grace: float = 5.0) -> None:
@@ -190,7 +187,7 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     except (ValueError, detectors.DetectionError) as exc:
         print("cloudtrain launch: %s" % exc, file=sys.stderr)
         return 2
-    env = final_environment(plan, topology, settings, environ)
+    env = plans.final_environment(plan.env, topology, settings, environ)
     if args.print_only:
         print(plan.shell_line(topology))
         return 0

@@ -41,6 +41,8 @@ class Settings:
     is_root: bool = False
     log_dir: Optional[str] = None
     env_names: List[str] = field(default_factory=list)
+    min_nodes: Optional[int] = None
+    python: str = "python3"
 
 
 @dataclass
@@ -104,9 +106,11 @@ def forwarded_names(environ, settings: Settings) -> List[str]:
 def torchrun(topology: Topology, s: Settings) -> List[str]:
     split = _split_python(s.command)
     argv = [split[0], "-m", "torch.distributed.run"] if split else ["torchrun"]
-    argv += ["--nnodes", str(topology.num_nodes), "--nproc-per-node", str(s.nproc_per_node)]
-    if s.max_restarts > 0:
-        # Restarts need every node to re-rendezvous: c10d, not the static rendezvous.
+    elastic = s.max_restarts > 0 or (s.min_nodes is not None and s.min_nodes < topology.num_nodes)
+    nnodes = str(topology.num_nodes) if not elastic or s.min_nodes is None else "%d:%d" % (s.min_nodes, topology.num_nodes)
+    argv += ["--nnodes", nnodes, "--nproc-per-node", str(s.nproc_per_node)]
+    if elastic:
+        # Restarts and a node range need every node to (re-)rendezvous: c10d, not static.
         argv += ["--rdzv-backend", "c10d",
                  "--rdzv-endpoint", "%s:%d" % (topology.master_addr, topology.master_port),
                  "--rdzv-id", s.job_id, "--max-restarts", str(s.max_restarts)]
@@ -134,7 +138,12 @@ def mpirun(topology: Topology, s: Settings, environ) -> List[str]:
     argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"]
     for name in forwarded_names(environ, s):
         argv += ["-x", name]
-    return argv + s.command
+    return argv + rank_shim(s) + s.command
+
+
+def rank_shim(s: Settings) -> List[str]:
+    """Every rank goes through ``cloudtrain.launch.mpirank``: PyTorch's variables from MPI's."""
+    return [s.python, "-m", "cloudtrain.launch.mpirank", "--"]
 
 
 def horovodrun(topology: Topology, s: Settings) -> List[str]:
@@ -142,7 +151,7 @@ def horovodrun(topology: Topology, s: Settings) -> List[str]:
     argv = ["horovodrun", "-np", str(total), "-H", _hosts_with_slots(topology, s.nproc_per_node)]
     if s.iface:
         argv += ["--network-interface", s.iface]
-    return argv + s.command
+    return argv + rank_shim(s) + s.command
 
 
 def deepspeed(topology: Topology, s: Settings) -> List[str]:
@@ -208,6 +217,20 @@ def common_env(topology: Topology, s: Settings) -> Dict[str, str]:
     return env
 
 
+def final_environment(plan_env: Dict[str, str], topology: Topology, s: Settings, environ) -> Dict[str, str]:
+    """The node's environment: the platform's, its implied presets, then the plan's."""
+    env = dict(environ)
+    for key, value in topology.env.items():
+        env.setdefault(key, value)
+    env.update(plan_env)
+    if s.distribution not in ("mpi", "horovod"):  # mpirun tags every write: keep lines whole
+        env.setdefault("PYTHONUNBUFFERED", "1")
+    if s.iface:
+        env.setdefault("GLOO_SOCKET_IFNAME", s.iface)
+        env.setdefault("TP_SOCKET_IFNAME", s.iface)
+    return env
+
+
 def plan(topology: Topology, s: Settings, environ) -> Plan:
     """The plan for this node.  Raises ValueError for a request that cannot work."""
     if s.distribution not in DISTRIBUTIONS:
@@ -229,7 +252,7 @@ def plan(topology: Topology, s: Settings, environ) -> Plan:
     if d in ("mpi", "horovod"):
         if not topology.is_master:
             return Plan("wait", [], env)
-        argv = mpirun(topology, s, dict(environ, **env)) if d == "mpi" else horovodrun(topology, s)
+        argv = mpirun(topology, s, final_environment(env, topology, s, environ)) if d == "mpi" else horovodrun(topology, s)
         return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env)
     if d == "ray":
         env["RAY_ADDRESS"] = ray_addresses(topology, s)[1]

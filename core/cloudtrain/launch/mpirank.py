@@ -1,0 +1,53 @@
+"""``python -m cloudtrain.launch.mpirank -- COMMAND``: one MPI rank, PyTorch's variables set.
+
+mpirun/horovodrun start the ranks; Open MPI (``OMPI_COMM_WORLD_*``), MPICH/Hydra (``PMI_*``)
+and Intel MPI name them differently.  This shim exports ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``CLOUDTRAIN_NODE_RANK`` from them, then execs the
+command, so a script reads the same variables under every launcher.  Standard library only.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, List, Mapping, Optional
+
+SOURCES = {
+    "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"),
+    "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
+    "LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"),
+    "LOCAL_WORLD_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"),
+}
+
+
+def rank_environment(environ: Mapping[str, str]) -> Dict[str, str]:
+    env: Dict[str, str] = {}
+    for target, names in SOURCES.items():
+        for name in names:
+            if environ.get(name):
+                env[target] = environ[name]
+                break
+    nproc = environ.get("CLOUDTRAIN_NPROC_PER_NODE", "")
+    if "RANK" in env and nproc.isdigit() and int(nproc) > 0:
+        # -H lists every node's slots in node order and --map-by slot fills them in order
+        env["CLOUDTRAIN_NODE_RANK"] = str(int(env["RANK"]) // int(nproc))
+    return env
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m cloudtrain.launch.mpirank -- COMMAND ...", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    env.update(rank_environment(env))
+    try:
+        os.execvpe(argv[0], argv, env)
+    except FileNotFoundError:
+        print("cloudtrain launch: %s: command not found on this node" % argv[0], file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need on a fresh Debian/Ubuntu machine, then runs them.
+#   system: Open MPI (mpirun for the mpi examples)    python: a venv with cloudtrain[test]
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+VENV=${CLOUDTRAIN_VENV:-.venv}
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+"$VENV/bin/python" -m pip install -q -e '.[test]'
+
+export PATH="$PWD/$VENV/bin:$PATH"
+unset PYTHONUNBUFFERED
+exec "$VENV/bin/python" -m pytest -q "$@"
