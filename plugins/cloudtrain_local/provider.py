@@ -163,7 +163,8 @@ class LocalProvider(Provider):
             for name in job.secrets:
                 spec["env"].pop(name, None)
         plan = {"job_id": job_id, "name": job.name, "code": str(job.code_path), "copy_code": options.copy_code,
-                "max_restarts": job.max_restarts, "secret_names": sorted(secrets), "nodes": specs}
+                "max_restarts": job.max_restarts, "distribution": job.distribution.type,
+                "nproc_per_node": job.procs_per_node, "secret_names": sorted(secrets), "nodes": specs}
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
         self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=len(specs),
                            run_dir=str(run_dir), state=State.PENDING.value)

@@ -1,0 +1,219 @@
+"""Supervising a job whose nodes run on this machine (the local and Docker providers).
+
+A detached supervisor process starts every node, pumps their output into node- and
+rank-prefixed logs (secrets masked), keeps the job's state in the store, stops every node as
+soon as one fails (fail fast), restarts the whole job up to ``max_restarts`` times, and stops
+everything on SIGTERM (cancel).  Providers supply the ``Node`` kind: a process group, a container.
+"""
+from __future__ import annotations
+
+import abc
+import json
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from .secrets import Masker
+from .store import Store
+
+# torchrun --tee prefixes "[default<local_rank>]:", mpirun --tag-output "[<job>,<rank>]<stdout>:"
+TORCHRUN_TAG = re.compile(r"^\[default(\d+)\]:")
+MPI_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
+STOP_GRACE = 5.0
+
+
+class LogSink:
+    """Writes every node line to job.log (prefixed), node-<i>.log and node-<i>/rank-<r>.log."""
+
+    def __init__(self, run_dir: Path, nodes: int, nproc: int, distribution: str, mask: Masker):
+        self.run_dir, self.nproc, self.distribution, self.mask = run_dir, nproc, distribution, mask
+        self.lock = threading.Lock()
+        self.job_log = open(run_dir / "job.log", "a", encoding="utf-8", buffering=1)
+        self.node_logs = [open(run_dir / f"node-{i}.log", "a", encoding="utf-8", buffering=1) for i in range(nodes)]
+        self.rank_logs: Dict[int, object] = {}
+        self.partial: Dict[int, str] = {}  # mpirun tags every write, so a rank's line may come in pieces
+
+    def _rank_log(self, node: int, rank: int):
+        f = self.rank_logs.get(rank)
+        if f is None:
+            path = self.run_dir / f"node-{node}" / f"rank-{rank}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            f = self.rank_logs[rank] = open(path, "a", encoding="utf-8", buffering=1)
+        return f
+
+    def write(self, node: int, line: str) -> None:
+        if self.distribution in ("mpi", "horovod"):
+            self._write_mpi(node, line)
+            return
+        line = line.rstrip("\n")
+        rank: Optional[int] = None
+        m = TORCHRUN_TAG.match(line) if self.distribution in ("ddp", "deepspeed") else None
+        if m:
+            rank = int(m.group(1)) + node * self.nproc
+            line = line[m.end():]
+        elif self.distribution in ("ps-worker", "none", "ray"):
+            rank = node
+        self._emit(node, rank, line)
+
+    def _write_mpi(self, node: int, raw: str) -> None:
+        """``[1,3]<stdout>:ra`` ``[1,3]<stdout>:nk 3\\n`` -> one line of rank 3."""
+        pieces = MPI_TAG.split(raw)
+        if pieces[0].strip():
+            self._emit(node, None, pieces[0].rstrip("\n"))
+        for rank_text, text in zip(pieces[1::2], pieces[2::2]):
+            rank = int(rank_text)
+            buf = self.partial.get(rank, "") + text
+            while "\n" in buf:
+                line, buf = buf.split("\n", 1)
+                # -H lists every node's slots in order and --map-by slot fills them in order
+                self._emit(rank // self.nproc, rank, line)
+            self.partial[rank] = buf
+
+    def _emit(self, node: int, rank: Optional[int], line: str) -> None:
+        line = self.mask(line)
+        prefix = f"[node{node}/rank{rank}] " if rank is not None else f"[node{node}] "
+        with self.lock:
+            self.job_log.write(prefix + line + "\n")
+            self.node_logs[node].write(line + "\n")
+            if rank is not None:
+                self._rank_log(node, rank).write(line + "\n")
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.job_log.write(f"[cloudtrain] {self.mask(text)}\n")
+
+    def close(self) -> None:
+        for rank, rest in sorted(self.partial.items()):
+            if rest:
+                self._emit(rank // self.nproc, rank, rest)
+        self.partial.clear()
+        for f in [self.job_log, *self.node_logs, *self.rank_logs.values()]:
+            f.close()
+
+
+class Node(abc.ABC):
+    """One running node of a job."""
+
+    index: int
+
+    @abc.abstractmethod
+    def lines(self) -> Iterator[str]:
+        """The node's output, line by line, until it ends."""
+
+    @abc.abstractmethod
+    def poll(self) -> Optional[int]:
+        """The exit code once the node has ended, else None."""
+
+    @abc.abstractmethod
+    def stop(self, grace: float) -> None:
+        """Ask the node to stop, force it after ``grace`` seconds; return when it has ended."""
+
+
+class Supervisor(abc.ABC):
+    """Runs one job: ``python -m <provider's supervisor module> RUN_DIR``."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.plan = json.loads((run_dir / "plan.json").read_text())
+        self.job_id = self.plan["job_id"]
+        self.store = Store()
+        names = [n for n in os.environ.get("CLOUDTRAIN_SECRET_NAMES", "").split(",") if n]
+        self.secrets = {n: os.environ[n] for n in names if n in os.environ}
+        self.sink = LogSink(run_dir, len(self.plan["nodes"]), int(self.plan.get("nproc_per_node") or 1),
+                            self.plan.get("distribution") or "ddp", Masker(self.secrets.values()))
+        self.nodes: List[Node] = []
+        self.done = threading.Event()
+
+    # -- what a provider supplies ------------------------------------------------------
+    def prepare(self) -> None:
+        """Once per job, before the first attempt (copy code, create networks, ...)."""
+
+    @abc.abstractmethod
+    def start_node(self, spec: dict, attempt: int) -> Node:
+        """Start one node of ``plan["nodes"]``."""
+
+    def cleanup(self) -> None:
+        """Once per job, after the last attempt, whatever happened (remove what the job made)."""
+
+    # -- the generic part ----------------------------------------------------------------
+    def start(self, attempt: int) -> None:
+        self.nodes = []
+        for spec in self.plan["nodes"]:
+            node = self.start_node(spec, attempt)
+            self.nodes.append(node)
+            threading.Thread(target=self._pump, args=(node,), daemon=True).start()
+        self.store.update_job(self.job_id, state="RUNNING", raw_state="RUNNING", nodes_up=len(self.nodes),
+                              started_at=time.time())
+
+    def _pump(self, node: Node) -> None:
+        for line in node.lines():
+            self.sink.write(node.index, line)
+
+    def monitor(self) -> Tuple[str, str, int]:
+        """Wait for every node; return (state, message, exit_code)."""
+        remaining = set(range(len(self.nodes)))
+        while remaining:
+            if self.done.wait(0.1):
+                return "CANCELLED", "cancelled", 130
+            for i in sorted(remaining):
+                code = self.nodes[i].poll()
+                if code is None:
+                    continue
+                remaining.discard(i)
+                self.store.set_node(self.job_id, i, exit_code=code)
+                self.store.update_job(self.job_id, nodes_up=len(remaining))
+                if code != 0:
+                    reason = f"node {i} exited with code {code}" if code > 0 else f"node {i} was killed by signal {-code}"
+                    return "FAILED", reason + f"; see {self.run_dir / f'node-{i}.log'}", 1
+        return "SUCCEEDED", "", 0
+
+    def stop_all(self) -> None:
+        threads = [threading.Thread(target=n.stop, args=(STOP_GRACE,)) for n in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def on_signal(self, signum, frame) -> None:
+        self.done.set()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        state, message, code = "FAILED", "", 1
+        try:
+            self.prepare()
+            attempts = 1 + int(self.plan.get("max_restarts") or 0)
+            for attempt in range(attempts):
+                if self.done.is_set():
+                    state, message, code = "CANCELLED", "cancelled", 130
+                    break
+                self.start(attempt)
+                state, message, code = self.monitor()
+                if state != "FAILED" or attempt + 1 == attempts:
+                    break
+                self.sink.note(f"{message}; restarting every node (restart {attempt + 1} of {attempts - 1})")
+                self.stop_all()
+                self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
+        except Exception as exc:  # a broken start is the job's failure, with the reason kept
+            state, message, code = "FAILED", f"could not start the job: {exc}", 1
+            if self.done.is_set():
+                state, message, code = "CANCELLED", "cancelled", 130
+        finally:
+            if state != "SUCCEEDED":
+                self.sink.note(f"stopping every node: {message or state.lower()}")
+            self.stop_all()
+            for t in threading.enumerate():
+                if t is not threading.current_thread() and t.daemon:
+                    t.join(timeout=2)
+            try:
+                self.cleanup()
+            finally:
+                self.sink.note(f"job {state.lower()}" + (f": {message}" if message else ""))
+                self.sink.close()
+                self.store.finish_job(self.job_id, state, message=message, exit_code=code)
+        return code
