@@ -164,7 +164,8 @@ class Renderer:
             out.append("")
             notes = []
             if node.get("description"):
-                notes.append(node["description"].strip())
+                text = node["description"].strip()
+                notes.append(text if text.endswith((".", "!", "?", ":")) else text + ".")
             if node.get("additionalProperties") is False:
                 notes.append("Unknown keys are rejected.")
             if notes:

@@ -29,8 +29,9 @@ def cloudtrain_validate_job(job, provider):
 
 @hookspec
 def cloudtrain_amend_request(rendered):
-    """Amend a ``Rendered`` request in place (labels, tags) before it is shown or sent,
-    so that a dry run shows exactly what will be sent."""
+    """Amend a ``Rendered`` request in place (e.g. add labels or tags to
+    ``rendered.artifacts[i].content``) before it is shown or sent, so that a dry run shows
+    exactly what will be sent."""
 
 
 @hookspec

@@ -138,7 +138,8 @@ class LocalProvider(Provider):
         hosts = ["127.0.0.1"] * job.distribution.nodes
         specs = []
         for artifact in rendered.artifacts:
-            spec = json.loads(json.dumps(artifact.content).replace(placeholder, str(run_dir)))
+            text = json.dumps(artifact.content).replace(placeholder, str(run_dir))
+            spec = json.loads(text.replace(RUN_ID_PLACEHOLDER, run_dir.name))
             if port != rendered_port:
                 before = platform.environment(job, spec["node"], Cluster(hosts, rendered_port))
                 after = platform.environment(job, spec["node"], Cluster(hosts, port))

@@ -69,7 +69,7 @@ def test_emulate_injects_another_platforms_environment(tmp_path):
                                   env={"CT_TEST_TOKEN": "x"}, check=0).stdout)
     env = envelope["artifacts"][1]["content"]["env"]
     assert env["WORLD_SIZE"] == "2" and env["RANK"] == "1" and env["INDEX"] == "1"
-    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone:detect"
+    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone_detect:detect"
     assert "CLOUDTRAIN_NUM_NODES" not in env
 
 

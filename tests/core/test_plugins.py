@@ -96,6 +96,7 @@ def test_amend_hook_changes_what_is_shown(fresh_manager):
     assert [s["env"]["TEAM"] for s in specs] == ["vision", "vision"]
     assert specs[1]["env"]["CLOUDTRAIN_MASTER_PORT"] == "40000"
     assert specs[1]["cwd"] == "/runs/p-1/node-1/code"
+    assert specs[1]["env"]["CLOUDTRAIN_JOB_ID"] == "p-1"
 
 
 def test_a_missing_sdk_names_the_extra_to_install():

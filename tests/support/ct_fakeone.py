@@ -3,14 +3,13 @@
 TI-ONE's ``WORLD_SIZE`` counts *nodes* and ``RANK`` is the *node* index, unlike PyTorch's.
 Used to prove ``--emulate`` and ``cloudtrain launch`` auto-detection end to end without the
 real ``tione`` plugin.  Registered with ``CLOUDTRAIN_PLUGINS=ct_fakeone`` (tests/support on
-``PYTHONPATH``).  The detector at the bottom is standard-library only, like a real one.
+``PYTHONPATH``).  Its detector lives in the stdlib-only ``ct_fakeone_detect``, like a real one.
 """
 from __future__ import annotations
 
 from typing import Iterator, List
 
 from cloudtrain.hookspecs import hookimpl
-from cloudtrain.launch.topology import Topology, env_int, split_hosts
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, State
 
 
@@ -18,7 +17,7 @@ class FakeOneProvider(Provider):
     name = "fakeone"
     extra = "fakeone"
     description = "test double of a platform with TI-ONE's node environment"
-    detector = "ct_fakeone:detect"
+    detector = "ct_fakeone_detect:detect"
     states = {"SUCCEED": State.SUCCEEDED, "FAILED": State.FAILED, "RUNNING": State.RUNNING}
 
     def artifacts(self, job, options) -> List[Artifact]:
@@ -62,17 +61,3 @@ class FakeOneProvider(Provider):
 @hookimpl
 def cloudtrain_register_providers(register):
     register(FakeOneProvider)
-
-
-def detect(environ):
-    if "NODE_LIST" not in environ or "INDEX" not in environ:
-        return None
-    return Topology(
-        platform="fakeone",
-        node_rank=env_int(environ, "INDEX"),
-        num_nodes=env_int(environ, "WORLD_SIZE") or len(split_hosts(environ["NODE_LIST"])),
-        master_addr=environ["MASTER_ADDR"],
-        master_port=env_int(environ, "MASTER_PORT"),
-        hosts=split_hosts(environ["NODE_LIST"]),
-        nproc_per_node=env_int(environ, "GPU_NUM_PER_NODE") or None,
-    )

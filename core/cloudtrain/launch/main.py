@@ -6,6 +6,7 @@ ship it with the job's code.  See docs/launcher.md for the environment it reads 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -174,17 +175,27 @@ def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
         children.stop_all()
 
 
+def load_secrets(environ) -> None:
+    """Secrets come as a JSON file (``$CLOUDTRAIN_SECRETS_FILE``) so that they are never part of
+    a container's or pod's inspectable environment; the launcher exports them for the command."""
+    path = environ.get("CLOUDTRAIN_SECRETS_FILE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            environ.update({str(k): str(v) for k, v in json.load(f).items()})
+
+
 def main(argv: Optional[List[str]] = None, environ=None) -> int:
     environ = dict(os.environ if environ is None else environ)
     args = build_parser().parse_args(argv)
     try:
+        load_secrets(environ)
         topology = detectors.detect(environ, args.platform)
         if args.show_topology:
             print(topology.to_json())
             return 0
         settings = settings_for(args, topology, environ)
         plan = plans.plan(topology, settings, environ)
-    except (ValueError, detectors.DetectionError) as exc:
+    except (ValueError, OSError, detectors.DetectionError) as exc:
         print("cloudtrain launch: %s" % exc, file=sys.stderr)
         return 2
     env = plans.final_environment(plan.env, topology, settings, environ)

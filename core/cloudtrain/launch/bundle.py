@@ -1,0 +1,54 @@
+"""Ship the launcher: copy it, with the detectors a job needs, into a directory for PYTHONPATH.
+
+Container and cloud providers put this directory next to the job's code, so ``python3 -m
+cloudtrain.launch`` runs in any image that has Python 3.8+ and nothing else.  Standard
+library only.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, List
+
+ENTRY = """#!/bin/sh
+# cloudtrain node entry: ssh for mpirun between nodes (when a key is mounted), then the command.
+set -e
+if [ -f /run/cloudtrain/ssh/id_ed25519 ]; then
+  mkdir -p /root/.ssh && chmod 700 /root/.ssh
+  cp /run/cloudtrain/ssh/id_ed25519 /root/.ssh/id_ed25519 && chmod 600 /root/.ssh/id_ed25519
+  cp /run/cloudtrain/ssh/id_ed25519.pub /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys
+  if [ -x /usr/sbin/sshd ]; then mkdir -p /run/sshd && /usr/sbin/sshd; fi
+fi
+exec "$@"
+"""
+
+
+def _sources(module: str) -> List[tuple]:
+    """(file, path under the bundle) for ``module`` and every package above it."""
+    out = []
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+            raise ImportError("cannot find the source of %r" % name)
+        origin = Path(spec.origin)
+        rel = Path(*parts[:i], "__init__.py") if origin.name == "__init__.py" else Path(*parts[:i - 1], origin.name)
+        out.append((origin, rel))
+    return out
+
+
+def write_bundle(dest, detector_targets: Iterable[str] = ()) -> Path:
+    """Copy ``cloudtrain.launch`` and the detectors' modules under ``dest``; add ``entry.sh``."""
+    dest = Path(dest)
+    modules = ["cloudtrain.launch." + p.stem for p in sorted(Path(__file__).parent.glob("*.py")) if p.stem != "__init__"]
+    modules += ["cloudtrain_local.detect"] + [t.partition(":")[0] for t in detector_targets]
+    for module in modules:
+        for origin, rel in _sources(module):
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(origin, target)
+    (dest / "entry.sh").write_text(ENTRY)
+    return dest
