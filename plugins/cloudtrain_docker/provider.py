@@ -1,0 +1,299 @@
+"""``docker``: one container per node from the job's image, on a per-job internal bridge network.
+
+Rendering gives the Engine API bodies (``docker/network``, ``docker/container``) exactly as
+``create_network`` / ``create_container_from_config`` receive them.  A detached supervisor
+(``cloudtrain_docker.supervisor``) creates, follows and removes them, like the local
+provider's, so ``status``, ``logs -f``, ``cancel`` and ``wait`` work from any shell.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets as _random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudtrain.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.secrets import MASK
+from cloudtrain.store import Store, home
+from cloudtrain_local.provider import _alive, follow_file, scrubbed_environ
+
+RUN_ID = "<run-id>"
+LAUNCHER_DIR = "/opt/cloudtrain"
+SECRETS_PATH = "/run/cloudtrain/secrets.json"
+SSH_DIR = "/run/cloudtrain/ssh"
+OUTPUT_DIR = "/output"
+LABEL = "cloudtrain"
+GIB = 1024 ** 3
+
+
+class Mount(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(..., description="host path")
+    target: str = Field(..., description="path in the container")
+    read_only: bool = True
+
+
+class DockerOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    image: Optional[str] = Field(None, description="image for every node (default: the job's image)")
+    emulate: Optional[str] = Field(None, description="inject this provider's node environment instead of the generic one")
+    master_port: int = Field(29500, ge=1024, le=65000, description="the master's port inside the network")
+    python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
+    workdir: str = Field("/workspace", description="where each node's copy of `code` is mounted")
+    internal_network: bool = Field(True, description="the job's network has no route out of this machine")
+    ssh: Optional[bool] = Field(None, description="per-job ssh keys and sshd for mpirun between nodes (default: on for mpi/horovod)")
+    shm_gb: float = Field(1.0, gt=0, description="/dev/shm size when the job does not set resources.shm_gb")
+    mounts: List[Mount] = Field(default_factory=list, description="extra bind mounts")
+
+
+class DockerProvider(Provider):
+    name = "docker"
+    extra = "docker"
+    description = "one container per node on a private Docker network"
+    sdk_modules = ("docker",)
+    Options = DockerOptions
+    # Engine container states (docker inspect .State.Status) and the store's own states.
+    states = {"created": State.STARTING, "restarting": State.STARTING, "running": State.RUNNING,
+              "paused": State.RUNNING, "removing": State.RUNNING, "exited": State.UNKNOWN, "dead": State.FAILED,
+              **{s.value: s for s in State}}
+
+    def __init__(self, client=None, store: Optional[Store] = None, **clients):
+        super().__init__(**clients)
+        self._client, self._store = client, store
+
+    @property
+    def client(self):
+        if self._client is None:
+            docker = self.require_sdk("docker")
+            try:
+                self._client = docker.from_env()
+                self._client.ping()
+            except docker.errors.DockerException as exc:
+                raise PlatformError(f"cannot reach the Docker engine ({exc}); start dockerd "
+                                    "(scripts/start-dockerd.sh) or set DOCKER_HOST") from None
+        return self._client
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store()
+        return self._store
+
+    # -- render (pure) -------------------------------------------------------------------
+    def emulated(self, options: DockerOptions):
+        if not options.emulate:
+            return type(self)
+        from cloudtrain.plugins import get_provider_class
+        return get_provider_class(options.emulate)
+
+    def check(self, job: JobSpec, options: DockerOptions) -> None:
+        if not (options.image or job.image):
+            raise BadInput(f"{job.source.path if job.source and job.source.path else 'job'}: the docker provider "
+                           "needs an image; set `image` or providers.docker.image")
+        self.emulated(options)
+
+    @staticmethod
+    def use_ssh(job: JobSpec, options: DockerOptions) -> bool:
+        if options.ssh is not None:
+            return options.ssh
+        return job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1
+
+    def network_body(self, job: JobSpec, options: DockerOptions, run_id: str) -> dict:
+        return {"Name": f"ct-{run_id}", "Driver": "bridge", "Internal": options.internal_network,
+                "CheckDuplicate": True, "Labels": self.labels(job, run_id)}
+
+    @staticmethod
+    def labels(job: JobSpec, run_id: str, node: Optional[int] = None) -> Dict[str, str]:
+        labels = {f"{LABEL}.provider": "docker", f"{LABEL}.job": run_id, f"{LABEL}.name": job.name}
+        if node is not None:
+            labels[f"{LABEL}.node"] = str(node)
+        return labels
+
+    def container_body(self, job: JobSpec, options: DockerOptions, run_id: str, run_dir: str, node: int) -> dict:
+        platform = self.emulated(options)
+        hosts = [f"{job.name}-{i}" for i in range(job.distribution.nodes)]
+        cluster = Cluster(hosts=hosts, master_port=options.master_port, output_dir=OUTPUT_DIR)
+        env = dict(job.env)
+        env.update(platform.environment(job, node, cluster))
+        env.update({
+            "CLOUDTRAIN_OUTPUT_DIR": OUTPUT_DIR,
+            "CLOUDTRAIN_JOB_ID": run_id,
+            "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
+            "PYTHONPATH": LAUNCHER_DIR,
+        })
+        if options.emulate:
+            env["CLOUDTRAIN_DETECTORS"] = f"{platform.name}={platform.detector_target()}"
+        binds = [f"{run_dir}/node-{node}/code:{options.workdir}", f"{run_dir}/output:{OUTPUT_DIR}",
+                 f"{run_dir}/launcher:{LAUNCHER_DIR}:ro"]
+        if job.secrets:
+            env["CLOUDTRAIN_SECRETS_FILE"] = SECRETS_PATH
+            binds.append(f"{run_dir}/secrets.json:{SECRETS_PATH}:ro")
+        if self.use_ssh(job, options):
+            binds.append(f"{run_dir}/ssh:{SSH_DIR}:ro")
+            env["OMPI_MCA_plm_rsh_args"] = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+        binds += [f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in options.mounts]
+        host_config = {
+            "Binds": binds,
+            "NetworkMode": f"ct-{run_id}",
+            "ShmSize": int((job.resources.shm_gb or options.shm_gb) * GIB),
+            "Init": True,
+        }
+        if job.resources.cpus_per_node:
+            host_config["NanoCpus"] = int(job.resources.cpus_per_node * 1e9)
+        if job.resources.memory_gb:
+            host_config["Memory"] = int(job.resources.memory_gb * GIB)
+        if job.resources.gpus_per_node:
+            host_config["DeviceRequests"] = [{"Driver": "nvidia", "Count": job.resources.gpus_per_node,
+                                              "Capabilities": [["gpu"]]}]
+        launch = [options.python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
+        return {
+            "Image": options.image or job.image,
+            "Hostname": hosts[node],
+            "Cmd": ["/bin/sh", f"{LAUNCHER_DIR}/entry.sh", *launch],
+            "WorkingDir": options.workdir,
+            "Env": [f"{k}={v}" for k, v in env.items()],
+            "Labels": self.labels(job, run_id, node),
+            "HostConfig": host_config,
+            "NetworkingConfig": {"EndpointsConfig": {f"ct-{run_id}": {"Aliases": [hosts[node]]}}},
+        }
+
+    def artifacts(self, job: JobSpec, options: DockerOptions) -> List[Artifact]:
+        run_dir = str(home() / "runs" / RUN_ID)
+        out = [Artifact("docker/network", f"ct-{RUN_ID}", self.network_body(job, options, RUN_ID))]
+        out += [Artifact("docker/container", f"ct-{RUN_ID}-{i}",
+                         self.container_body(job, options, RUN_ID, run_dir, i))
+                for i in range(job.distribution.nodes)]
+        if job.secrets:
+            out.append(Artifact("docker/secrets-file", SECRETS_PATH, {name: MASK for name in job.secrets}))
+        return out
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        job, options = rendered.job, rendered.options
+        if not job.code_path.is_dir():
+            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+        image = options.image or job.image
+        docker = self.require_sdk("docker")
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise BadInput(f"image {image!r} is not on this machine; build or pull it first "
+                           "(the test image: bash scripts/build-test-image.sh)") from None
+        run_id = f"{job.name}-{_random.token_hex(3)}"
+        run_dir = home() / "runs" / run_id
+        run_dir.mkdir(parents=True, mode=0o700)
+        from cloudtrain.launch.bundle import write_bundle
+        write_bundle(run_dir / "launcher", [self.emulated(options).detector_target()])
+        if secrets:
+            path = run_dir / "secrets.json"
+            path.touch(mode=0o600)
+            path.write_text(json.dumps(secrets))
+        placeholder = str(home() / "runs" / RUN_ID)
+        bodies = []
+        for artifact in rendered.artifacts:
+            text = json.dumps(artifact.content).replace(placeholder, str(run_dir)).replace(RUN_ID, run_id)
+            bodies.append({"kind": artifact.kind, "name": artifact.name.replace(RUN_ID, run_id),
+                           "content": json.loads(text)})
+        plan = {"job_id": run_id, "name": job.name, "code": str(job.code_path), "image": image,
+                "ssh": self.use_ssh(job, options), "max_restarts": job.max_restarts,
+                "distribution": job.distribution.type, "nproc_per_node": job.procs_per_node,
+                "network": next(b for b in bodies if b["kind"] == "docker/network"),
+                "nodes": [dict(b, node=i) for i, b in enumerate(x for x in bodies if x["kind"] == "docker/container")]}
+        (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+        self.store.add_job(id=run_id, provider=self.name, name=job.name, nodes=job.distribution.nodes,
+                           run_dir=str(run_dir), state=State.PENDING.value)
+        env = scrubbed_environ(os.environ)
+        env.update(secrets)
+        env["CLOUDTRAIN_HOME"] = str(home())
+        env["CLOUDTRAIN_SECRET_NAMES"] = ",".join(sorted(secrets))
+        with open(run_dir / "supervisor.log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "cloudtrain_docker.supervisor", str(run_dir)],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True, close_fds=True)
+        self.store.update_job(run_id, supervisor_pid=proc.pid)
+        return run_id
+
+    def _row(self, job_id: str) -> dict:
+        row = self.store.get_job(job_id)
+        if row is None or row["provider"] != self.name:
+            raise JobNotFound(f"no {self.name} job {job_id!r}; cloudtrain list -p {self.name} shows the jobs")
+        return row
+
+    def _reconcile(self, row: dict) -> dict:
+        if row["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return row
+        pid = row["supervisor_pid"]
+        if pid and not _alive(pid):
+            time.sleep(0.2)
+            if self.store.get_job(row["id"])["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                self.remove_job_objects(row["id"])
+                self.store.finish_job(row["id"], "FAILED", message="the docker supervisor died; see supervisor.log",
+                                      exit_code=1)
+            return self.store.get_job(row["id"])
+        return row
+
+    def _status(self, row: dict) -> JobStatus:
+        return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]), raw_state=row["raw_state"] or row["state"],
+                         name=row["name"], message=row["message"], nodes=row["nodes"], nodes_up=row["nodes_up"],
+                         exit_code=row["exit_code"], created_at=row["created_at"], started_at=row["started_at"],
+                         ended_at=row["ended_at"])
+
+    def status(self, job_id: str) -> JobStatus:
+        return self._status(self._reconcile(self._row(job_id)))
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        path = Path(self._row(job_id)["run_dir"]) / "job.log"
+        yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        row = self._reconcile(self._row(job_id))
+        if row["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return self._status(row)
+        pid = row["supervisor_pid"]
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.1)
+        self.remove_job_objects(job_id)
+        self.store.finish_job(job_id, "CANCELLED", message="cancelled", exit_code=130)
+        return self.status(job_id)
+
+    def list(self) -> List[JobStatus]:
+        return [self._status(self._reconcile(r)) for r in self.store.list_jobs(self.name)]
+
+    def remove_job_objects(self, job_id: str) -> None:
+        """Remove every container and network labelled with this job (idempotent)."""
+        remove_labelled(self.client, job_id)
+
+
+def remove_labelled(client, job_id: str) -> None:
+    flt = {"label": [f"{LABEL}.job={job_id}"]}
+    for c in client.api.containers(all=True, filters=flt):
+        try:
+            client.api.remove_container(c["Id"], force=True)
+        except Exception:  # already gone
+            pass
+    for n in client.api.networks(filters=flt):
+        try:
+            client.api.remove_network(n["Id"])
+        except Exception:
+            pass
+    run_dir = home() / "runs" / job_id
+    for secret in (run_dir / "secrets.json", run_dir / "ssh"):
+        if secret.is_dir():
+            shutil.rmtree(secret, ignore_errors=True)
+        elif secret.exists():
+            secret.unlink()
