@@ -8,24 +8,17 @@ provider's, so ``status``, ``logs -f``, ``cancel`` and ``wait`` work from any sh
 from __future__ import annotations
 
 import json
-import os
-import secrets as _random
 import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.hosted import HostedProvider
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.secrets import MASK
 from cloudtrain.store import Store, home
-from cloudtrain_local.provider import _alive, follow_file, scrubbed_environ
 
 RUN_ID = "<run-id>"
 LAUNCHER_DIR = "/opt/cloudtrain"
@@ -58,7 +51,7 @@ class DockerOptions(BaseModel):
     mounts: List[Mount] = Field(default_factory=list, description="extra bind mounts")
 
 
-class DockerProvider(Provider):
+class DockerProvider(HostedProvider):
     name = "docker"
     extra = "docker"
     description = "one container per node on a private Docker network"
@@ -68,10 +61,12 @@ class DockerProvider(Provider):
     states = {"created": State.STARTING, "restarting": State.STARTING, "running": State.RUNNING,
               "paused": State.RUNNING, "removing": State.RUNNING, "exited": State.UNKNOWN, "dead": State.FAILED,
               **{s.value: s for s in State}}
+    supervisor_module = "cloudtrain_docker.supervisor"
+    cancel_timeout = 60.0
 
     def __init__(self, client=None, store: Optional[Store] = None, **clients):
-        super().__init__(**clients)
-        self._client, self._store = client, store
+        super().__init__(store=store, **clients)
+        self._client = client
 
     @property
     def client(self):
@@ -84,12 +79,6 @@ class DockerProvider(Provider):
                 raise PlatformError(f"cannot reach the Docker engine ({exc}); start dockerd "
                                     "(scripts/start-dockerd.sh) or set DOCKER_HOST") from None
         return self._client
-
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store()
-        return self._store
 
     # -- render (pure) -------------------------------------------------------------------
     def emulated(self, options: DockerOptions):
@@ -182,8 +171,6 @@ class DockerProvider(Provider):
     # -- lifecycle -------------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         job, options = rendered.job, rendered.options
-        if not job.code_path.is_dir():
-            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
         image = options.image or job.image
         docker = self.require_sdk("docker")
         try:
@@ -191,91 +178,26 @@ class DockerProvider(Provider):
         except docker.errors.ImageNotFound:
             raise BadInput(f"image {image!r} is not on this machine; build or pull it first "
                            "(the test image: bash scripts/build-test-image.sh)") from None
-        run_id = f"{job.name}-{_random.token_hex(3)}"
-        run_dir = home() / "runs" / run_id
-        run_dir.mkdir(parents=True, mode=0o700)
+        job_id, run_dir = self.new_run(job)
         from cloudtrain.launch.bundle import write_bundle
         write_bundle(run_dir / "launcher", [self.emulated(options).detector_target()])
-        if secrets:
+        if secrets:  # the launcher reads them from a read-only mount, never from the container's Env
             path = run_dir / "secrets.json"
             path.touch(mode=0o600)
             path.write_text(json.dumps(secrets))
         placeholder = str(home() / "runs" / RUN_ID)
         bodies = []
         for artifact in rendered.artifacts:
-            text = json.dumps(artifact.content).replace(placeholder, str(run_dir)).replace(RUN_ID, run_id)
-            bodies.append({"kind": artifact.kind, "name": artifact.name.replace(RUN_ID, run_id),
+            text = json.dumps(artifact.content).replace(placeholder, str(run_dir)).replace(RUN_ID, job_id)
+            bodies.append({"kind": artifact.kind, "name": artifact.name.replace(RUN_ID, job_id),
                            "content": json.loads(text)})
-        plan = {"job_id": run_id, "name": job.name, "code": str(job.code_path), "image": image,
-                "ssh": self.use_ssh(job, options), "max_restarts": job.max_restarts,
-                "distribution": job.distribution.type, "nproc_per_node": job.procs_per_node,
+        containers = [b for b in bodies if b["kind"] == "docker/container"]
+        plan = {"image": image, "ssh": self.use_ssh(job, options),
                 "network": next(b for b in bodies if b["kind"] == "docker/network"),
-                "nodes": [dict(b, node=i) for i, b in enumerate(x for x in bodies if x["kind"] == "docker/container")]}
-        (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
-        self.store.add_job(id=run_id, provider=self.name, name=job.name, nodes=job.distribution.nodes,
-                           run_dir=str(run_dir), state=State.PENDING.value)
-        env = scrubbed_environ(os.environ)
-        env.update(secrets)
-        env["CLOUDTRAIN_HOME"] = str(home())
-        env["CLOUDTRAIN_SECRET_NAMES"] = ",".join(sorted(secrets))
-        with open(run_dir / "supervisor.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "cloudtrain_docker.supervisor", str(run_dir)],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True, close_fds=True)
-        self.store.update_job(run_id, supervisor_pid=proc.pid)
-        return run_id
+                "nodes": [dict(b, node=i) for i, b in enumerate(containers)]}
+        return self.start_supervisor(job, job_id, run_dir, plan, secrets)
 
-    def _row(self, job_id: str) -> dict:
-        row = self.store.get_job(job_id)
-        if row is None or row["provider"] != self.name:
-            raise JobNotFound(f"no {self.name} job {job_id!r}; cloudtrain list -p {self.name} shows the jobs")
-        return row
-
-    def _reconcile(self, row: dict) -> dict:
-        if row["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return row
-        pid = row["supervisor_pid"]
-        if pid and not _alive(pid):
-            time.sleep(0.2)
-            if self.store.get_job(row["id"])["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                self.remove_job_objects(row["id"])
-                self.store.finish_job(row["id"], "FAILED", message="the docker supervisor died; see supervisor.log",
-                                      exit_code=1)
-            return self.store.get_job(row["id"])
-        return row
-
-    def _status(self, row: dict) -> JobStatus:
-        return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]), raw_state=row["raw_state"] or row["state"],
-                         name=row["name"], message=row["message"], nodes=row["nodes"], nodes_up=row["nodes_up"],
-                         exit_code=row["exit_code"], created_at=row["created_at"], started_at=row["started_at"],
-                         ended_at=row["ended_at"])
-
-    def status(self, job_id: str) -> JobStatus:
-        return self._status(self._reconcile(self._row(job_id)))
-
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
-        path = Path(self._row(job_id)["run_dir"]) / "job.log"
-        yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None)
-
-    def cancel(self, job_id: str) -> JobStatus:
-        row = self._reconcile(self._row(job_id))
-        if row["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return self._status(row)
-        pid = row["supervisor_pid"]
-        if pid and _alive(pid):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.1)
-        self.remove_job_objects(job_id)
-        self.store.finish_job(job_id, "CANCELLED", message="cancelled", exit_code=130)
-        return self.status(job_id)
-
-    def list(self) -> List[JobStatus]:
-        return [self._status(self._reconcile(r)) for r in self.store.list_jobs(self.name)]
-
-    def remove_job_objects(self, job_id: str) -> None:
-        """Remove every container and network labelled with this job (idempotent)."""
+    def release(self, job_id: str) -> None:
         remove_labelled(self.client, job_id)
 
 

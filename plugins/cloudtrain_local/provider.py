@@ -11,25 +11,18 @@ import os
 import secrets as _random
 import signal
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain.errors import BadInput, JobNotFound
+from cloudtrain.errors import BadInput
+from cloudtrain.hosted import HostedProvider
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.store import Store, home
 
-# Variables of the submitting shell that would confuse a node's platform detection.
-SCRUBBED_PREFIXES = ("CLOUDTRAIN_", "PET_", "TORCHELASTIC_", "OMPI_", "PMIX_", "SM_", "AZ_BATCH", "MA_", "VC_")
-SCRUBBED = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-            "MASTER_ADDR", "MASTER_PORT", "NODE_LIST", "INDEX", "TF_CONFIG", "RAY_ADDRESS",
-            "GPU_NUM", "GPU_NUM_PER_NODE", "HEAD_ADDR", "HEAD_PORT", "NNODES"}
-KEPT = {"CLOUDTRAIN_HOME", "CLOUDTRAIN_PLUGINS", "CLOUDTRAIN_DISABLE_PLUGINS", "CLOUDTRAIN_PEER_TIMEOUT"}
 RUN_ID_PLACEHOLDER = "<run-id>"
 
 
@@ -40,11 +33,6 @@ class LocalOptions(BaseModel):
     master_port: Optional[int] = Field(None, ge=1024, le=65000, description="fixed master port (default: a free one)")
     copy_code: bool = Field(True, description="give every node its own copy of `code` (False: run in place)")
     python: Optional[str] = Field(None, description="interpreter for `cloudtrain launch` (default: this one)")
-
-
-def scrubbed_environ(environ) -> Dict[str, str]:
-    return {k: v for k, v in environ.items()
-            if k in KEPT or not (k in SCRUBBED or k.startswith(SCRUBBED_PREFIXES))}
 
 
 def free_port_block(count: int, start: int = 29500, end: int = 60000) -> int:
@@ -67,22 +55,13 @@ def free_port_block(count: int, start: int = 29500, end: int = 60000) -> int:
     raise BadInput("no free block of local ports found; set providers.local.master_port")
 
 
-class LocalProvider(Provider):
+class LocalProvider(HostedProvider):
     name = "local"
     extra = "local"
     description = "process groups on this machine, one per emulated node"
     Options = LocalOptions
     states = {s.value: s for s in State}
-
-    def __init__(self, store: Optional[Store] = None, **clients):
-        super().__init__(**clients)
-        self._store = store
-
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store()
-        return self._store
+    supervisor_module = "cloudtrain_local.supervisor"
 
     # -- render (pure) -----------------------------------------------------------------
     def check(self, job: JobSpec, options: LocalOptions) -> None:
@@ -152,101 +131,17 @@ class LocalProvider(Provider):
     # -- lifecycle ---------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         job, options = rendered.job, rendered.options
-        if not job.code_path.is_dir():
-            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
-        job_id = f"{job.name}-{_random.token_hex(3)}"
-        run_dir = home() / "runs" / job_id
-        run_dir.mkdir(parents=True, mode=0o700)
+        job_id, run_dir = self.new_run(job)
         # master port, liveness port (+1), one ps-worker port per node (+2..)
         port = options.master_port or free_port_block(job.distribution.nodes + 2)
         specs = self.runtime_specs(rendered, run_dir, port)
         for spec in specs:  # the rendered env masks secrets; the supervisor adds the real values
             for name in job.secrets:
                 spec["env"].pop(name, None)
-        plan = {"job_id": job_id, "name": job.name, "code": str(job.code_path), "copy_code": options.copy_code,
-                "max_restarts": job.max_restarts, "distribution": job.distribution.type,
-                "nproc_per_node": job.procs_per_node, "secret_names": sorted(secrets), "nodes": specs}
-        (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
-        self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=len(specs),
-                           run_dir=str(run_dir), state=State.PENDING.value)
-        env = scrubbed_environ(os.environ)
-        env.update(secrets)
-        env["CLOUDTRAIN_HOME"] = str(home())
-        env["CLOUDTRAIN_SECRET_NAMES"] = ",".join(sorted(secrets))
-        with open(run_dir / "supervisor.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "cloudtrain_local.supervisor", str(run_dir)],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True, close_fds=True)
-        self.store.update_job(job_id, supervisor_pid=proc.pid)
-        return job_id
+        return self.start_supervisor(job, job_id, run_dir, {"copy_code": options.copy_code, "nodes": specs}, secrets)
 
-    def _row(self, job_id: str) -> dict:
-        row = self.store.get_job(job_id)
-        if row is None or row["provider"] != self.name:
-            raise JobNotFound(f"no {self.name} job {job_id!r}; cloudtrain list -p {self.name} shows the jobs")
-        return row
-
-    def _reconcile(self, row: dict) -> dict:
-        """A job whose supervisor vanished without a word has failed."""
-        if row["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return row
-        pid = row["supervisor_pid"]
-        if pid and not _alive(pid):
-            time.sleep(0.2)
-            fresh = self.store.get_job(row["id"])
-            if fresh["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                _kill_nodes(self.store, row["id"])
-                self.store.finish_job(row["id"], "FAILED", message="the local supervisor died; see supervisor.log",
-                                      exit_code=1)
-            return self.store.get_job(row["id"])
-        return row
-
-    def _status(self, row: dict) -> JobStatus:
-        return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]), raw_state=row["state"],
-                         name=row["name"], message=row["message"], nodes=row["nodes"], nodes_up=row["nodes_up"],
-                         exit_code=row["exit_code"], created_at=row["created_at"], started_at=row["started_at"],
-                         ended_at=row["ended_at"])
-
-    def status(self, job_id: str) -> JobStatus:
-        return self._status(self._reconcile(self._row(job_id)))
-
-    def run_dir(self, job_id: str) -> Path:
-        return Path(self._row(job_id)["run_dir"])
-
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
-        path = self.run_dir(job_id) / "job.log"
-        yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None)
-
-    def cancel(self, job_id: str) -> JobStatus:
-        row = self._reconcile(self._row(job_id))
-        if row["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return self._status(row)
-        pid = row["supervisor_pid"]
-        if pid and _alive(pid):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.05)
+    def release(self, job_id: str) -> None:
         _kill_nodes(self.store, job_id)
-        self.store.finish_job(job_id, "CANCELLED", message="cancelled", exit_code=130)
-        return self.status(job_id)
-
-    def list(self) -> List[JobStatus]:
-        return [self._status(self._reconcile(r)) for r in self.store.list_jobs(self.name)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _kill_nodes(store: Store, job_id: str) -> None:
@@ -256,31 +151,3 @@ def _kill_nodes(store: Store, job_id: str) -> None:
                 os.killpg(node["pid"], signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-
-
-def follow_file(path: Path, done=None, poll: float = 0.2) -> Iterator[str]:
-    """Lines of ``path``; with ``done`` (a callable), keep following until it returns True."""
-    while done is not None and not path.exists():
-        if done():
-            break
-        time.sleep(poll)
-    if not path.exists():
-        return
-    with open(path, "r", encoding="utf-8", errors="replace") as f:
-        pending = ""
-        while True:
-            chunk = f.readline()
-            if chunk:
-                pending += chunk
-                if pending.endswith("\n"):
-                    yield pending
-                    pending = ""
-                continue
-            if done is None:
-                break
-            if done():
-                rest = f.read()
-                if pending or rest:
-                    yield pending + rest
-                break
-            time.sleep(poll)

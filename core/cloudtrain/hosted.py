@@ -1,0 +1,182 @@
+"""Providers whose nodes run on this machine (``local``, ``docker``): the shared lifecycle.
+
+``schedule`` writes the run's plan and starts a detached supervisor (``cloudtrain.supervise``);
+state lives in the SQLite store and logs under ``$CLOUDTRAIN_HOME/runs/<id>/``, so ``status``,
+``logs -f``, ``cancel``, ``list`` and ``wait`` work from any shell.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets as _random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
+
+from .errors import BadInput, JobNotFound
+from .job import JobSpec
+from .provider import JobStatus, Provider, State
+from .store import Store, home
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+# Variables of the submitting shell that would confuse a node's platform detection.
+SCRUBBED_PREFIXES = ("CLOUDTRAIN_", "PET_", "TORCHELASTIC_", "OMPI_", "PMIX_", "SM_", "AZ_BATCH", "MA_", "VC_")
+SCRUBBED = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+            "MASTER_ADDR", "MASTER_PORT", "NODE_LIST", "INDEX", "TF_CONFIG", "RAY_ADDRESS",
+            "GPU_NUM", "GPU_NUM_PER_NODE", "HEAD_ADDR", "HEAD_PORT", "NNODES"}
+KEPT = {"CLOUDTRAIN_HOME", "CLOUDTRAIN_PLUGINS", "CLOUDTRAIN_DISABLE_PLUGINS", "CLOUDTRAIN_PEER_TIMEOUT"}
+
+
+def scrubbed_environ(environ) -> Dict[str, str]:
+    return {k: v for k, v in environ.items()
+            if k in KEPT or not (k in SCRUBBED or k.startswith(SCRUBBED_PREFIXES))}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def follow_file(path: Path, done=None, poll: float = 0.2) -> Iterator[str]:
+    """Lines of ``path``; with ``done`` (a callable), keep following until it returns True."""
+    while done is not None and not path.exists():
+        if done():
+            break
+        time.sleep(poll)
+    if not path.exists():
+        return
+    with open(path, "r", encoding="utf-8", errors="replace") as f:
+        pending = ""
+        while True:
+            chunk = f.readline()
+            if chunk:
+                pending += chunk
+                if pending.endswith("\n"):
+                    yield pending
+                    pending = ""
+                continue
+            if done is None:
+                break
+            if done():
+                rest = f.read()
+                if pending or rest:
+                    yield pending + rest
+                break
+            time.sleep(poll)
+
+
+class HostedProvider(Provider):
+    """Base of providers whose supervisor runs here; subclasses name the supervisor module and
+    say how to ``release`` what a job left when its supervisor is gone."""
+
+    supervisor_module: ClassVar[str]
+    cancel_timeout: ClassVar[float] = 30.0
+
+    def __init__(self, store: Optional[Store] = None, **clients):
+        super().__init__(**clients)
+        self._store = store
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store()
+        return self._store
+
+    def release(self, job_id: str) -> None:
+        """Stop and remove whatever the job still has (its supervisor is gone or cancelling)."""
+
+    # -- submitting ----------------------------------------------------------------------
+    @staticmethod
+    def new_run(job: JobSpec) -> Tuple[str, Path]:
+        if not job.code_path.is_dir():
+            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+        job_id = f"{job.name}-{_random.token_hex(3)}"
+        run_dir = home() / "runs" / job_id
+        run_dir.mkdir(parents=True, mode=0o700)
+        return job_id, run_dir
+
+    def start_supervisor(self, job: JobSpec, job_id: str, run_dir: Path, plan: dict,
+                         secrets: Dict[str, str]) -> str:
+        """Write the plan, record the job, start the detached supervisor with the secrets in its
+        environment only (never on disk in clear, never in the plan)."""
+        plan = dict(plan, job_id=job_id, name=job.name, code=str(job.code_path), max_restarts=job.max_restarts,
+                    distribution=job.distribution.type, nproc_per_node=job.procs_per_node)
+        (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+        self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=job.distribution.nodes,
+                           run_dir=str(run_dir), state=State.PENDING.value)
+        env = scrubbed_environ(os.environ)
+        env.update(secrets)
+        env["CLOUDTRAIN_HOME"] = str(home())
+        env["CLOUDTRAIN_SECRET_NAMES"] = ",".join(sorted(secrets))
+        with open(run_dir / "supervisor.log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", self.supervisor_module, str(run_dir)],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True, close_fds=True)
+        self.store.update_job(job_id, supervisor_pid=proc.pid)
+        return job_id
+
+    # -- following -----------------------------------------------------------------------
+    def _row(self, job_id: str) -> dict:
+        row = self.store.get_job(job_id)
+        if row is None or row["provider"] != self.name:
+            raise JobNotFound(f"no {self.name} job {job_id!r}; cloudtrain list -p {self.name} shows the jobs")
+        return row
+
+    def _reconcile(self, row: dict) -> dict:
+        """A job whose supervisor vanished without a word has failed."""
+        if row["state"] in TERMINAL:
+            return row
+        pid = row["supervisor_pid"]
+        if pid and not alive(pid):
+            time.sleep(0.2)
+            if self.store.get_job(row["id"])["state"] not in TERMINAL:
+                self.release(row["id"])
+                self.store.finish_job(row["id"], "FAILED", exit_code=1,
+                                      message=f"the {self.name} supervisor died; see supervisor.log")
+            return self.store.get_job(row["id"])
+        return row
+
+    def _status(self, row: dict) -> JobStatus:
+        return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]),
+                         raw_state=row["raw_state"] or row["state"], name=row["name"], message=row["message"],
+                         nodes=row["nodes"], nodes_up=row["nodes_up"], exit_code=row["exit_code"],
+                         created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"])
+
+    def status(self, job_id: str) -> JobStatus:
+        return self._status(self._reconcile(self._row(job_id)))
+
+    def run_dir(self, job_id: str) -> Path:
+        return Path(self._row(job_id)["run_dir"])
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        path = self.run_dir(job_id) / "job.log"
+        yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        row = self._reconcile(self._row(job_id))
+        if row["state"] in TERMINAL:
+            return self._status(row)
+        pid = row["supervisor_pid"]
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + self.cancel_timeout
+            while time.monotonic() < deadline and alive(pid):
+                time.sleep(0.05)
+        self.release(job_id)
+        self.store.finish_job(job_id, "CANCELLED", message="cancelled", exit_code=130)
+        return self.status(job_id)
+
+    def list(self) -> List[JobStatus]:
+        return [self._status(self._reconcile(r)) for r in self.store.list_jobs(self.name)]

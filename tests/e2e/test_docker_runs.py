@@ -1,0 +1,130 @@
+"""The docker provider against a real engine and the locally built test image.
+
+scripts/test.sh starts dockerd and builds cloudtrain/test-python:latest before the tests; a
+missing engine or image fails these tests (they never skip).
+"""
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import EXAMPLES, cli_env, run_cli
+from helpers import handle_from, metrics, wait_for
+
+pytestmark = pytest.mark.e2e
+IMAGE = "cloudtrain/test-python:latest"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    import docker
+    client = docker.from_env()
+    client.ping()
+    client.images.get(IMAGE)  # scripts/build-test-image.sh makes it
+    return client
+
+
+def leftovers(client, handle):
+    job_id = handle.split("://", 1)[1]
+    flt = {"label": [f"cloudtrain.job={job_id}"]}
+    return client.api.containers(all=True, filters=flt) + client.api.networks(filters=flt)
+
+
+def submit(client, example_or_job, *extra, expect=0):
+    job = example_or_job if str(example_or_job).endswith(".yaml") else EXAMPLES / example_or_job / "job.yaml"
+    proc = run_cli("submit", "-p", "docker", job, "--set", f"image={IMAGE}", *extra, timeout=900)
+    assert proc.returncode == expect, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    handle = handle_from(proc.stderr)
+    assert leftovers(client, handle) == []
+    return proc, handle
+
+
+def test_digits_ddp_across_two_containers(engine, home):
+    proc, handle = submit(engine, "digits-ddp")
+    assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
+    assert metrics(home, handle)["world_size"] == 4
+    assert {"[node0/rank0]", "[node1/rank3]"} <= set(re.findall(r"^\[node\d/rank\d\]", proc.stdout, re.M))
+    assert "on node 1" in proc.stdout
+
+
+def test_emulating_a_platform_in_containers(engine, home):
+    proc, handle = submit(engine, "digits-ddp", "--emulate", "fakeone", "--set", "command=python train.py --epochs 2")
+    assert "rank 3/4" in proc.stdout
+
+
+def test_mpi_across_containers_over_ssh(engine, home):
+    proc, handle = submit(engine, "mpi-allreduce")
+    assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
+    assert metrics(home, handle)["world_size"] == 4
+
+
+def test_ray_head_and_worker_containers(engine, home):
+    proc, _ = submit(engine, "ray-counter")
+    assert "task on Rank:1 ran on node 1" in proc.stdout and re.search(r"ray nodes: 2\b", proc.stdout)
+
+
+def test_ps_worker_in_containers(engine, home):
+    proc, _ = submit(engine, "ps-worker")
+    assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
+
+
+def test_killing_a_container_fails_the_job_fast_and_removes_everything(engine, home):
+    proc = subprocess.Popen([sys.executable, "-m", "cloudtrain", "submit", "-p", "docker",
+                             str(EXAMPLES / "digits-ddp" / "job.yaml"), "--set", f"image={IMAGE}",
+                             "--set", "command=python train.py --epochs 100 --sleep-per-epoch 1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        def running_worker():
+            found = engine.api.containers(filters={"label": ["cloudtrain.node=1", "cloudtrain.name=digits-ddp"]})
+            return found[0]["Id"] if found else None
+        container = wait_for(running_worker, timeout=120)
+        wait_for(lambda: b"epoch" in engine.api.logs(wait_for(lambda: engine.api.containers(
+            filters={"label": ["cloudtrain.node=0", "cloudtrain.name=digits-ddp"]}), timeout=60)[0]["Id"]), timeout=120)
+        killed = time.monotonic()
+        engine.api.kill(container)
+        out, err = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - killed
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert elapsed < 30, f"took {elapsed:.1f}s to notice"
+    assert re.search(r"FAILED .*node 1 (exited with code 137|was killed)", err)
+    assert leftovers(engine, handle_from(err)) == []
+
+
+def test_cancel_removes_containers_and_network(engine, home):
+    proc = run_cli("submit", "-p", "docker", EXAMPLES / "digits-ddp" / "job.yaml", "--set", f"image={IMAGE}",
+                   "--set", "command=python train.py --epochs 100 --sleep-per-epoch 1", "--detach", check=0)
+    handle = proc.stdout.strip()
+    wait_for(lambda: "epoch 1/100" in run_cli("logs", handle).stdout, timeout=180)
+    assert "CANCELLED" in run_cli("cancel", handle, check=0).stdout
+    assert leftovers(engine, handle) == []
+    assert run_cli("wait", handle).returncode == 130
+    assert json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)["state"] == "CANCELLED"
+
+
+def test_secrets_never_reach_docker_inspect(engine, home, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"""
+name: sec
+code: {EXAMPLES / 'digits-ddp'}
+command: python -c "import os, time; assert os.environ['TOKEN'] == 'in-4f2a9'; print('secret ok', flush=True); time.sleep(20)"
+image: {IMAGE}
+distribution: {{type: none, nodes: 1}}
+secrets: {{TOKEN: {{from_env: CT_DOCKER_TOKEN}}}}
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "cloudtrain", "submit", "-p", "docker", str(job)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=cli_env({"CT_DOCKER_TOKEN": "in-4f2a9"}))
+    try:
+        cid = wait_for(lambda: engine.api.containers(filters={"label": ["cloudtrain.name=sec"]}), timeout=120)[0]["Id"]
+        inspected = json.dumps(engine.api.inspect_container(cid))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "secret ok" in out
+    assert "in-4f2a9" not in inspected and "in-4f2a9" not in out + err
