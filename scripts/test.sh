@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets up everything the tests need on a fresh Debian/Ubuntu machine, then runs them.
-#   system: Open MPI (mpirun for the mpi examples)    python: a venv with cloudtrain[test]
+# Sets up everything the tests need on a fresh Debian machine, then runs them.
+#   system: Open MPI (mpirun for the mpi examples); Debian's docker.io, a running dockerd and
+#           the locally built test image (scripts/start-dockerd.sh, scripts/build-test-image.sh)
+#   python: a venv with cloudtrain[test]
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+
+bash scripts/start-dockerd.sh
+bash scripts/build-test-image.sh   # cached by content: seconds when the image exists
 
 VENV=${CLOUDTRAIN_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
