@@ -17,10 +17,17 @@ os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone"
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    """A private CLOUDTRAIN_HOME for the test and the processes it starts."""
+    """A private CLOUDTRAIN_HOME for the test and the processes it starts; a job the test left
+    running (it failed or timed out) is cancelled afterwards, so nothing outlives the test."""
     path = tmp_path / "ct-home"
     monkeypatch.setenv("CLOUDTRAIN_HOME", str(path))
-    return path
+    yield path
+    if (path / "state.db").exists():
+        from cloudtrain.plugins import get_provider
+        from cloudtrain.store import Store
+        for row in Store(path / "state.db").list_jobs():
+            if row["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                get_provider(row["provider"]).cancel(row["id"])
 
 
 def cli_env(extra=None, plugins=True):
