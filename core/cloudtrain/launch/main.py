@@ -103,6 +103,15 @@ def _kill_group(pgid: int, grace: float = 5.0) -> None:
         pass
 
 
+def _die_with_parent() -> None:
+    """A child of the launcher is killed if the launcher itself is killed outright (Linux)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class _Children:
     """Children started in their own process groups, all stopped on exit or SIGTERM/SIGINT.
 
@@ -120,7 +129,7 @@ class _Children:
         raise SystemExit(128 + signum)
 
     def start(self, argv, env) -> subprocess.Popen:
-        proc = subprocess.Popen(argv, env=env, start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_die_with_parent)
         self.procs.append(proc)
         return proc
 

@@ -63,7 +63,7 @@ class Plan:
     def shell_line(self, topology: Topology) -> str:
         steps = []
         if self.start:
-            steps.append(shlex.join(self.start) if hasattr(shlex, "join") else " ".join(map(shlex.quote, self.start)))
+            steps.append(" ".join(shlex.quote(a) for a in self.start))
         if self.mode == "wait" or not self.argv:
             steps.append("# node %d waits for node 0 (%s:%d) to finish"
                          % (topology.node_rank, topology.master_addr, topology.master_port + 1))
