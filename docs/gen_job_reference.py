@@ -86,6 +86,9 @@ class Renderer:
             option = self.resolve(option)
             if self.is_object(option):
                 self.add_section(path, option)
+            items = option.get("items") if option.get("type") == "array" else None
+            if isinstance(items, dict) and self.is_object(items):  # a list of objects: one table for an item
+                self.add_section(path, items)
             extra = option.get("additionalProperties")
             if isinstance(extra, dict) and self.is_object(extra):
                 self.add_section(f"{path}.<NAME>", extra)

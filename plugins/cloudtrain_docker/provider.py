@@ -34,7 +34,7 @@ class Mount(BaseModel):
 
     source: str = Field(..., description="host path")
     target: str = Field(..., description="path in the container")
-    read_only: bool = True
+    read_only: bool = Field(True, description="mount read-only")
 
 
 class DockerOptions(BaseModel):
@@ -46,7 +46,7 @@ class DockerOptions(BaseModel):
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
     workdir: str = Field("/workspace", description="where each node's copy of `code` is mounted")
     internal_network: bool = Field(True, description="the job's network has no route out of this machine")
-    ssh: Optional[bool] = Field(None, description="per-job ssh keys and sshd for mpirun between nodes (default: on for mpi/horovod)")
+    ssh: Optional[bool] = Field(None, description="per-job ssh keys and sshd for mpirun between nodes (default: on for mpi/horovod with more than one node)")
     shm_gb: float = Field(1.0, gt=0, description="/dev/shm size when the job does not set resources.shm_gb")
     mounts: List[Mount] = Field(default_factory=list, description="extra bind mounts")
 
@@ -120,7 +120,7 @@ class DockerProvider(HostedProvider):
             "CLOUDTRAIN_OUTPUT_DIR": OUTPUT_DIR,
             "CLOUDTRAIN_JOB_ID": run_id,
             "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
-            "PYTHONPATH": LAUNCHER_DIR,
+            "PYTHONPATH": ":".join(filter(None, [LAUNCHER_DIR, job.env.get("PYTHONPATH")])),
         })
         if options.emulate:
             env["CLOUDTRAIN_DETECTORS"] = f"{platform.name}={platform.detector_target()}"
@@ -150,7 +150,9 @@ class DockerProvider(HostedProvider):
         return {
             "Image": options.image or job.image,
             "Hostname": hosts[node],
-            "Cmd": ["/bin/sh", f"{LAUNCHER_DIR}/entry.sh", *launch],
+            # our entry point, whatever the image's ENTRYPOINT says
+            "Entrypoint": ["/bin/sh", f"{LAUNCHER_DIR}/entry.sh"],
+            "Cmd": launch,
             "WorkingDir": options.workdir,
             "Env": [f"{k}={v}" for k, v in env.items()],
             "Labels": self.labels(job, run_id, node),

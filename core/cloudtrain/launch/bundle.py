@@ -16,10 +16,11 @@ ENTRY = """#!/bin/sh
 # cloudtrain node entry: ssh for mpirun between nodes (when a key is mounted), then the command.
 set -e
 if [ -f /run/cloudtrain/ssh/id_ed25519 ]; then
-  mkdir -p /root/.ssh && chmod 700 /root/.ssh
-  cp /run/cloudtrain/ssh/id_ed25519 /root/.ssh/id_ed25519 && chmod 600 /root/.ssh/id_ed25519
-  cp /run/cloudtrain/ssh/id_ed25519.pub /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys
-  if [ -x /usr/sbin/sshd ]; then mkdir -p /run/sshd && /usr/sbin/sshd; fi
+  ssh_dir="${HOME:-/root}/.ssh"
+  mkdir -p "$ssh_dir" && chmod 700 "$ssh_dir"
+  cp /run/cloudtrain/ssh/id_ed25519 "$ssh_dir/id_ed25519" && chmod 600 "$ssh_dir/id_ed25519"
+  cp /run/cloudtrain/ssh/id_ed25519.pub "$ssh_dir/authorized_keys" && chmod 600 "$ssh_dir/authorized_keys"
+  if [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd && /usr/sbin/sshd; fi
 fi
 exec "$@"
 """

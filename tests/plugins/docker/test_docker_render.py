@@ -30,7 +30,8 @@ def test_network_and_containers(monkeypatch):
     assert c1["Hostname"] == "dj-1" and c1["Image"] == "img:1"
     assert c1["NetworkingConfig"]["EndpointsConfig"]["ct-<run-id>"]["Aliases"] == ["dj-1"]
     assert c1["HostConfig"]["NetworkMode"] == "ct-<run-id>" and c1["HostConfig"]["Init"] is True
-    assert c1["Cmd"][:5] == ["/bin/sh", "/opt/cloudtrain/entry.sh", "python3", "-m", "cloudtrain.launch"]
+    assert c1["Entrypoint"] == ["/bin/sh", "/opt/cloudtrain/entry.sh"]
+    assert c1["Cmd"][:3] == ["python3", "-m", "cloudtrain.launch"]
     env = env_of(c1)
     assert env["CLOUDTRAIN_NODE_RANK"] == "1" and env["CLOUDTRAIN_MASTER_ADDR"] == "dj-0"
     assert env["CLOUDTRAIN_HOSTS"] == "dj-0,dj-1" and env["PYTHONPATH"] == "/opt/cloudtrain"
