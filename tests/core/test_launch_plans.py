@@ -79,11 +79,16 @@ def test_horovodrun_and_deepspeed():
     h = plans.plan(topo(), settings("horovod"), {})
     assert h.argv[:6] == ["horovodrun", "-np", "6", "-H", "10.0.0.1:2,10.0.0.2:2,10.0.0.3:2", "--network-interface"]
     assert plans.plan(topo(rank=1), settings("horovod"), {}).mode == "wait"
-    d = plans.plan(topo(rank=2), settings("deepspeed"), {}).argv
-    assert d == ["deepspeed", "--no_ssh", "--node_rank", "2", "--num_nodes", "3", "--master_addr", "10.0.0.1",
-                 "--num_gpus", "2", "--master_port", "23456", "train.py", "--lr", "0.1"]
-    single = plans.plan(topo(nodes=1), settings("deepspeed"), {}).argv
-    assert "--no_ssh" not in single
+    plan = plans.plan(topo(rank=2), settings("deepspeed", job_id="j"), {})
+    hostfile = plan.argv[plan.argv.index("--hostfile") + 1]
+    assert plan.argv == ["deepspeed", "--no_local_rank", "--no_ssh", "--hostfile", hostfile, "--node_rank", "2",
+                         "--num_nodes", "3", "--master_addr", "10.0.0.1", "--num_gpus", "2",
+                         "--master_port", "23456", "train.py", "--lr", "0.1"]
+    assert plan.files == {hostfile: "10.0.0.1 slots=2\n10.0.0.2 slots=2\n10.0.0.3 slots=2\n"}
+    local = Topology(platform="local", node_rank=1, num_nodes=2, hosts=["127.0.0.1"] * 2)
+    assert list(plans.plan(local, settings("deepspeed"), {}).files.values()) == ["node0 slots=2\nnode1 slots=2\n"]
+    single = plans.plan(topo(nodes=1), settings("deepspeed"), {})
+    assert "--no_ssh" not in single.argv and "--hostfile" not in single.argv and not single.files
 
 
 def test_ray_head_and_worker():

@@ -50,3 +50,10 @@ def test_ps_worker_parameter_server_training(home):
     assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
     roles = json.loads(json.dumps(metrics(home, handle)))
     assert roles
+
+
+def test_deepspeed_two_nodes(home):
+    proc, handle = submit("deepspeed-digits", home)
+    assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
+    assert metrics(home, handle)["world_size"] == 2
+    assert "rank 1/2 local_rank 0 on node 1" in proc.stdout

@@ -212,6 +212,9 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
         print(plan.shell_line(topology))
         return 0
     os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
+    for path, content in plan.files.items():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content)
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)

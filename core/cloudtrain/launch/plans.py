@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -59,6 +60,7 @@ class Plan:
     env: Dict[str, str] = field(default_factory=dict)
     start: Optional[List[str]] = None
     wait_peers: bool = False
+    files: Dict[str, str] = field(default_factory=dict)  # path -> content, written before running
 
     def shell_line(self, topology: Topology) -> str:
         steps = []
@@ -154,11 +156,23 @@ def horovodrun(topology: Topology, s: Settings) -> List[str]:
     return argv + rank_shim(s) + s.command
 
 
-def deepspeed(topology: Topology, s: Settings) -> List[str]:
-    argv = ["deepspeed"]
+def deepspeed_hostfile(topology: Topology, s: Settings) -> str:
+    """DeepSpeed's hostfile: one ``name slots=N`` line per node, in node-rank order.  With
+    ``--no_ssh`` the names are labels only; DeepSpeed refuses duplicates, so nodes sharing an
+    address (local emulation) are named ``node<i>``."""
+    names = topology.hosts if len(set(topology.hosts)) == topology.num_nodes else \
+        ["node%d" % i for i in range(topology.num_nodes)]
+    slots = topology.slots or [s.nproc_per_node] * topology.num_nodes
+    return "".join("%s slots=%d\n" % (n, k) for n, k in zip(names, slots))
+
+
+def deepspeed(topology: Topology, s: Settings, hostfile: Optional[str] = None) -> List[str]:
+    # --no_local_rank: scripts read LOCAL_RANK from the environment, as under torchrun.
+    argv = ["deepspeed", "--no_local_rank"]
     if topology.num_nodes > 1:
-        # Every node starts its own ranks (no pdsh/ssh between nodes), like torchrun.
-        argv += ["--no_ssh", "--node_rank", str(topology.node_rank),
+        # Every node starts its own ranks (no pdsh/ssh between nodes), like torchrun; DeepSpeed
+        # still wants a hostfile to count the nodes and their slots.
+        argv += ["--no_ssh", "--hostfile", hostfile or "hostfile", "--node_rank", str(topology.node_rank),
                  "--num_nodes", str(topology.num_nodes), "--master_addr", topology.master_addr]
     argv += ["--num_gpus", str(s.nproc_per_node), "--master_port", str(topology.master_port)]
     split = _split_python(s.command)
@@ -248,7 +262,10 @@ def plan(topology: Topology, s: Settings, environ) -> Plan:
     if d == "ddp":
         return Plan("exec", torchrun(topology, s), env)
     if d == "deepspeed":
-        return Plan("exec", deepspeed(topology, s), env)
+        if topology.num_nodes == 1:
+            return Plan("exec", deepspeed(topology, s), env)
+        path = os.path.join(tempfile.gettempdir(), "cloudtrain-%s-node%d.hostfile" % (s.job_id, topology.node_rank))
+        return Plan("exec", deepspeed(topology, s, path), env, files={path: deepspeed_hostfile(topology, s)})
     if d in ("mpi", "horovod"):
         if not topology.is_master:
             return Plan("wait", [], env)
