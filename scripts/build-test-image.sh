@@ -9,6 +9,7 @@
 # Re-running after a failure resumes at the step that failed.
 # Usage: bash scripts/build-test-image.sh [--force]      (root; starts dockerd if needed)
 set -euo pipefail
+{ # the whole script is read before it runs: editing or checking out this file mid-build is safe
 
 REPO=cloudtrain/test-python
 SUITE=bookworm
@@ -26,19 +27,22 @@ TAG="$REPO:$HASH"
 
 force=""; [ "${1:-}" = "--force" ] && force=1
 
-log() { printf '[build-test-image %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+T0=$(date +%s)
+log() { printf '[build-test-image +%ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 
 # --- the cache check comes first, so that it costs one `docker image inspect` ---------------
 docker info >/dev/null 2>&1 || bash "$HERE/start-dockerd.sh"
-if [ -z "$force" ] && docker image inspect "$TAG" >/dev/null 2>&1; then
-  [ "$(docker image inspect -f '{{.Id}}' "$REPO:latest" 2>/dev/null)" = \
-    "$(docker image inspect -f '{{.Id}}' "$TAG")" ] || docker tag "$TAG" "$REPO:latest"
-  echo "cached: $TAG"
-  exit 0
-fi
+exit_if_cached() {
+  if [ -z "$force" ] && docker image inspect "$TAG" >/dev/null 2>&1; then
+    [ "$(docker image inspect -f '{{.Id}}' "$REPO:latest" 2>/dev/null)" = \
+      "$(docker image inspect -f '{{.Id}}' "$TAG")" ] || docker tag "$TAG" "$REPO:latest"
+    echo "cached: $TAG"
+    exit 0
+  fi
+}
+exit_if_cached
 
 [ "$(id -u)" = 0 ] || { echo "build-test-image.sh: run as root (debootstrap, chroot, mount)" >&2; exit 2; }
-START=$(date +%s)
 
 CACHE=${CLOUDTRAIN_IMAGE_CACHE:-${XDG_CACHE_HOME:-/var/tmp}/cloudtrain-test-image}
 ROOTFS="$CACHE/rootfs-$HASH"
@@ -49,6 +53,7 @@ mkdir -p "$CACHE" "$DEBS/partial" "$PIPCACHE"
 # One build at a time on this machine.
 exec 9>"$CACHE/lock"
 flock 9
+exit_if_cached   # another build may have made it while we waited
 
 # --- mounts: everything mounted under a rootfs is unmounted on exit and before any delete ------
 mounts_under() {  # deepest first
@@ -74,8 +79,8 @@ bind() {  # bind SRC DST [ro]
 trap 'umount_all "$ROOTFS" || true' EXIT
 
 # Leftovers of builds of other versions of this script (their images are cached by tag).
-for old in "$CACHE"/rootfs-*; do
-  [ -e "$old" ] && [ "$old" != "$ROOTFS" ] && { log "removing stale $old"; remove_rootfs "$old"; }
+for old in "$CACHE"/rootfs-* "$CACHE"/trash-*; do
+  [ -e "$old" ] && [ "$old" != "$ROOTFS" ] && { log "removing stale $old"; remove_rootfs "$old" 2>/dev/null || true; }
 done
 
 stage() { cat "$ROOTFS/.ct-stage" 2>/dev/null || echo 0; }
@@ -111,7 +116,7 @@ if [ "$(stage)" -lt 1 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
   }
   [ -e "$ROOTFS" ] && { log "removing a half-made $ROOTFS"; remove_rootfs "$ROOTFS"; }
-  log "debootstrap --variant=minbase $SUITE from $MIRROR"
+  log "1/5 debootstrap --variant=minbase $SUITE from $MIRROR"
   debootstrap --variant=minbase --cache-dir="$DEBS" "$SUITE" "$ROOTFS" "$MIRROR" \
     >"$CACHE/debootstrap.log" 2>&1 || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
   stage_done 1
@@ -142,7 +147,7 @@ path-exclude /usr/share/info/*
 path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
 EOF
-  log "apt-get install ${PACKAGES[*]}"
+  log "2/5 apt-get install ${PACKAGES[*]}"
   in_root apt-get update -qq
   in_root apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >"$CACHE/apt.log" 2>&1 ||
     { tail -n 30 "$CACHE/apt.log" >&2; exit 1; }
@@ -200,7 +205,7 @@ if [ "$(stage)" -lt 3 ]; then
   log "pip settings: ${pip_env[*]}"
   rm -rf "$ROOTFS/opt/venv"
   in_root python3 -m venv /opt/venv
-  log "pip install ${PIP_PACKAGES[*]}"
+  log "3/5 pip install ${PIP_PACKAGES[*]}"
   in_root "${pip_env[@]}" /opt/venv/bin/pip install -q "${PIP_PACKAGES[@]}" >"$CACHE/pip.log" 2>&1 ||
     { tail -n 30 "$CACHE/pip.log" >&2; exit 1; }
   if in_root /opt/venv/bin/pip list 2>/dev/null | grep -i '^nvidia'; then
@@ -214,6 +219,7 @@ fi
 # --- 4. sshd / ssh for mpirun between containers, and clean-up --------------------------------
 if [ "$(stage)" -lt 4 ]; then
   mount_build
+  log "4/5 sshd, ssh, Open MPI settings; clean-up"
   # Root logs in with a key only; the docker provider mounts a per-job key, none is baked in.
   # StrictModes no: mounted key files may have any owner/mode. UsePAM no: pam_loginuid fails in
   # an unprivileged container and would close the session. SetEnv: a non-interactive ssh
@@ -249,12 +255,14 @@ EOF
   rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/*.bin "$ROOTFS"/var/cache/apt/archives/* \
          "$ROOTFS"/root/.cache "$ROOTFS"/tmp/* "$ROOTFS"/var/log/apt "$ROOTFS"/var/log/*.log
   : >"$ROOTFS/etc/resolv.conf"   # docker mounts its own
+  # torch's C++ headers (10k files) serve only extension builds, and the image has no compiler.
+  rm -rf "$ROOTFS"/opt/venv/lib/python3*/site-packages/torch/include
   stage_done 4
 fi
 
 # --- 5. import ------------------------------------------------------------------------------
 umount_all "$ROOTFS"
-log "docker import -> $TAG"
+log "5/5 docker import -> $TAG"
 tar -C "$ROOTFS" --numeric-owner --exclude=./.ct-stage -c . |
   docker import \
     --change "ENV PATH=$IMAGE_PATH" \
@@ -262,10 +270,22 @@ tar -C "$ROOTFS" --numeric-owner --exclude=./.ct-stage -c . |
     --change "LABEL org.cloudtrain.test-image.hash=$HASH" \
     - "$TAG" >/dev/null
 docker tag "$TAG" "$REPO:latest"
-remove_rootfs "$ROOTFS"
-# Older builds' tags (best effort: an image some container still uses stays).
-for t in $(docker images --format '{{.Repository}}:{{.Tag}}' "$REPO"); do
-  [ "$t" = "$TAG" ] || [ "$t" = "$REPO:latest" ] || docker rmi "$t" >/dev/null 2>&1 || true
-done
 SIZE=$(docker image inspect -f '{{.Size}}' "$TAG")
-log "built $TAG (:latest) in $(( $(date +%s) - START ))s, $(( SIZE / 1000000 )) MB"
+log "built $TAG (:latest), $(( SIZE / 1000000 )) MB"
+
+# Deleting the rootfs (~40k files) takes a minute on this disk (ext4 with online discard): it and
+# the older builds' images go in the background, and a later build removes whatever is left.
+umount_all "$ROOTFS"
+TRASH="$CACHE/trash-$HASH-$$"
+mv "$ROOTFS" "$TRASH"
+(
+  exec 9>&-
+  rm -rf --one-file-system "$TRASH"
+  # Older builds (best effort: an image some container still uses stays).
+  for t in $(docker images --format '{{.Repository}}:{{.Tag}}' "$REPO"); do
+    [ "$t" = "$TAG" ] || [ "$t" = "$REPO:latest" ] || docker rmi "$t" || true
+  done
+  docker image prune -f --filter "label=org.cloudtrain.test-image.hash" || true
+) >"$CACHE/cleanup.log" 2>&1 </dev/null &
+exit 0
+}

@@ -42,7 +42,9 @@ fi
 #                       thing that lets containers route out through the host. Our containers only
 #                       talk to each other on one bridge (same L2 segment, no forwarding needed),
 #                       so leaving forwarding off keeps every packet on this machine.
-#                       The provider also creates its networks with --internal.
+#                       The provider can also create its networks with internal=True. Expected
+#                       side effect: the CLI's `docker run` prints "WARNING: IPv4 forwarding is
+#                       disabled. Networking will not work." (it means: not beyond this machine).
 # Extra flags can be passed with CLOUDTRAIN_DOCKERD_FLAGS.
 # shellcheck disable=SC2206
 flags=(--ip-forward=false ${CLOUDTRAIN_DOCKERD_FLAGS:-})
