@@ -12,7 +12,9 @@ hookimpl = pluggy.HookimplMarker("cloudtrain")
 
 @hookspec
 def cloudtrain_register_providers(register):
-    """Register this plugin's provider classes: call ``register(ProviderClass)`` for each.
+    """Register this plugin's provider classes: call ``register(ProviderClass)`` for each, or
+    ``register("package.module:ProviderClass", name="provider")`` so that the module is imported
+    only when that provider is used (what the built-in plugins do).
 
     The one hook every plugin must implement.  Import no cloud SDK here: a provider imports
     its SDK lazily, when it first talks to the platform.

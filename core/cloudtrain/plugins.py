@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Type
 
 import pluggy
@@ -24,11 +23,29 @@ _providers: Optional[Dict[str, "ProviderInfo"]] = None
 _disabled: set = set()
 
 
-@dataclass(frozen=True)
 class ProviderInfo:
-    name: str
-    cls: type
-    plugin: str
+    """A registered provider.  ``cls`` is imported on first use when the plugin registered it
+    by name (``register("pkg.module:Class", name="x")``), so a command that uses one provider
+    never imports the others' modules."""
+
+    def __init__(self, name: str, cls_or_target, plugin: str):
+        self.name, self.plugin = name, plugin
+        self._cls = cls_or_target if isinstance(cls_or_target, type) else None
+        self.target = None if self._cls is not None else cls_or_target
+
+    @property
+    def cls(self) -> type:
+        if self._cls is None:
+            module, _, attr = self.target.partition(":")
+            cls = getattr(importlib.import_module(module), attr)
+            if cls.name != self.name:
+                raise BadInput(f"{self.target} is registered as provider {self.name!r} but calls itself "
+                               f"{cls.name!r}; fix the plugin {self.plugin}")
+            self._cls = cls
+        return self._cls
+
+    def same(self, other: "ProviderInfo") -> bool:
+        return (self.target or self._cls) == (other.target or other._cls)
 
     @property
     def extra(self) -> str:
@@ -115,11 +132,20 @@ def providers() -> Dict[str, ProviderInfo]:
         for impl in pm.hook.cloudtrain_register_providers.get_hookimpls():
             plugin_name = pm.get_name(impl.plugin) or getattr(impl.plugin, "__name__", "?")
 
-            def register(cls: type, _plugin=plugin_name) -> None:
-                if cls.name in found and found[cls.name].cls is not cls:
-                    raise BadInput(f"provider {cls.name!r} is registered by both {found[cls.name].plugin} and "
+            def register(cls, name: Optional[str] = None, _plugin=plugin_name) -> None:
+                """``register(ProviderClass)``, or ``register("module:Class", name=...)`` to
+                import the class only when the provider is used."""
+                if isinstance(cls, str):
+                    if not name:
+                        raise BadInput(f"plugin {_plugin} registers {cls!r} without a name; "
+                                       "use register('module:Class', name='provider')")
+                    info = ProviderInfo(name, cls, _plugin)
+                else:
+                    info = ProviderInfo(cls.name, cls, _plugin)
+                if info.name in found and not found[info.name].same(info):
+                    raise BadInput(f"provider {info.name!r} is registered by both {found[info.name].plugin} and "
                                    f"{_plugin}; disable one (CLOUDTRAIN_DISABLE_PLUGINS)")
-                found[cls.name] = ProviderInfo(cls.name, cls, _plugin)
+                found[info.name] = info
 
             impl.function(register=register)
         _providers = dict(sorted(found.items()))

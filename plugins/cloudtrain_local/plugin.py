@@ -4,6 +4,5 @@ from cloudtrain.hookspecs import hookimpl
 
 @hookimpl
 def cloudtrain_register_providers(register):
-    from .provider import LocalProvider
-
-    register(LocalProvider)
+    # by name: the provider's module (and its pydantic models) load only when it is used
+    register("cloudtrain_local.provider:LocalProvider", name="local")

@@ -136,3 +136,23 @@ def test_list_goes_on_past_a_provider_that_cannot_list(fresh_manager, home):
 def test_plugins_named_in_the_environment_load_once(fresh_manager, monkeypatch):
     monkeypatch.setenv("CLOUDTRAIN_PLUGINS", "cloudtrain_local.plugin,ct_fakeone")
     assert {"local", "fakeone"} <= set(plugins.providers())
+
+
+def test_a_provider_registered_by_name_is_imported_only_when_used():
+    import subprocess
+    from conftest import cli_env
+    code = ("import sys; from cloudtrain import plugins; assert 'docker' in plugins.providers(); "
+            "plugins.get_provider_class('local'); print(sorted(m for m in sys.modules if m.endswith('.provider')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env()).stdout
+    assert "cloudtrain_local.provider" in out and "cloudtrain_docker.provider" not in out
+
+
+def test_a_provider_registered_under_the_wrong_name_is_an_error(fresh_manager):
+    class Liar:
+        @hookimpl
+        def cloudtrain_register_providers(self, register):
+            register("cloudtrain_local.provider:LocalProvider", name="notlocal")
+
+    plugins.register_plugin(Liar(), name="liar")
+    with pytest.raises(Exception, match="registered as provider 'notlocal' but calls itself 'local'"):
+        plugins.get_provider_class("notlocal")
