@@ -110,10 +110,13 @@ class DockerProvider(HostedProvider):
             labels[f"{LABEL}.node"] = str(node)
         return labels
 
-    def container_body(self, job: JobSpec, options: DockerOptions, run_id: str, run_dir: str, node: int) -> dict:
-        platform = self.emulated(options)
-        hosts = [f"{job.name}-{i}" for i in range(job.distribution.nodes)]
-        cluster = Cluster(hosts=hosts, master_port=options.master_port, output_dir=OUTPUT_DIR)
+    def container_body(self, job: JobSpec, options: DockerOptions, run_id: str, run_dir: str, node: int,
+                       cluster: Optional[Cluster] = None, platform=None, launch: Optional[List[str]] = None) -> dict:
+        """One node's ContainerCreate body; ``cluster``, ``platform`` and ``launch`` are the same
+        for every node, so ``artifacts`` computes them once (a 1024-node render stays linear)."""
+        platform = platform or self.emulated(options)
+        cluster = cluster or self.cluster(job, options)
+        hosts = cluster.hosts
         env = dict(job.env)
         env.update(platform.environment(job, node, cluster))
         env.update({
@@ -146,7 +149,7 @@ class DockerProvider(HostedProvider):
         if job.resources.gpus_per_node:
             host_config["DeviceRequests"] = [{"Driver": "nvidia", "Count": job.resources.gpus_per_node,
                                               "Capabilities": [["gpu"]]}]
-        launch = [options.python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
+        launch = launch or self.launch_command(job, options)
         return {
             "Image": options.image or job.image,
             "Hostname": hosts[node],
@@ -160,11 +163,22 @@ class DockerProvider(HostedProvider):
             "NetworkingConfig": {"EndpointsConfig": {f"ct-{run_id}": {"Aliases": [hosts[node]]}}},
         }
 
+    @staticmethod
+    def cluster(job: JobSpec, options: DockerOptions) -> Cluster:
+        return Cluster(hosts=[f"{job.name}-{i}" for i in range(job.distribution.nodes)],
+                       master_port=options.master_port, output_dir=OUTPUT_DIR)
+
+    @staticmethod
+    def launch_command(job: JobSpec, options: DockerOptions) -> List[str]:
+        return [options.python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
+
     def artifacts(self, job: JobSpec, options: DockerOptions) -> List[Artifact]:
         run_dir = str(home() / "runs" / RUN_ID)
+        shared = {"cluster": self.cluster(job, options), "platform": self.emulated(options),
+                  "launch": self.launch_command(job, options)}
         out = [Artifact("docker/network", f"ct-{RUN_ID}", self.network_body(job, options, RUN_ID))]
         out += [Artifact("docker/container", f"ct-{RUN_ID}-{i}",
-                         self.container_body(job, options, RUN_ID, run_dir, i))
+                         self.container_body(job, options, RUN_ID, run_dir, i, **shared))
                 for i in range(job.distribution.nodes)]
         if job.secrets:
             out.append(Artifact("docker/secrets-file", SECRETS_PATH, {name: MASK for name in job.secrets}))

@@ -85,6 +85,7 @@ class LocalProvider(HostedProvider):
                           output_dir=os.path.join(run_dir, "output"))
         python = options.python or sys.executable
         launch = [python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
+        code = str(job.code_path)  # resolve() is a syscall per path part: once, not per node
         specs = []
         for i in range(nodes):
             env = dict(self.rendered_env(job))
@@ -97,15 +98,16 @@ class LocalProvider(HostedProvider):
             })
             if options.emulate:
                 env["CLOUDTRAIN_DETECTORS"] = f"{platform.name}={platform.detector_target()}"
-            cwd = os.path.join(run_dir, f"node-{i}", "code") if options.copy_code else str(job.code_path)
+            cwd = os.path.join(run_dir, f"node-{i}", "code") if options.copy_code else code
             specs.append({"node": i, "argv": launch, "cwd": cwd, "env": env})
         return specs
 
     def artifacts(self, job: JobSpec, options: LocalOptions) -> List[Artifact]:
         run_dir = str(home() / "runs" / RUN_ID_PLACEHOLDER)
         specs = self.node_specs(job, options, run_dir=run_dir, master_port=options.master_port or 29500)
+        code = str(job.code_path)
         return [Artifact("local/process", f"{job.name}-node-{s['node']}",
-                         {"node": s["node"], "code": str(job.code_path), **{k: s[k] for k in ("cwd", "argv", "env")}})
+                         {"node": s["node"], "code": code, **{k: s[k] for k in ("cwd", "argv", "env")}})
                 for s in specs]
 
     def runtime_specs(self, rendered: Rendered, run_dir: Path, port: int) -> List[dict]:
