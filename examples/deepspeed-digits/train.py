@@ -77,6 +77,9 @@ def main():
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "metrics.json"), "w") as f:
             json.dump({"test_accuracy": accuracy, "epochs": args.epochs, "world_size": world}, f)
+    # Wait for rank 0 to finish before anyone tears the group down: a rank that leaves
+    # early can make gloo abort a peer still using the group.
+    dist.barrier()
     dist.destroy_process_group()
 
 

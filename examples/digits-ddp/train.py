@@ -126,6 +126,9 @@ def main():
                        "world_size": world}, f, indent=2)
         print(f"saved model.pt and metrics.json to {out_dir}", flush=True)
 
+    # Wait for rank 0 to finish before anyone tears the group down: a rank that leaves
+    # early can make gloo abort a peer still using the group.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -1,0 +1,284 @@
+"""Benchmarks 2 and 3: the digits DDP job through `cloudtrain submit -p local`, bare `torchrun`
+and `torchx run -s local_cwd`: wall time, time to the first training step, and steps/s.
+
+Every run uses its own copy of examples/digits-ddp (so nothing is written into the repo), a
+fresh CLOUDTRAIN_HOME, a free master port, and the same environment (OMP_NUM_THREADS=1 as the
+job file sets, GLOO_SOCKET_IFNAME=lo). The variants of one round run one after the other, in an
+order that rotates every round.
+"""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from benchlib import BIN, EXAMPLE, Proc, Row, RunResult, Stats, base_env, find_torchx, free_port, ratio_of, \
+    rounds_order, run_procs, show
+
+EPOCHS = "10"  # what examples/digits-ddp/job.yaml runs
+FIRST_STEP = r"epoch 1/\d+"
+STEPS_PER_SEC = r"steps_per_sec ([0-9.]+)"
+WALL_GOAL = 1.05
+THROUGHPUT_GOAL = 0.98
+TIMEOUT = 240.0
+FAILURES = Path(tempfile.gettempdir()) / "cloudtrain-bench-failures"
+
+
+@dataclass
+class Variant:
+    name: str        # e.g. "cloudtrain 1x2"
+    tool: str        # cloudtrain | torchrun | torchx
+    nodes: int
+    procs: int
+
+    @property
+    def shape(self) -> str:
+        return f"{self.nodes}x{self.procs}"
+
+
+def variants(torchx: Optional[str]) -> List[Variant]:
+    out = []
+    for nodes, procs in ((1, 2), (2, 1)):
+        out.append(Variant(f"cloudtrain {nodes}x{procs}", "cloudtrain", nodes, procs))
+        out.append(Variant(f"torchrun {nodes}x{procs}", "torchrun", nodes, procs))
+        if torchx:
+            out.append(Variant(f"torchx {nodes}x{procs}", "torchx", nodes, procs))
+    return out
+
+
+def commands(v: Variant, workdir: Path, home: Path, torchx: Optional[str], port: str) -> List[Proc]:
+    env = base_env(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", TMPDIR=str(workdir / "tmp"))
+    if v.tool == "cloudtrain":
+        env["CLOUDTRAIN_HOME"] = str(home)
+        argv = [f"{BIN}/cloudtrain", "submit", "-p", "local", "job.yaml",
+                "--set", f"distribution.nodes={v.nodes}", "--set", f"distribution.procs_per_node={v.procs}"]
+        return [Proc(argv, str(workdir), env)]
+    if v.tool == "torchrun":
+        return [Proc([f"{BIN}/torchrun", "--nnodes", str(v.nodes), "--nproc-per-node", str(v.procs),
+                      "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port,
+                      "train.py", "--epochs", EPOCHS], str(workdir), env)
+                for rank in range(v.nodes)]
+    argv = [torchx, "run", "-s", "local_cwd", "dist.ddp", "-j", v.shape]
+    if v.nodes > 1:
+        argv += ["--rdzv_port", port]
+    return [Proc(argv + ["--script", "train.py", "--", "--epochs", EPOCHS], str(workdir), env)]
+
+
+def display(v: Variant, torchx: Optional[str]) -> List[str]:
+    """The commands as a person types them, from examples/digits-ddp."""
+    out = []
+    procs = commands(v, EXAMPLE, Path("/tmp/home"), torchx or "torchx", "$PORT")
+    for i, p in enumerate(procs):
+        extra = {"CLOUDTRAIN_HOME": "$(mktemp -d)"} if v.tool == "cloudtrain" else None
+        text = show(p.argv, EXAMPLE, extra).replace("'$PORT'", "$PORT").replace("'$(mktemp -d)'", "$(mktemp -d)")
+        out.append(text + (" &" if len(procs) > 1 and i < len(procs) - 1 else ""))
+    return out
+
+
+@dataclass
+class Sample:
+    wall: float
+    first_step: Optional[float]
+    steps_per_sec: Optional[float]
+    round: int = -1
+    to_nodes: Optional[float] = None     # cloudtrain: command start -> supervisor started the nodes
+    end_to_exit: Optional[float] = None  # cloudtrain: job ended (store) -> `submit` exited
+
+
+def round_order(wanted: List[Variant], r: int) -> List[Variant]:
+    """One round: the variants of one shape run back to back (so that a comparison's runs see
+    the same load), rotated within the shape every round; the shapes alternate too."""
+    shapes = list(dict.fromkeys(v.shape for v in wanted))
+    out: List[Variant] = []
+    for shape in rounds_order(shapes, r):
+        out += rounds_order([v for v in wanted if v.shape == shape], r)
+    return out
+
+
+class DDPRuns:
+    """Samples of every variant, shared by the launch-overhead and throughput benchmarks."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.torchx = find_torchx(ctx.log)
+        self.samples: Dict[str, List[Sample]] = {}
+        self.failures: Dict[str, List[str]] = {}
+        self.counter = 0
+        self.round_times: List[float] = []  # seconds per single run
+        self.rounds_done = 0
+
+    def run_one(self, v: Variant, record: bool = True, round_index: int = -1) -> Optional[Sample]:
+        self.counter += 1
+        workdir = self.ctx.tmp / f"ddp-{self.counter}"
+        shutil.copytree(EXAMPLE, workdir, ignore=shutil.ignore_patterns("output", "__pycache__"))
+        home = self.ctx.tmp / f"ddp-{self.counter}-home"
+        (workdir / "tmp").mkdir()
+        procs = commands(v, workdir, home, self.torchx, str(free_port()))
+        started = time.time()
+        result = run_procs(procs, TIMEOUT, on_timeout=lambda r: self._cancel(r, procs[0]))
+        ok = result.ok and result.find(r"test_accuracy 0\.9") is not None
+        m = result.find(STEPS_PER_SEC)
+        sample = Sample(result.wall, result.first(FIRST_STEP), float(m.group(1)) if m else None, round_index)
+        if v.tool == "cloudtrain":
+            sample.to_nodes, sample.end_to_exit = _store_times(home, started, started + result.wall)
+        if not ok:  # keep what explains it, outside the scratch dir that is removed at the end
+            keep = FAILURES / f"{time.strftime('%Y%m%d-%H%M%S')}-{v.name.replace(' ', '-')}"
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / "output.txt").write_text("\n".join(f"{t:8.3f} [{i}] {x}" for t, i, x in result.lines))
+            if home.exists():
+                shutil.copytree(home, keep / "cloudtrain-home", ignore=shutil.ignore_patterns("code", "*.pt"))
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+        if not ok:
+            why = "timed out" if result.timed_out else f"exit codes {result.codes}"
+            self.failures.setdefault(v.name, []).append(why)
+            self.ctx.log(f"    {v.name}: FAILED ({why}); output and logs kept in {keep}\n" + result.tail(8))
+            return None
+        if record:
+            self.samples.setdefault(v.name, []).append(sample)
+        self.ctx.log(f"    {v.name}: {sample.wall:.2f}s, first step {sample.first_step or float('nan'):.2f}s, "
+                     f"{sample.steps_per_sec} steps/s")
+        return sample
+
+    def _cancel(self, result: RunResult, proc: Proc) -> None:
+        m = result.find(r"submitted (local://\S+)")
+        if m:  # the detached supervisor outlives the CLI: cancel the job it runs
+            import subprocess
+            subprocess.run([f"{BIN}/cloudtrain", "cancel", m.group(1)], env=proc.env, capture_output=True)
+
+    def run_rounds(self, wanted: List[Variant], min_rounds: int, max_rounds: int, deadline: float,
+                   warmup: bool) -> None:
+        """Rounds of every wanted variant until each has ``max_rounds`` samples, or ``min_rounds``
+        when one more round would not fit before ``deadline``."""
+        if warmup:  # page cache for torch / scikit-learn, .pyc files: not counted
+            self.ctx.log("  warm-up run (not counted)")
+            self.run_one(next(v for v in wanted if v.tool == "torchrun"), record=False)
+        r = 0
+        while True:
+            have = min(len(self.samples.get(v.name, [])) for v in wanted)
+            if have >= max_rounds or r >= max_rounds + 2:  # (+2: room to replace failed runs)
+                break
+            estimate = statistics.median(self.round_times) * len(wanted) if self.round_times else 0
+            if have >= min_rounds and time.monotonic() + estimate > deadline:
+                self.ctx.log(f"  stopping at {have} rounds: the time budget is used up")
+                break
+            self.ctx.log(f"  round {r + 1} ({', '.join(v.name for v in round_order(wanted, r))})")
+            for v in round_order(wanted, r):
+                t = time.monotonic()
+                self.run_one(v, round_index=self.rounds_done)
+                self.round_times.append(time.monotonic() - t)
+            r += 1
+            self.rounds_done += 1
+
+    def paired(self, a: str, b: str, attr: str) -> Optional[Stats]:
+        """Per-round ratios a/b of runs made back to back (robust to load that drifts)."""
+        sa = {s.round: getattr(s, attr) for s in self.samples.get(a, []) if getattr(s, attr)}
+        sb = {s.round: getattr(s, attr) for s in self.samples.get(b, []) if getattr(s, attr)}
+        ratios = [sa[r] / sb[r] for r in sorted(set(sa) & set(sb))]
+        return Stats(ratios, "×") if ratios else None
+
+    def stats(self, name: str, attr: str, unit: str = "s") -> Optional[Stats]:
+        values = [getattr(s, attr) for s in self.samples.get(name, []) if getattr(s, attr) is not None]
+        return Stats(values, unit) if values else None
+
+
+def _store_times(home: Path, started: float, exited: float):
+    """From the job's row in the local store: (start -> nodes started, job ended -> exit)."""
+    try:
+        db = sqlite3.connect(str(home / "state.db"))
+        try:
+            row = db.execute("SELECT started_at, ended_at FROM jobs").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None, None
+    if not row or row[0] is None or row[1] is None:
+        return None, None
+    return row[0] - started, exited - row[1]
+
+
+def _runs(ctx) -> DDPRuns:
+    if "ddp" not in ctx.shared:
+        ctx.shared["ddp"] = DDPRuns(ctx)
+    return ctx.shared["ddp"]
+
+
+def run_overhead(ctx) -> List[Row]:
+    runs = _runs(ctx)
+    vs = variants(runs.torchx)
+    runs.run_rounds(vs, min_rounds=2 if ctx.quick else 3, max_rounds=2 if ctx.quick else 5,
+                    deadline=ctx.deadline - ctx.reserve_after("launch-overhead"), warmup=not ctx.quick)
+    rows: List[Row] = []
+    for shape in ("1x2", "2x1"):
+        ours_v = next(v for v in vs if v.name == f"cloudtrain {shape}")
+        ref_v = next(v for v in vs if v.name == f"torchrun {shape}")
+        ours, ref = runs.stats(ours_v.name, "wall"), runs.stats(ref_v.name, "wall")
+        ratio = ratio_of(ours, ref)
+        rows.append(Row("launch-overhead", f"digits DDP {shape} (nodes x procs): wall time, cloudtrain vs bare "
+                        "torchrun", display(ours_v, runs.torchx), ours, display(ref_v, runs.torchx), ref, ratio,
+                        f"≤ {WALL_GOAL} × torchrun", None if ratio is None else ratio <= WALL_GOAL,
+                        note=_join(_paired(runs, ours_v, ref_v, "wall"), _failures(runs, ours_v, ref_v))))
+        tx_v = next((v for v in vs if v.name == f"torchx {shape}"), None)
+        if tx_v is not None:
+            tx = runs.stats(tx_v.name, "wall")
+            rows.append(Row("launch-overhead", f"digits DDP {shape}: wall time, cloudtrain vs TorchX "
+                            "(local_cwd, c10d rendezvous)", display(ours_v, runs.torchx), ours,
+                            display(tx_v, runs.torchx), tx, ratio_of(ours, tx), "— (reference)", None,
+                            note=_join(_paired(runs, ours_v, tx_v, "wall"), _failures(runs, tx_v))))
+        for alt_v in [ref_v] + ([tx_v] if tx_v else []):
+            a, b = runs.stats(ours_v.name, "first_step"), runs.stats(alt_v.name, "first_step")
+            rows.append(Row("launch-overhead", f"digits DDP {shape}: time to first training step "
+                            f"(`epoch 1/` line arrives), cloudtrain vs {alt_v.tool}",
+                            ["(same commands as above)"], a, ["(same commands as above)"], b, ratio_of(a, b),
+                            "— (reported)", None, note=_paired(runs, ours_v, alt_v, "first_step")))
+        for attr, what in (("to_nodes", "command start → the supervisor has started every node (store's `started_at`)"),
+                           ("end_to_exit", "the job ended (store's `ended_at`) → `cloudtrain submit` exits")):
+            st = runs.stats(ours_v.name, attr)
+            if st:
+                rows.append(Row("launch-overhead", f"digits DDP {shape}: cloudtrain's own latency: {what}",
+                                ["(same command as above)"], st, goal="— (reported)", passed=None))
+    return rows
+
+
+def _paired(runs: DDPRuns, a: Variant, b: Variant, attr: str) -> str:
+    p = runs.paired(a.name, b.name, attr)
+    return f"per-round ratio of back-to-back runs: median {p.median_text()}, {p.range_text()}" if p else ""
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _failures(runs: DDPRuns, *vs: Variant) -> str:
+    notes = [f"{v.name}: {len(runs.failures[v.name])} failed run(s)" for v in vs if runs.failures.get(v.name)]
+    return "; ".join(notes)
+
+
+def run_throughput(ctx) -> List[Row]:
+    runs = _runs(ctx)
+    vs = [v for v in variants(None)]  # cloudtrain and torchrun only
+    # Reuses the launch-overhead runs when both ran; otherwise runs its own rounds.
+    min_rounds = 2 if ctx.quick else 3
+    reuse = all(len(runs.samples.get(v.name, [])) >= min_rounds for v in vs)
+    runs.run_rounds(vs, min_rounds=min_rounds, max_rounds=min_rounds if reuse else (2 if ctx.quick else 5),
+                    deadline=ctx.deadline - ctx.reserve_after("throughput"), warmup=False)
+    rows = []
+    for shape in ("1x2", "2x1"):
+        ours_v = next(v for v in vs if v.name == f"cloudtrain {shape}")
+        ref_v = next(v for v in vs if v.name == f"torchrun {shape}")
+        ours = runs.stats(ours_v.name, "steps_per_sec", "steps/s")
+        ref = runs.stats(ref_v.name, "steps_per_sec", "steps/s")
+        ratio = ratio_of(ours, ref)
+        rows.append(Row("throughput", f"digits DDP {shape}: `steps_per_sec` printed by train.py (rank 0), under "
+                        "`cloudtrain launch` (via submit -p local) vs bare torchrun", display(ours_v, None), ours,
+                        display(ref_v, None), ref, ratio, f"≥ {THROUGHPUT_GOAL} × torchrun",
+                        None if ratio is None else ratio >= THROUGHPUT_GOAL,
+                        note=_join(_paired(runs, ours_v, ref_v, "steps_per_sec"),
+                                   "same runs as launch-overhead" if "launch-overhead" in ctx.selected else "",
+                                   _failures(runs, ours_v, ref_v))))
+    return rows

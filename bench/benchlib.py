@@ -1,0 +1,338 @@
+"""Shared pieces of the benchmark suite: results, statistics, timed processes, the machine.
+
+Standard library only (the benchmarks themselves import cloudtrain where they need it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "digits-ddp"
+BIN = str(Path(sys.executable).parent)  # the interpreter's own bin dir: cloudtrain, torchrun (no shims)
+
+
+# -- results -------------------------------------------------------------------------------
+@dataclass
+class Stats:
+    samples: List[float]
+    unit: str = "s"
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    def fmt(self, value: float) -> str:
+        if self.unit == "s":
+            return f"{value:.3f} s" if value < 10 else f"{value:.2f} s"
+        if self.unit == "ms":
+            return f"{value:.3f} ms" if value < 1 else f"{value:.2f} ms" if value < 100 else f"{value:.0f} ms"
+        if self.unit == "×":
+            return f"{value:.3f}×"
+        if self.unit == "steps/s":
+            return f"{value:.1f} steps/s"
+        return f"{value:g} {self.unit}".strip()
+
+    def median_text(self) -> str:
+        return self.fmt(self.median) if self.samples else "—"
+
+    def range_text(self) -> str:
+        if not self.samples:
+            return "—"
+        return f"{self.fmt(self.min)} – {self.fmt(self.max)} (n={self.n})"
+
+
+@dataclass
+class Row:
+    """One line of the results table: our command(s), the alternative's, the goal."""
+
+    bench: str                      # benchmark name (registry key)
+    what: str                       # short description of this comparison
+    commands: List[str]             # the exact command(s) measured
+    value: Optional[Stats]
+    alt_commands: List[str] = field(default_factory=list)
+    alt: Optional[Stats] = None
+    ratio: Optional[float] = None   # value / alternative (or / reference), median over median
+    goal: str = "—"                 # e.g. "≤ 0.5 × TorchX"
+    passed: Optional[bool] = None   # None: informational row
+    note: str = ""
+
+    @property
+    def result(self) -> str:
+        if self.passed is None:
+            return "info"
+        return "**PASS**" if self.passed else "**MISS**"
+
+
+def ratio_of(a: Optional[Stats], b: Optional[Stats]) -> Optional[float]:
+    if not a or not b or not a.samples or not b.samples or b.median == 0:
+        return None
+    return a.median / b.median
+
+
+# -- processes -----------------------------------------------------------------------------
+def free_port(count: int = 1) -> int:
+    """A port p such that p .. p+count-1 are free on 127.0.0.1 right now."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count > 65000:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + count):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free port block")
+
+
+SCRUB = re.compile(r"^(CLOUDTRAIN_|PET_|TORCHELASTIC_|TORCHX_|OMPI_|PMIX_)")
+SCRUB_NAMES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+               "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "RAY_ADDRESS", "PYTHONUNBUFFERED"}
+
+
+def base_env(**extra: str) -> Dict[str, str]:
+    """The environment every measured command gets: this shell's, less distributed-job variables,
+    with the interpreter's bin dir first on PATH (so `cloudtrain`, `torchrun` are not pyenv shims)."""
+    env = {k: v for k, v in os.environ.items() if not (SCRUB.match(k) or k in SCRUB_NAMES)}
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Proc:
+    argv: List[str]
+    cwd: str
+    env: Dict[str, str]
+
+
+@dataclass
+class RunResult:
+    wall: float                        # seconds from the first start to the last exit
+    codes: List[int]
+    lines: List[tuple]                 # (seconds since start, process index, text)
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(c == 0 for c in self.codes)
+
+    def first(self, pattern: str) -> Optional[float]:
+        rx = re.compile(pattern)
+        for t, _, text in self.lines:
+            if rx.search(text):
+                return t
+        return None
+
+    def find(self, pattern: str) -> Optional[re.Match]:
+        rx = re.compile(pattern)
+        for _, _, text in self.lines:
+            m = rx.search(text)
+            if m:
+                return m
+        return None
+
+    def tail(self, n: int = 15) -> str:
+        return "\n".join(text for _, _, text in self.lines[-n:])
+
+
+def run_procs(procs: Sequence[Proc], timeout: float = 300.0,
+              on_timeout: Optional[Callable[["RunResult"], None]] = None) -> RunResult:
+    """Start every process at once (stdout+stderr merged, each line timestamped on arrival),
+    wait until all have exited; wall time from the first start to the last exit."""
+    lines: List[tuple] = []
+    lock = threading.Lock()
+    t0 = time.perf_counter()
+    popens = []
+    for p in procs:
+        popens.append(subprocess.Popen(p.argv, cwd=p.cwd, env=p.env, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       start_new_session=True))
+
+    def pump(i: int, stream) -> None:
+        for raw in iter(stream.readline, b""):
+            t = time.perf_counter() - t0
+            with lock:
+                lines.append((t, i, raw.decode("utf-8", "replace").rstrip("\n")))
+
+    threads = [threading.Thread(target=pump, args=(i, p.stdout), daemon=True) for i, p in enumerate(popens)]
+    ends: List[Optional[float]] = [None] * len(popens)
+
+    def waiter(i: int, p: subprocess.Popen) -> None:  # blocks in waitpid: no polling, exact exit time
+        p.wait()
+        ends[i] = time.perf_counter()
+
+    waiters = [threading.Thread(target=waiter, args=(i, p), daemon=True) for i, p in enumerate(popens)]
+    for t in threads + waiters:
+        t.start()
+    deadline = t0 + timeout
+    for t in waiters:
+        t.join(max(0.0, deadline - time.perf_counter()))
+    timed_out = any(t.is_alive() for t in waiters)
+    if timed_out:
+        for p in popens:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # our own process groups only
+            except (ProcessLookupError, PermissionError):
+                pass
+        for t in waiters:
+            t.join(10)
+    end = max(e if e is not None else time.perf_counter() for e in ends)
+    codes = [p.returncode if p.returncode is not None else -9 for p in popens]
+    for t in threads:
+        t.join(timeout=5)
+    result = RunResult(end - t0, [int(c) for c in codes], sorted(lines), timed_out)
+    if timed_out and on_timeout:
+        on_timeout(result)
+    return result
+
+
+def time_command(argv: List[str], cwd: str, env: Dict[str, str], timeout: float = 120.0) -> tuple:
+    """(seconds, returncode, stdout, stderr) of one command run to completion."""
+    t0 = time.perf_counter()
+    cp = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                        timeout=timeout)
+    return time.perf_counter() - t0, cp.returncode, cp.stdout.decode("utf-8", "replace"), \
+        cp.stderr.decode("utf-8", "replace")
+
+
+def show(argv: Sequence[str], cwd: Optional[Path] = None, env: Optional[Dict[str, str]] = None) -> str:
+    """A command as a person would type it (tool names without their directory)."""
+    words = list(argv)
+    if words and os.path.isabs(words[0]):
+        words[0] = os.path.basename(words[0])
+        if words[0].startswith("python3"):
+            words[0] = "python"
+    text = " ".join(shlex.quote(w) for w in words)
+    if env:
+        text = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + text
+    if cwd is not None:
+        try:
+            rel = Path(cwd).resolve().relative_to(REPO)
+            if str(rel) != ".":
+                text = f"(cd {rel} && {text})"
+        except ValueError:
+            pass
+    return text
+
+
+def rounds_order(items: Sequence, round_index: int) -> list:
+    """Rotate the order every round so no alternative always runs first (interleaving)."""
+    k = round_index % len(items) if items else 0
+    return list(items[k:]) + list(items[:k])
+
+
+# -- torchx --------------------------------------------------------------------------------
+TORCHX_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cloudtrain-bench" / "torchx-venv"
+
+
+def torch_version(python: str = sys.executable) -> Optional[str]:
+    cp = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                        capture_output=True, text=True)
+    return cp.stdout.strip() or None
+
+
+def find_torchx(log: Callable[[str], None], install: bool = True) -> Optional[str]:
+    """The torchx executable: $BENCH_TORCHX, else a torchx on PATH, else the suite's own venv.
+
+    The venv (``--system-site-packages``, so it uses this interpreter's CPU torch) keeps
+    torchx's pins (urllib3<1.27, ...) and the kubernetes client out of the shared environment.
+    It is created on first use with `pip install torchx kubernetes`; the check below makes sure
+    that pip did not bring a different (CUDA) torch into it.
+    """
+    explicit = os.environ.get("BENCH_TORCHX")
+    if explicit:
+        return explicit
+    on_path = shutil.which("torchx")
+    if on_path:
+        return on_path
+    exe = TORCHX_VENV / "bin" / "torchx"
+    if exe.exists():
+        return str(exe)
+    if not install:
+        return None
+    log(f"installing torchx into {TORCHX_VENV} (once): python -m venv --system-site-packages; "
+        "pip install torchx kubernetes")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(TORCHX_VENV)], check=True)
+    pip = [str(TORCHX_VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
+    want = torch_version()
+    cp = subprocess.run(pip + ["torchx", "kubernetes"], capture_output=True, text=True)
+    got = torch_version(str(TORCHX_VENV / "bin" / "python"))
+    if cp.returncode != 0 or got != want:
+        log(f"pip install torchx changed torch ({want} -> {got}) or failed; retrying with --no-deps")
+        shutil.rmtree(TORCHX_VENV, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(TORCHX_VENV)], check=True)
+        subprocess.run(pip + ["--no-deps", "torchx"], check=True)
+        subprocess.run(pip + ["docstring-parser", "pyre-extensions", "tabulate", "kubernetes"], check=False)
+    return str(exe) if exe.exists() else None
+
+
+def package_version(name: str, python: str = sys.executable) -> Optional[str]:
+    cp = subprocess.run([python, "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
+                        capture_output=True, text=True)
+    return cp.stdout.strip() or None
+
+
+# -- the machine ---------------------------------------------------------------------------
+def machine() -> Dict[str, str]:
+    info = {"cores": str(os.cpu_count())}
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                info["memory"] = f"{int(line.split()[1]) / 1024 ** 2:.1f} GiB"
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info["kernel"] = os.uname().release
+    info["python"] = sys.version.split()[0]
+    info["torch"] = torch_version() or "?"
+    info["cloudtrain"] = package_version("cloudtrain") or "?"
+    return info
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def dump_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, default=lambda o: o.__dict__))
