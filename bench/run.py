@@ -50,8 +50,9 @@ BENCHMARKS: List[Benchmark] = [
               "steps/s of the job under cloudtrain launch vs bare torchrun", 0, 0),
     Benchmark("render-scaling", "bench_render:run",
               "cloudtrain.render() in-process for 1 .. 1024 nodes, each installed provider", 15, 6),
-    # Next (hooks): Benchmark("docker-vs-local", "bench_docker:run", ...),
-    #               Benchmark("sagemaker-submit-throughput", "bench_sagemaker:run", ...),
+    Benchmark("docker", "bench_docker:run",
+              "digits DDP 2x2 job: cloudtrain submit -p docker vs -p local vs torchx local_docker", 200, 100),
+    # Next (hook): Benchmark("sagemaker-submit-throughput", "bench_sagemaker:run", ...),
 ]
 BY_NAME: Dict[str, Benchmark] = {b.name: b for b in BENCHMARKS}
 DOCS = REPO / "docs" / "performance.md"
@@ -131,7 +132,7 @@ def write_docs(text: str) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, ~2-3 minutes)")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, ~4 minutes)")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only this benchmark (repeatable or comma-separated); see --list")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")

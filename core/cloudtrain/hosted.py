@@ -49,7 +49,7 @@ def alive(pid: int) -> bool:
         return True
 
 
-def follow_file(path: Path, done=None, poll: float = 0.2) -> Iterator[str]:
+def follow_file(path: Path, done=None, poll: float = 0.05) -> Iterator[str]:
     """Lines of ``path``; with ``done`` (a callable), keep following until it returns True."""
     while done is not None and not path.exists():
         if done():

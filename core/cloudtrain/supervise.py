@@ -157,7 +157,7 @@ class Supervisor(abc.ABC):
         """Wait for every node; return (state, message, exit_code)."""
         remaining = set(range(len(self.nodes)))
         while remaining:
-            if self.done.wait(0.1):
+            if self.done.wait(0.05):
                 return "CANCELLED", "cancelled", 130
             for i in sorted(remaining):
                 code = self.nodes[i].poll()
