@@ -49,8 +49,13 @@ def alive(pid: int) -> bool:
         return True
 
 
-def follow_file(path: Path, done=None, poll: float = 0.05) -> Iterator[str]:
-    """Lines of ``path``; with ``done`` (a callable), keep following until it returns True."""
+END_OF_JOB = "[cloudtrain] job "  # the supervisor's last line in job.log
+
+
+def follow_file(path: Path, done=None, poll: float = 0.05, check_every: float = 0.5) -> Iterator[str]:
+    """Lines of ``path``; with ``done`` (a callable), keep following until the job's last line
+    (``[cloudtrain] job ...``) or until ``done()`` says it ended.  The file is polled every
+    ``poll`` seconds, ``done()`` (a store read) only every ``check_every``."""
     while done is not None and not path.exists():
         if done():
             break
@@ -59,21 +64,27 @@ def follow_file(path: Path, done=None, poll: float = 0.05) -> Iterator[str]:
         return
     with open(path, "r", encoding="utf-8", errors="replace") as f:
         pending = ""
+        next_check = 0.0
         while True:
             chunk = f.readline()
             if chunk:
                 pending += chunk
                 if pending.endswith("\n"):
-                    yield pending
-                    pending = ""
+                    line, pending = pending, ""
+                    yield line
+                    if done is not None and line.startswith(END_OF_JOB):
+                        return
                 continue
             if done is None:
                 break
-            if done():
-                rest = f.read()
-                if pending or rest:
-                    yield pending + rest
-                break
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + check_every
+                if done():
+                    rest = f.read()
+                    if pending or rest:
+                        yield pending + rest
+                    break
             time.sleep(poll)
 
 
