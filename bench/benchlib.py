@@ -10,7 +10,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -97,26 +96,10 @@ def ratio_of(a: Optional[Stats], b: Optional[Stats]) -> Optional[float]:
 
 # -- processes -----------------------------------------------------------------------------
 def free_port(count: int = 1) -> int:
-    """A port p such that p .. p+count-1 are free on 127.0.0.1 right now."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count > 65000:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + count):
-                t = socket.socket()
-                socks.append(t)
-                t.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port block")
+    """A port p such that p .. p+count-1 are free on 127.0.0.1 right now (the local provider's
+    own search, so bare torchrun gets ports the same way cloudtrain does)."""
+    from cloudtrain_local.provider import free_port_block
+    return free_port_block(count)
 
 
 SCRUB = re.compile(r"^(CLOUDTRAIN_|PET_|TORCHELASTIC_|TORCHX_|OMPI_|PMIX_)")
