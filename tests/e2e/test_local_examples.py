@@ -52,6 +52,7 @@ def test_ps_worker_parameter_server_training(home):
     assert roles
 
 
+@pytest.mark.timeout(900)  # the first run on a machine compiles DeepSpeed's CPU op (~100 s on 2 cores)
 def test_deepspeed_two_nodes(home):
     proc, handle = submit("deepspeed-digits", home)
     assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
