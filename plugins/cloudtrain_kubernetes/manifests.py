@@ -1,0 +1,473 @@
+"""Kubernetes manifests for a job: Kubeflow PyTorchJob / MPIJob / TFJob and Volcano Jobs.
+
+Pure functions over plain dicts (no ``kubernetes`` SDK, no network, no clock, no credentials),
+shared by the ``kubeflow`` and ``volcano`` providers and reused by ``eks`` and
+``modelarts-lite``.  ``build_kubeflow(job, options)`` / ``build_volcano(job, options)`` return
+the ordered list of objects to create: the job's ``Secret`` (if it has secrets), the launcher
+``ConfigMap``, then the job object.
+
+Shipping the launcher: a ConfigMap
+    The node's command is always the launcher, ``python3 -m cloudtrain.launch <launch args> --
+    <command>``.  Its bundle (``cloudtrain.launch.bundle``: standard-library modules, ~45 KB,
+    far below a ConfigMap's 1 MiB) is rendered as the ConfigMap ``<name>-launcher`` and mounted
+    read-only at ``/opt/cloudtrain`` with ``PYTHONPATH=/opt/cloudtrain``.  Chosen over an init
+    container because an init container needs an image that carries cloudtrain (none is
+    published, and pulling one costs every pod a round trip), while the ConfigMap needs nothing
+    but the job's own image with Python >= 3.8; it is created with the job in one step, shows
+    in a dry run, and changes the spec hash when the launcher changes.  ConfigMap keys cannot
+    hold ``/``, so ``cloudtrain/launch/main.py`` is stored under ``cloudtrain.launch.main.py``
+    and the volume's ``items`` map each key back to its path.
+
+Secrets
+    One ``Secret`` ``<name>-secrets`` whose ``stringData`` holds every secret of the job as
+    ``***`` in the rendered output; the provider puts the real values (resolved at submit)
+    into that object just before creating it.  Containers reference them with
+    ``valueFrom.secretKeyRef``, never a literal value.
+
+Task and replica names
+    Kubeflow: ``Master``/``Worker`` (PyTorchJob), ``Launcher``/``Worker`` (MPIJob),
+    ``PS``/``Worker`` (TFJob).  Volcano: ``master``/``worker`` (ddp, deepspeed, none),
+    ``head``/``worker`` (ray), ``launcher``/``worker`` (mpi, horovod), ``ps``/``worker``
+    (ps-worker); node ranks follow the task order (``CLOUDTRAIN_VOLCANO_TASKS``), so the
+    detector builds the host list from ``VC_<TASK>_HOSTS`` in that order and this node's rank
+    from its task's offset plus ``VC_TASK_INDEX``.  A task with zero replicas is left out.
+
+Every object carries the labels ``cloudtrain.io/job`` and ``cloudtrain.io/provider`` and the
+annotation ``cloudtrain.io/spec-hash`` (sha256 of the object without that annotation), so a
+create can attach to an identical existing object instead of duplicating it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tempfile
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from cloudtrain.job import JobSpec
+from cloudtrain.secrets import MASK
+
+LABEL_JOB = "cloudtrain.io/job"
+LABEL_PROVIDER = "cloudtrain.io/provider"
+LABEL_ROLE = "cloudtrain.io/role"
+ANNOTATION_HASH = "cloudtrain.io/spec-hash"
+LAUNCHER_DIR = "/opt/cloudtrain"
+LAUNCHER_VOLUME = "cloudtrain-launcher"
+SHM_VOLUME = "dshm"
+GROUP_KUBEFLOW = "kubeflow.org"
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kubeflow's operators and Volcano name pods and services "<job>-<replica>-<index>"; those
+# must stay DNS-1123 labels (<= 63), so the job name leaves room for the longest suffix.
+_LONGEST_ROLE = "launcher"
+
+# RDMA presets by device-plugin resource; the job's own env always wins.
+RDMA_ENV_PRESETS: Dict[str, Dict[str, str]] = {
+    "rdma/hca": {"NCCL_IB_DISABLE": "0"},
+    "rdma/rdma_shared_device_a": {"NCCL_IB_DISABLE": "0"},
+    "vpc.amazonaws.com/efa": {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_IB_DISABLE": "1"},
+}
+DEFAULT_RDMA_RESOURCE = "rdma/hca"
+
+# mpirun reaches the other nodes over ssh.  Seed 003's lessons: the keys come from a mounted
+# Secret (read-only, group-readable), so sshd must not check modes and the client must neither
+# ask about nor record host keys.  Done at start-up so any image with sshd works.
+SSH_CLIENT_PREP = ('printf "Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n" '
+                   '>> /etc/ssh/ssh_config 2>/dev/null || true')
+SSHD_START = "mkdir -p /run/sshd && /usr/sbin/sshd -o StrictModes=no"
+
+
+@dataclass(frozen=True)
+class ManifestOptions:
+    """What a cluster needs beyond the job; providers fill it from their ``Options`` model."""
+
+    provider: str = "kubeflow"
+    namespace: str = "default"
+    name: Optional[str] = None                       # object name (default: the job's name, shortened if needed)
+    image: Optional[str] = None                      # default: the job's image
+    image_pull_policy: Optional[str] = None
+    image_pull_secrets: Tuple[str, ...] = ()
+    service_account: Optional[str] = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Tuple[Mapping[str, Any], ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)            # extra labels on every object and pod
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)   # e.g. ModelArts Lite's `cabinet`
+    python: str = "python3"
+    workdir: Optional[str] = None
+    master_port: int = 29500
+    shm_gb: float = 1.0                              # /dev/shm when the job does not set resources.shm_gb
+    gpu_resource: str = "nvidia.com/gpu"
+    rdma_resource: Optional[str] = None              # network.rdma=on: default rdma/hca; auto: on iff set
+    rdma_count: int = 1
+    rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
+    queue: Optional[str] = None                      # Volcano queue (Volcano: default "default"; Kubeflow: gang scheduling)
+    scheduler_name: str = "volcano"
+    volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
+    ssh_auth_mount_path: str = "/root/.ssh"
+    detector_targets: Tuple[str, ...] = ()           # detector modules shipped in the launcher bundle
+
+    @classmethod
+    def of(cls, value: Union["ManifestOptions", Mapping[str, Any], None]) -> "ManifestOptions":
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown manifest option(s): {', '.join(unknown)}")
+        data = dict(value)
+        for key in ("image_pull_secrets", "tolerations", "detector_targets"):
+            if key in data:
+                data[key] = tuple(data[key])
+        return cls(**data)
+
+
+# -- small helpers -----------------------------------------------------------------------------
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def object_name(job: JobSpec, options: ManifestOptions) -> str:
+    """The job objects' name: a DNS-1123 label that leaves room for ``-launcher-<index>``."""
+    name = options.name or job.name
+    room = 63 - len("-%s-%d" % (_LONGEST_ROLE, max(job.distribution.nodes - 1, 0)))
+    if len(name) > room:
+        digest = _hash(name)[:6]
+        name = name[:room - 7].rstrip("-") + "-" + digest
+    if not DNS1123_LABEL.match(name):
+        raise ValueError(f"{name!r} is not a valid DNS-1123 label")
+    return name
+
+
+def cpu_quantity(cores: float) -> str:
+    return str(int(cores)) if float(cores).is_integer() else "%dm" % round(cores * 1000)
+
+
+def gib_quantity(gib: float) -> str:
+    return "%dGi" % gib if float(gib).is_integer() else "%dMi" % round(gib * 1024)
+
+
+def rdma_enabled(job: JobSpec, options: ManifestOptions) -> bool:
+    """``on``: always; ``auto``: when the options name an RDMA resource; ``off``: never."""
+    return job.network.rdma == "on" or (job.network.rdma == "auto" and options.rdma_resource is not None)
+
+
+def stamp(obj: dict, job: JobSpec, options: ManifestOptions) -> dict:
+    """Add the cloudtrain labels and the spec-hash annotation (computed last, over the rest)."""
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("namespace", options.namespace)
+    meta["labels"] = {**dict(options.labels), **meta.get("labels", {}), **common_labels(job, options)}
+    annotations = meta.setdefault("annotations", {})
+    annotations.pop(ANNOTATION_HASH, None)
+    annotations[ANNOTATION_HASH] = _hash(obj)
+    return obj
+
+
+def common_labels(job: JobSpec, options: ManifestOptions) -> Dict[str, str]:
+    return {LABEL_JOB: object_name(job, options), LABEL_PROVIDER: options.provider}
+
+
+# -- the launcher bundle and the secret ------------------------------------------------------
+@lru_cache(maxsize=8)
+def _bundle(detector_targets: Tuple[str, ...]) -> Tuple[Tuple[str, str], ...]:
+    from cloudtrain.launch.bundle import write_bundle
+    with tempfile.TemporaryDirectory() as tmp:
+        root = write_bundle(Path(tmp), detector_targets)
+        return tuple(sorted((p.relative_to(root).as_posix(), p.read_text())
+                            for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts))
+
+
+def launcher_bundle(detector_targets=()) -> Dict[str, str]:
+    """``{relative path: text}`` of the launcher bundle (read from this installation)."""
+    return dict(_bundle(tuple(detector_targets)))
+
+
+def configmap_key(path: str) -> str:
+    return path.replace("/", ".")
+
+
+def launcher_configmap_name(job: JobSpec, options: ManifestOptions) -> str:
+    return object_name(job, options) + "-launcher"
+
+
+def secret_name(job: JobSpec, options: ManifestOptions) -> str:
+    return object_name(job, options) + "-secrets"
+
+
+def launcher_configmap(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
+    data = {configmap_key(path): text for path, text in sorted(bundle.items())}
+    if len(data) != len(bundle):
+        raise ValueError("two launcher files map to the same ConfigMap key")
+    return stamp({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": launcher_configmap_name(job, options)}, "data": data}, job, options)
+
+
+def secret_manifest(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
+    """The job's Secret with ``***`` placeholders; the provider fills the values at submit."""
+    if not job.secrets:
+        return None
+    return stamp({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": secret_name(job, options)},
+                  "stringData": {name: MASK for name in sorted(job.secrets)}}, job, options)
+
+
+# -- containers and pods -------------------------------------------------------------------------
+def launch_command(job: JobSpec, options: ManifestOptions) -> List[str]:
+    return [options.python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
+
+
+def _with_ssh(command: List[str], sshd: bool) -> List[str]:
+    """Wrap ``command`` in a shell that prepares ssh (and starts sshd) before exec'ing it."""
+    script = SSH_CLIENT_PREP + "; " + (SSHD_START + " && " if sshd else "") + 'exec "$@"'
+    return ["/bin/sh", "-c", script, "cloudtrain-node", *command]
+
+
+def env_list(job: JobSpec, options: ManifestOptions, extra: Optional[Mapping[str, str]] = None,
+             rdma: bool = False) -> List[dict]:
+    values: Dict[str, str] = {}
+    if rdma:
+        resource = options.rdma_resource or DEFAULT_RDMA_RESOURCE
+        preset = options.rdma_env if options.rdma_env is not None else RDMA_ENV_PRESETS.get(resource, {})
+        values.update(preset)
+    values.update(job.env)
+    values.update({
+        "PYTHONPATH": ":".join(filter(None, [LAUNCHER_DIR, job.env.get("PYTHONPATH")])),
+        "CLOUDTRAIN_JOB_ID": object_name(job, options),
+        "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
+        "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
+    })
+    values.update(extra or {})
+    out = [{"name": k, "value": str(v)} for k, v in values.items()]
+    out += [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name(job, options), "key": name}}}
+            for name in sorted(job.secrets)]
+    return out
+
+
+def resources_of(job: JobSpec, options: ManifestOptions, rdma: bool) -> dict:
+    r = job.resources
+    limits: Dict[str, str] = {}
+    if r.cpus_per_node:
+        limits["cpu"] = cpu_quantity(r.cpus_per_node)
+    if r.memory_gb:
+        limits["memory"] = gib_quantity(r.memory_gb)
+    if r.gpus_per_node:
+        limits[options.gpu_resource] = str(r.gpus_per_node)
+    if rdma:
+        limits[options.rdma_resource or DEFAULT_RDMA_RESOURCE] = str(options.rdma_count)
+    # requests = limits: Guaranteed QoS for cpu/memory; extended resources must be equal anyway
+    return {"limits": limits, "requests": dict(limits)} if limits else {}
+
+
+def container(job: JobSpec, options: ManifestOptions, name: str, command: List[str], *,
+              compute: bool = True, extra_env: Optional[Mapping[str, str]] = None,
+              ports: Optional[List[dict]] = None) -> dict:
+    """One node's container.  ``compute=False`` (an MPIJob launcher) gets no GPUs/RDMA/shm."""
+    image = options.image or job.image
+    if not image:
+        raise ValueError("the job has no image; set `image` or the provider's image option")
+    rdma = compute and rdma_enabled(job, options)
+    c: Dict[str, Any] = {"name": name, "image": image, "command": command,
+                         "env": env_list(job, options, extra_env, rdma=rdma_enabled(job, options)),
+                         "volumeMounts": [{"name": LAUNCHER_VOLUME, "mountPath": LAUNCHER_DIR, "readOnly": True}]}
+    if options.image_pull_policy:
+        c["imagePullPolicy"] = options.image_pull_policy
+    if options.workdir:
+        c["workingDir"] = options.workdir
+    if ports:
+        c["ports"] = ports
+    if compute:
+        res = resources_of(job, options, rdma)
+        if res:
+            c["resources"] = res
+        c["volumeMounts"].append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    if rdma:
+        c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    return c
+
+
+def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: List[dict],
+                 bundle: Mapping[str, str], restart_policy: Optional[str] = None) -> dict:
+    spec: Dict[str, Any] = {"containers": containers}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    if options.service_account:
+        spec["serviceAccountName"] = options.service_account
+    if options.node_selector:
+        spec["nodeSelector"] = dict(options.node_selector)
+    if options.tolerations:
+        spec["tolerations"] = [dict(t) for t in options.tolerations]
+    if options.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in options.image_pull_secrets]
+    volumes = [{"name": LAUNCHER_VOLUME, "configMap": {
+        "name": launcher_configmap_name(job, options), "defaultMode": 0o644,
+        "items": [{"key": configmap_key(p), "path": p} for p in sorted(bundle)]}}]
+    if any(m["name"] == SHM_VOLUME for c in containers for m in c.get("volumeMounts", [])):
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {
+            "medium": "Memory", "sizeLimit": gib_quantity(job.resources.shm_gb or options.shm_gb)}})
+    spec["volumes"] = volumes
+    meta: Dict[str, Any] = {"labels": {**dict(options.labels), **common_labels(job, options), LABEL_ROLE: role}}
+    if options.pod_annotations:
+        meta["annotations"] = dict(options.pod_annotations)
+    return {"metadata": meta, "spec": spec}
+
+
+# -- Kubeflow ------------------------------------------------------------------------------------
+def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> dict:
+    policy: Dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
+    if options.queue:  # gang scheduling through Volcano (or scheduler-plugins)
+        policy["schedulingPolicy"] = {"minAvailable": min_available, "queue": options.queue}
+    return policy
+
+
+def _restart_policy(job: JobSpec) -> str:
+    # The operator re-creates failed pods up to runPolicy.backoffLimit times.
+    return "OnFailure" if job.max_restarts > 0 else "Never"
+
+
+def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
+    """``kubeflow.org/v1`` PyTorchJob: Master (1) + Worker (nodes-1); each pod is one node."""
+    d = job.distribution
+    name = object_name(job, options)
+    cmd = launch_command(job, options)
+    port = [{"name": "pytorchjob-port", "containerPort": options.master_port, "protocol": "TCP"}]
+    replicas = {"Master": 1, "Worker": d.nodes - 1}
+    specs = {}
+    for role, count in replicas.items():
+        if count <= 0:
+            continue
+        c = container(job, options, "pytorch", cmd, ports=port,
+                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob"})
+        specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
+                       "template": pod_template(job, options, role.lower(), [c], bundle)}
+    spec: Dict[str, Any] = {"pytorchReplicaSpecs": specs, "nprocPerNode": str(job.procs_per_node),
+                            "runPolicy": _run_policy(job, options, d.min_nodes or d.nodes)}
+    if d.type == "ddp" and (job.max_restarts > 0 or d.min_nodes is not None):
+        # A node range (or restarts) asks for c10d rendezvous across re-created pods.  maxRestarts
+        # is deliberately not set: torchrun's in-place restarts hang with gloo (docs/launcher.md,
+        # "Restarts"); whole-job restarts come from runPolicy.backoffLimit instead.
+        spec["elasticPolicy"] = {"minReplicas": d.min_nodes or d.nodes, "maxReplicas": d.nodes,
+                                 "rdzvBackend": "c10d", "rdzvPort": options.master_port,
+                                 "rdzvId": name}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+
+
+def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
+    """``kubeflow.org/v2beta1`` MPIJob: a Launcher pod runs ``cloudtrain launch --type mpi|horovod``
+    (its detector reads the operator's hostfile; it runs mpirun/horovodrun over the workers);
+    ``nodes`` Worker pods run sshd, mpirun's remote agent, with ``procs_per_node`` slots each."""
+    d = job.distribution
+    name = object_name(job, options)
+    env = {"CLOUDTRAIN_KUBEFLOW_KIND": "MPIJob"}
+    launcher = container(job, options, "launcher", _with_ssh(launch_command(job, options), sshd=False),
+                         compute=False, extra_env=env)
+    worker = container(job, options, "worker", ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"],
+                       extra_env=env)
+    specs = {
+        "Launcher": {"replicas": 1, "restartPolicy": _restart_policy(job),
+                     "template": pod_template(job, options, "launcher", [launcher], bundle)},
+        "Worker": {"replicas": d.nodes, "restartPolicy": _restart_policy(job),
+                   "template": pod_template(job, options, "worker", [worker], bundle)},
+    }
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+            "spec": {"slotsPerWorker": job.procs_per_node, "sshAuthMountPath": options.ssh_auth_mount_path,
+                     "mpiImplementation": "OpenMPI", "launcherCreationPolicy": "WaitForWorkersReady",
+                     "runPolicy": _run_policy(job, options, d.nodes + 1), "mpiReplicaSpecs": specs}}
+
+
+def tf_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
+    """``kubeflow.org/v1`` TFJob: PS (ps) + Worker (nodes - ps); the operator's TF_CONFIG is used."""
+    d = job.distribution
+    name = object_name(job, options)
+    cmd = launch_command(job, options)
+    specs = {}
+    for role, count in (("PS", job.ps), ("Worker", d.nodes - job.ps)):
+        c = container(job, options, "tensorflow", cmd, extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "TFJob"})
+        specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
+                       "template": pod_template(job, options, role.lower(), [c], bundle)}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name},
+            "spec": {"tfReplicaSpecs": specs, "runPolicy": _run_policy(job, options, d.nodes)}}
+
+
+def kubeflow_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
+    t = job.distribution.type
+    if t in ("mpi", "horovod"):
+        return mpi_job(job, options, bundle)
+    if t == "ps-worker":
+        return tf_job(job, options, bundle)
+    # ddp; deepspeed: every node runs `cloudtrain launch --type deepspeed`, i.e. the deepspeed
+    # launcher with --no_ssh and its own node rank, so it needs PyTorchJob's one-pod-per-node
+    # shape with stable names, not an MPIJob's ssh fan-out (no sshd needed in the image);
+    # ray and none: the launcher forms the Ray cluster / runs the command on every node itself.
+    return pytorch_job(job, options, bundle)
+
+
+def build_kubeflow(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None) -> List[dict]:
+    """``[Secret?, ConfigMap, PyTorchJob | MPIJob | TFJob]`` for ``job``."""
+    options = ManifestOptions.of(options)
+    bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
+    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle),
+           stamp(kubeflow_job(job, options, bundle), job, options)]
+    return [o for o in out if o is not None]
+
+
+# -- Volcano -------------------------------------------------------------------------------------
+def volcano_tasks(job: JobSpec) -> List[Tuple[str, int]]:
+    """``[(task name, replicas)]`` in node-rank order (zero-replica tasks left out)."""
+    d = job.distribution
+    t = d.type
+    if t == "ps-worker":
+        tasks = [("ps", job.ps), ("worker", d.nodes - job.ps)]
+    else:
+        first = {"mpi": "launcher", "horovod": "launcher", "ray": "head"}.get(t, "master")
+        tasks = [(first, 1), ("worker", d.nodes - 1)]
+    return [(n, r) for n, r in tasks if r > 0]
+
+
+def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
+    """``batch.volcano.sh/v1alpha1`` Job: one pod per node, every pod runs the launcher."""
+    d = job.distribution
+    name = object_name(job, options)
+    tasks = volcano_tasks(job)
+    ssh = d.type in ("mpi", "horovod") and d.nodes > 1
+    cmd = launch_command(job, options)
+    if ssh:  # node 0's mpirun/horovodrun reaches the others over ssh (keys: the `ssh` plugin)
+        cmd = _with_ssh(cmd, sshd=True)
+    env = {"CLOUDTRAIN_VOLCANO_TASKS": ",".join(n for n, _ in tasks)}
+    restart = job.max_restarts > 0
+    out_tasks = []
+    for task, replicas in tasks:
+        c = container(job, options, "cloudtrain", cmd, extra_env=env)
+        entry: Dict[str, Any] = {"name": task, "replicas": replicas,
+                                 "template": pod_template(job, options, task, [c], bundle, restart_policy="Never")}
+        # The job ends when the node that runs the command ends: node 0 for mpi/horovod/ray
+        # (the others wait on it), the workers for ps-worker (parameter servers never exit).
+        if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or (d.type == "ps-worker" and task == "worker"):
+            entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+        out_tasks.append(entry)
+    plugins: Dict[str, List[str]] = {"svc": [], "env": []}
+    if ssh:
+        plugins["ssh"] = []
+    plugins.update({k: list(v) for k, v in options.volcano_plugins.items()})
+    spec: Dict[str, Any] = {
+        "schedulerName": options.scheduler_name,
+        "queue": options.queue or "default",
+        "minAvailable": d.min_nodes or d.nodes,
+        "maxRetry": job.max_restarts,
+        "plugins": plugins,
+        "policies": [{"event": "PodFailed", "action": "RestartJob" if restart else "AbortJob"},
+                     {"event": "PodEvicted", "action": "RestartJob" if restart else "AbortJob"}],
+        "tasks": out_tasks,
+    }
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None) -> List[dict]:
+    """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type)."""
+    options = ManifestOptions.of({"provider": "volcano"} if options is None else options)
+    bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
+    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle),
+           stamp(volcano_job(job, options, bundle), job, options)]
+    return [o for o in out if o is not None]
