@@ -192,3 +192,12 @@ def test_a_node_range_makes_ddp_elastic():
     assert "--rdzv-backend" in argv and "--node-rank" not in argv
     static = plans.plan(topo(), settings(min_nodes=3), {}).argv
     assert static[static.index("--nnodes") + 1] == "3" and "--node-rank" in static
+
+
+def test_torchruns_pet_defaults_from_the_platform_do_not_override_the_plan():
+    environ = {"PET_RDZV_BACKEND": "c10d", "PET_MAX_RESTARTS": "3", "PET_NNODES": "3", "PATH": "/bin"}
+    s = settings()
+    env = plans.final_environment({}, topo(), s, environ)
+    assert not [k for k in env if k.startswith("PET_")] and env["PATH"] == "/bin"
+    kept = plans.final_environment({}, topo(), settings("ray"), environ)
+    assert kept["PET_NNODES"] == "3"

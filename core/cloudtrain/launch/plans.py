@@ -234,6 +234,10 @@ def common_env(topology: Topology, s: Settings) -> Dict[str, str]:
 def final_environment(plan_env: Dict[str, str], topology: Topology, s: Settings, environ) -> Dict[str, str]:
     """The node's environment: the platform's, its implied presets, then the plan's."""
     env = dict(environ)
+    if s.distribution in ("ddp", "deepspeed"):
+        # torchrun reads PET_<OPTION> as the default of every option (Kubeflow's operator sets
+        # PET_RDZV_BACKEND, PET_MAX_RESTARTS, ...): the launcher's explicit arguments must rule.
+        env = {k: v for k, v in env.items() if not k.startswith("PET_")}
     for key, value in topology.env.items():
         env.setdefault(key, value)
     env.update(plan_env)
