@@ -80,11 +80,15 @@ def _load(args):
     return load_job(args.job, overrides), provider
 
 
+def _print_rendered(rendered, output: str) -> None:
+    print(rendered.to_json() if output == "json" else rendered.to_yaml(), end="" if output == "yaml" else "\n")
+
+
 def cmd_render(args) -> int:
     from .api import render
     job, provider = _load(args)
     rendered = render(job, provider)
-    print(rendered.to_json() if args.output == "json" else rendered.to_yaml(), end="" if args.output == "yaml" else "\n")
+    _print_rendered(rendered, args.output)
     return 0
 
 
@@ -102,7 +106,7 @@ def cmd_submit(args) -> int:
     job, provider = _load(args)
     rendered = render(job, provider)
     if args.dry_run:
-        print(rendered.to_json() if args.output == "json" else rendered.to_yaml(), end="" if args.output == "yaml" else "\n")
+        _print_rendered(rendered, args.output)
         return 0
     run = submit(rendered)
     if args.detach:

@@ -22,6 +22,20 @@ from .provider import JobStatus, Provider, State
 from .store import Store, home
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+# A render knows neither the run's id nor its directory: it shows these, submit fills them in.
+RUN_ID = "<run-id>"
+
+
+def rendered_run_dir() -> str:
+    """The run directory as a render shows it."""
+    return str(home() / "runs" / RUN_ID)
+
+
+def fill_run(content, run_dir: Path):
+    """``content`` (rendered, JSON-able) with this run's directory and id in place of the
+    render's placeholders."""
+    text = json.dumps(content).replace(rendered_run_dir(), str(run_dir)).replace(RUN_ID, run_dir.name)
+    return json.loads(text)
 # Variables of the submitting shell that would confuse a node's platform detection.
 SCRUBBED_PREFIXES = ("CLOUDTRAIN_", "PET_", "TORCHELASTIC_", "OMPI_", "PMIX_", "SM_", "AZ_BATCH", "MA_", "VC_")
 SCRUBBED = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",

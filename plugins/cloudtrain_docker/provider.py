@@ -14,13 +14,12 @@ from typing import Dict, List, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.hosted import HostedProvider
+from cloudtrain.hosted import RUN_ID, HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.secrets import MASK
 from cloudtrain.store import Store, home
 
-RUN_ID = "<run-id>"
 LAUNCHER_DIR = "/opt/cloudtrain"
 SECRETS_PATH = "/run/cloudtrain/secrets.json"
 SSH_DIR = "/run/cloudtrain/ssh"
@@ -173,7 +172,7 @@ class DockerProvider(HostedProvider):
         return [options.python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
 
     def artifacts(self, job: JobSpec, options: DockerOptions) -> List[Artifact]:
-        run_dir = str(home() / "runs" / RUN_ID)
+        run_dir = rendered_run_dir()
         shared = {"cluster": self.cluster(job, options), "platform": self.emulated(options),
                   "launch": self.launch_command(job, options)}
         out = [Artifact("docker/network", f"ct-{RUN_ID}", self.network_body(job, options, RUN_ID))]
@@ -201,12 +200,10 @@ class DockerProvider(HostedProvider):
             path = run_dir / "secrets.json"
             path.touch(mode=0o600)
             path.write_text(json.dumps(secrets))
-        placeholder = str(home() / "runs" / RUN_ID)
         bodies = []
         for artifact in rendered.artifacts:
-            text = json.dumps(artifact.content).replace(placeholder, str(run_dir)).replace(RUN_ID, job_id)
             bodies.append({"kind": artifact.kind, "name": artifact.name.replace(RUN_ID, job_id),
-                           "content": json.loads(text)})
+                           "content": fill_run(artifact.content, run_dir)})
         containers = [b for b in bodies if b["kind"] == "docker/container"]
         plan = {"image": image, "ssh": self.use_ssh(job, options),
                 "network": next(b for b in bodies if b["kind"] == "docker/network"),

@@ -6,7 +6,6 @@ keeps the job's state in the SQLite store, so any shell can follow, wait for or 
 """
 from __future__ import annotations
 
-import json
 import os
 import secrets as _random
 import signal
@@ -18,12 +17,11 @@ from typing import Dict, List, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain.errors import BadInput
-from cloudtrain.hosted import HostedProvider
+from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
-from cloudtrain.store import Store, home
+from cloudtrain.store import Store
 
-RUN_ID_PLACEHOLDER = "<run-id>"
 
 
 class LocalOptions(BaseModel):
@@ -103,7 +101,7 @@ class LocalProvider(HostedProvider):
         return specs
 
     def artifacts(self, job: JobSpec, options: LocalOptions) -> List[Artifact]:
-        run_dir = str(home() / "runs" / RUN_ID_PLACEHOLDER)
+        run_dir = rendered_run_dir()
         specs = self.node_specs(job, options, run_dir=run_dir, master_port=options.master_port or 29500)
         code = str(job.code_path)
         return [Artifact("local/process", f"{job.name}-node-{s['node']}",
@@ -113,14 +111,12 @@ class LocalProvider(HostedProvider):
     def runtime_specs(self, rendered: Rendered, run_dir: Path, port: int) -> List[dict]:
         """The rendered node specs (amendments included) with this run's directory and port."""
         job, options = rendered.job, rendered.options
-        placeholder = str(home() / "runs" / RUN_ID_PLACEHOLDER)
         rendered_port = options.master_port or 29500
         platform = self.emulated(options)
         hosts = ["127.0.0.1"] * job.distribution.nodes
         specs = []
         for artifact in rendered.artifacts:
-            text = json.dumps(artifact.content).replace(placeholder, str(run_dir))
-            spec = json.loads(text.replace(RUN_ID_PLACEHOLDER, run_dir.name))
+            spec = fill_run(artifact.content, run_dir)
             if port != rendered_port:
                 before = platform.environment(job, spec["node"], Cluster(hosts, rendered_port))
                 after = platform.environment(job, spec["node"], Cluster(hosts, port))

@@ -5,7 +5,6 @@ the generic part (logs, fail fast, restarts, cancel) is ``cloudtrain.supervise.S
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -15,18 +14,11 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+from cloudtrain.launch.main import die_with_parent
 from cloudtrain.supervise import Node, Supervisor
 
 IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "venv", ".tox", ".pytest_cache",
                                  ".mypy_cache", "output")
-
-
-def _die_with_parent() -> None:
-    """Node processes get SIGTERM if the supervisor is killed outright (Linux)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -73,7 +65,8 @@ class LocalSupervisor(Supervisor):
         env["CLOUDTRAIN_RESTART_COUNT"] = str(attempt)
         proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+                                # SIGTERM, not SIGKILL: the node's launcher then stops its own children
+                                preexec_fn=die_with_parent(signal.SIGTERM))
         self.store.set_node(self.job_id, spec["node"], pid=proc.pid, exit_code=None)
         return ProcessNode(spec["node"], proc)
 

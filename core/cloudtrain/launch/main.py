@@ -103,13 +103,15 @@ def _kill_group(pgid: int, grace: float = 5.0) -> None:
         pass
 
 
-def _die_with_parent() -> None:
-    """A child of the launcher is killed if the launcher itself is killed outright (Linux)."""
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def die_with_parent(sig: int = signal.SIGKILL):
+    """A ``preexec_fn``: the child gets ``sig`` when its parent dies, even killed outright (Linux)."""
+    def preexec() -> None:
+        try:
+            import ctypes
+            ctypes.CDLL(None).prctl(1, sig)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    return preexec
 
 
 class _Children:
@@ -129,7 +131,7 @@ class _Children:
         raise SystemExit(128 + signum)
 
     def start(self, argv, env) -> subprocess.Popen:
-        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent())
         self.procs.append(proc)
         return proc
 
