@@ -137,7 +137,7 @@ def follow(run) -> int:
         logs_done = False
         while True:
             try:
-                item = lines.get(timeout=0.25)
+                item = lines.get(timeout=0.05 if logs_done else 0.25)
                 if item is None:
                     logs_done = True
                     next_poll = 0.0  # the log ended with the job: read the final state now
