@@ -122,6 +122,13 @@ class HostedProvider(Provider):
     def release(self, job_id: str) -> None:
         """Stop and remove whatever the job still has (its supervisor is gone or cancelling)."""
 
+    def emulated(self, options):
+        """The provider whose node environment the nodes get: ``options.emulate``, or this one."""
+        if not options.emulate:
+            return type(self)
+        from .plugins import get_provider_class
+        return get_provider_class(options.emulate)
+
     # -- submitting ----------------------------------------------------------------------
     @staticmethod
     def new_run(job: JobSpec) -> Tuple[str, Path]:

@@ -80,12 +80,6 @@ class DockerProvider(HostedProvider):
         return self._client
 
     # -- render (pure) -------------------------------------------------------------------
-    def emulated(self, options: DockerOptions):
-        if not options.emulate:
-            return type(self)
-        from cloudtrain.plugins import get_provider_class
-        return get_provider_class(options.emulate)
-
     def check(self, job: JobSpec, options: DockerOptions) -> None:
         if not (options.image or job.image):
             raise BadInput(f"{job.source.path if job.source and job.source.path else 'job'}: the docker provider "

@@ -63,18 +63,7 @@ class LocalProvider(HostedProvider):
 
     # -- render (pure) -----------------------------------------------------------------
     def check(self, job: JobSpec, options: LocalOptions) -> None:
-        if options.emulate:
-            from cloudtrain.plugins import get_provider_class, providers
-            if options.emulate not in providers():
-                get_provider_class(options.emulate)  # raises with the list of installed providers
-        if job.resources.gpus_per_node:
-            pass  # rendered as asked; torchrun falls back to what the machine has
-
-    def emulated(self, options: LocalOptions):
-        if not options.emulate:
-            return type(self)
-        from cloudtrain.plugins import get_provider_class
-        return get_provider_class(options.emulate)
+        self.emulated(options)  # an unknown platform is bad input, with the installed ones listed
 
     def node_specs(self, job: JobSpec, options: LocalOptions, *, run_dir: str, master_port: int) -> List[dict]:
         platform = self.emulated(options)
