@@ -1,0 +1,8 @@
+"""Registers the modelarts plugin's providers (entry point ``modelarts = "cloudtrain_modelarts.plugin"``)."""
+from cloudtrain.hookspecs import hookimpl
+
+
+@hookimpl
+def cloudtrain_register_providers(register):
+    # by name: a provider's module (and its SDK) loads only when that provider is used
+    pass

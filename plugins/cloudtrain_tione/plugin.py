@@ -1,0 +1,8 @@
+"""Registers the tione plugin's providers (entry point ``tione = "cloudtrain_tione.plugin"``)."""
+from cloudtrain.hookspecs import hookimpl
+
+
+@hookimpl
+def cloudtrain_register_providers(register):
+    # by name: a provider's module (and its SDK) loads only when that provider is used
+    pass
