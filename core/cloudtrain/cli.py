@@ -272,6 +272,24 @@ def entry() -> None:
     os._exit(code)
 
 
+def _print_warnings() -> None:
+    """Show every ``CloudtrainWarning`` as one ``cloudtrain: warning: ...`` line on stderr."""
+    import warnings
+    from .errors import CloudtrainWarning
+    shown = warnings.showwarning
+    if getattr(shown, "cloudtrain", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CloudtrainWarning):
+            print(f"cloudtrain: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    show.cloudtrain = True
+    warnings.simplefilter("always", CloudtrainWarning)
+    warnings.showwarning = show
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "launch":
@@ -279,6 +297,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return launch_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    _print_warnings()
     if not args.cmd:
         parser.print_help()
         return 2

@@ -63,6 +63,11 @@ class JobNotFound(BadInput):
     pass
 
 
+class CloudtrainWarning(UserWarning):
+    """Something that works but probably not as meant (e.g. a platform feature the job's shape
+    skips).  Raised with ``warnings.warn``; the CLI prints ``cloudtrain: warning: ...``."""
+
+
 class JobFailed(CloudtrainError):
     """The job ran and failed (non-zero exit on some node)."""
 
