@@ -1,0 +1,343 @@
+"""``modelarts-lite``: a Volcano Job with ranktable routing on a ModelArts Lite (CCE) pool.
+
+The manifest starts from the kubernetes plugin's pure builder
+(``cloudtrain_kubernetes.manifests.build_volcano``) and reproduces seed 001 ("ranktable routing
+on a Lite Cluster pool") by post-processing its objects here:
+
+- one task ``worker`` with every node (routing renumbers the pods of one task; the master is
+  ``<job>-worker-<MA_MASTER_INDEX>.<job>``), pod anti-affinity on ``volcano.sh/job-name`` per
+  ``kubernetes.io/hostname``;
+- Ascend: label ``ring-controller.cce: ascend-1980`` on the job and its pods, pod annotation
+  ``cabinet: "cabinet"`` (tor-topology routing), Volcano plugins ``configmap1980
+  --rank-table-version=v2`` / ``env`` / ``svc --publish-not-ready-addresses=true``, resources
+  ``huawei.com/ascend-1980``, node selector ``accelerator/huawei-npu: ascend-1980``, the Ascend
+  driver, add-ons, hccn.conf, npu-smi and localtime host paths, ``HCCL_CONNECT_TIMEOUT``;
+- job label ``fault-scheduling: force``, policies ``PodEvicted -> RestartJob`` (and
+  ``PodFailed`` -> RestartJob with ``max_restarts``, else AbortJob), ``maxRetry`` >= 1;
+- ``MA_*`` env from the downward API (``MA_VJ_NAME``, ``MA_TASK_NAME``, ``MA_CURRENT_HOST_IP``,
+  ``NAME``) and ``MA_NUM_HOSTS``/``MA_NUM_GPUS``;
+- the start line: the routing bootstrap (``${OPEN_SCRIPT_ADDRESS}/bootstrap.sh``), then
+  ``RANK_AFTER_ACC`` (``/tmp/RANK_AFTER_ACC`` or ``VC_TASK_INDEX``) and ``MA_MASTER_INDEX``
+  (``/tmp/MASTER_INDEX`` or 0) exactly as seed 001 exports them, then ``exec`` of
+  ``cloudtrain launch --platform modelarts-lite``, whose detector makes the node rank follow
+  ``RANK_AFTER_ACC`` and the master follow ``MA_MASTER_INDEX``.
+
+Submitted through the kubernetes plugin's lifecycle (``KubernetesProvider``) to the pool's CCE
+cluster: a kubeconfig from the options, or one fetched with CCE's cluster-certificate call.
+"""
+from __future__ import annotations
+
+import copy
+import shlex
+import warnings
+from dataclasses import replace
+from typing import Any, Dict, List, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster
+from cloudtrain_kubernetes import manifests as m
+from cloudtrain_kubernetes.provider import VolcanoOptions, VolcanoProvider
+
+from . import lint, sdk
+from .detect import LITE, ROUTED, TASK, lite_environment
+
+RING_LABEL = "ring-controller.cce"
+ASCEND = "ascend-1980"
+NPU_RESOURCE = "huawei.com/" + ASCEND
+NPU_SELECTOR = {"accelerator/huawei-npu": ASCEND}
+CABINET = {"cabinet": "cabinet"}
+DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (seed 001)
+OPEN_SCRIPT = "https://mtest-bucket.obs.{region}.myhuaweicloud.com/acc/rank"
+ROUTING_PYTHONS = ("3.7", "3.9")
+MIN_ROUTED_NODES = 3
+TYPES = ("ddp", "deepspeed", "none")
+# The Ascend host paths every NPU pod mounts (seed 001).
+ASCEND_MOUNTS = [
+    ("ascend-driver", "/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
+    ("ascend-add-ons", "/usr/local/Ascend/add-ons", "/usr/local/Ascend/add-ons"),
+    ("localtime", "/etc/localtime", "/etc/localtime"),
+    ("hccn", "/etc/hccn.conf", "/etc/hccn.conf"),
+    ("npu-smi", "/usr/local/sbin/npu-smi", "/usr/local/sbin/npu-smi"),
+]
+
+
+class LiteVolume(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="volume name")
+    mount_path: str = Field(..., description="where it is mounted in the container")
+    pvc: Optional[str] = Field(None, description="a PersistentVolumeClaim (SFS, SFS Turbo, OBS): shared between pods")
+    nfs: Optional[str] = Field(None, description="an NFS export, server:/path: shared between pods")
+    host_path: Optional[str] = Field(None, description="a path on the node")
+    read_only: bool = Field(False, description="mount read-only")
+    shared: Optional[bool] = Field(None, description="do several pods see the same files (default: yes for pvc/nfs, no for host_path)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "LiteVolume":
+        if sum(x is not None for x in (self.pvc, self.nfs, self.host_path)) != 1:
+            raise ValueError("give exactly one of pvc, nfs or host_path")
+        if self.nfs is not None and ":" not in self.nfs:
+            raise ValueError(f"nfs {self.nfs!r} must be server:/path")
+        return self
+
+    @property
+    def is_shared(self) -> bool:
+        return self.shared if self.shared is not None else self.host_path is None
+
+    def volume(self) -> dict:
+        if self.pvc:
+            return {"name": self.name, "persistentVolumeClaim": {"claimName": self.pvc, "readOnly": self.read_only}}
+        if self.nfs:
+            server, _, path = self.nfs.partition(":")
+            return {"name": self.name, "nfs": {"server": server, "path": path, "readOnly": self.read_only}}
+        return {"name": self.name, "hostPath": {"path": self.host_path}}
+
+
+class LiteOptions(VolcanoOptions):
+    region: str = Field(DEFAULT_REGION, description="Huawei Cloud region of the pool (ranktable routing: cn-southwest-2 only)")
+    project_id: Optional[str] = Field(None, description="the region's project id, for CCE (default: $HUAWEICLOUD_SDK_PROJECT_ID)")
+    cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig is fetched "
+                                                        "with CCE's cluster-certificate call")
+    cert_days: int = Field(1, ge=1, le=1827, description="validity of a fetched cluster certificate (days)")
+    accelerator: Literal["ascend", "gpu"] = Field("ascend", description="Ascend NPUs (huawei.com/ascend-1980) or GPUs (gpu_resource)")
+    npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node of them)")
+    routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on for ascend")
+    open_script_address: Optional[str] = Field(None, description="where bootstrap.sh is (default: the region's "
+                                                                 "https://mtest-bucket.obs.<region>.myhuaweicloud.com/acc/rank)")
+    hccl_connect_timeout: int = Field(1800, ge=1, description="HCCL_CONNECT_TIMEOUT in seconds (ascend)")
+    fault_scheduling: Optional[str] = Field("force", description="the job's fault-scheduling label (null: none)")
+    image_python: Optional[str] = Field(None, pattern=r"^\d+\.\d+$", description="the image's Python version, e.g. 3.9 "
+                                                                                "(routing needs 3.7 or 3.9)")
+    volumes: List[LiteVolume] = Field(default_factory=list, description="extra volumes of every pod")
+    emulate_rank_after_acc: Optional[List[int]] = Field(
+        None, description="--emulate modelarts-lite only: RANK_AFTER_ACC of pod i (a permutation of 0..nodes-1), "
+                          "to rehearse routing's renumbering on this machine")
+    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (seed 001: a fixed port >= 10000)")
+    image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
+
+    def routed(self) -> bool:
+        return self.accelerator == "ascend" and self.routing is not False
+
+    def script_address(self) -> str:
+        return self.open_script_address or OPEN_SCRIPT.format(region=self.region)
+
+
+# -- the manifest (pure) ----------------------------------------------------------------------------
+def launch_line(job: JobSpec, options: LiteOptions) -> str:
+    argv = [options.python, "-m", "cloudtrain.launch", "--platform", LITE, *job.launch_args(), "--", *job.argv]
+    return "exec " + " ".join(shlex.quote(a) for a in argv)
+
+
+def start_line(job: JobSpec, options: LiteOptions) -> str:
+    """Seed 001's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
+    if options.routed():
+        return ("wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q && bash bootstrap.sh; "
+                "export RANK_AFTER_ACC=${VC_TASK_INDEX}; "
+                "rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); "
+                f'[ -n "${{rank_acc}}" ] && export RANK_AFTER_ACC=${{rank_acc}} {ROUTED}=1; '
+                "export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); "
+                + launch_line(job, options))
+    return "export RANK_AFTER_ACC=${VC_TASK_INDEX} MA_MASTER_INDEX=0; " + launch_line(job, options)
+
+
+def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
+    """The variables seed 001 gives every pod (downward API for the pod's own names)."""
+    def field(path):
+        return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+    env: List[dict] = []
+    if options.routed():
+        env.append({"name": "OPEN_SCRIPT_ADDRESS", "value": options.script_address()})
+    env += [
+        {"name": "NAME", **field("metadata.name")},
+        {"name": "MA_CURRENT_HOST_IP", **field("status.hostIP")},
+        {"name": "MA_NUM_GPUS", "value": str(job.resources.gpus_per_node)},
+        {"name": "MA_NUM_HOSTS", "value": str(job.distribution.nodes)},
+        {"name": "MA_VJ_NAME", **field("metadata.annotations['volcano.sh/job-name']")},
+        {"name": "MA_TASK_NAME", **field("metadata.annotations['volcano.sh/task-spec']")},
+        {"name": "CLOUDTRAIN_DETECTORS", "value": f"{LITE}={ModelartsLiteProvider.detector}"},
+    ]
+    if options.accelerator == "ascend":
+        env.append({"name": "HCCL_CONNECT_TIMEOUT", "value": str(options.hccl_connect_timeout)})
+    return env
+
+
+def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> List[dict]:
+    """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into seed 001's Job."""
+    objects = copy.deepcopy(m.build_volcano(job, mopts))
+    vcjob = next(o for o in objects if o["kind"] == "Job")
+    name = vcjob["metadata"]["name"]
+    spec = vcjob["spec"]
+    ascend = options.accelerator == "ascend"
+
+    # One task, every node: routing renumbers the pods of a task.
+    task = spec["tasks"][0]
+    task.update(name=TASK, replicas=job.distribution.nodes)
+    task.pop("policies", None)
+    spec["tasks"] = [task]
+    template = task["template"]
+    template["metadata"]["labels"][m.LABEL_ROLE] = TASK
+    if ascend:
+        template["metadata"]["labels"][RING_LABEL] = ASCEND
+    pod = template["spec"]
+    pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchExpressions": [{"key": "volcano.sh/job-name", "operator": "In", "values": [name]}]},
+        "topologyKey": "kubernetes.io/hostname"}]}}
+    mounts = [(v.name, v.mount_path, v.read_only) for v in options.volumes]
+    pod["volumes"] += [v.volume() for v in options.volumes]
+    if ascend:
+        pod["volumes"] += [{"name": n, "hostPath": {"path": host}} for n, host, _ in ASCEND_MOUNTS]
+        mounts += [(n, path, False) for n, _, path in ASCEND_MOUNTS]
+
+    container = pod["containers"][0]
+    container["command"] = ["/bin/bash", "-c", start_line(job, options)]
+    container["volumeMounts"] += [{"name": n, "mountPath": p, **({"readOnly": True} if ro else {})} for n, p, ro in mounts]
+    env = [e for e in container["env"] if e["name"] not in ("CLOUDTRAIN_VOLCANO_TASKS", "CLOUDTRAIN_VOLCANO_TASK")]
+    env += [{"name": "CLOUDTRAIN_VOLCANO_TASKS", "value": TASK}, {"name": "CLOUDTRAIN_VOLCANO_TASK", "value": TASK}]
+    mine = [e for e in lite_env(job, options) if e["name"] not in job.env and e["name"] not in job.secrets]
+    taken = {e["name"] for e in mine}
+    container["env"] = mine + [e for e in env if e["name"] not in taken]
+
+    labels = vcjob["metadata"].setdefault("labels", {})
+    if ascend:
+        labels[RING_LABEL] = ASCEND
+    if options.fault_scheduling:
+        labels["fault-scheduling"] = options.fault_scheduling
+    restart = job.max_restarts > 0
+    spec["policies"] = [{"event": "PodEvicted", "action": "RestartJob"},
+                        {"event": "PodFailed", "action": "RestartJob" if restart else "AbortJob"}]
+    spec["maxRetry"] = max(job.max_restarts, 1)  # an eviction (fault scheduling) restarts the job once
+    m.stamp(vcjob, job, mopts)
+    return objects
+
+
+# -- the provider ----------------------------------------------------------------------------------
+def _where(job: JobSpec, *loc):
+    source = job.source
+    if source is None:
+        return None, None
+    return (str(source.path) if source.path else None), source.line_of(loc)
+
+
+class ModelartsLiteProvider(VolcanoProvider):
+    name = LITE
+    extra = "modelarts"
+    description = "ModelArts Lite pool (CCE + Volcano): Ascend/GPU jobs with ranktable routing"
+    sdk_modules = ("kubernetes", "huaweicloudsdkcce")
+    Options = LiteOptions
+    detector = "cloudtrain_modelarts.detect:detect_lite"
+
+    def platform_name(self) -> str:
+        return LITE
+
+    def manifest_options(self, job: JobSpec, options: LiteOptions) -> m.ManifestOptions:
+        mopts = super().manifest_options(job, options)
+        ascend = options.accelerator == "ascend"
+        plugins = {"svc": ["--publish-not-ready-addresses=true"], "env": []}
+        if ascend:
+            plugins["configmap1980"] = ["--rank-table-version=v2"]
+        plugins.update({k: list(v) for k, v in options.plugins.items()})
+        annotations = {**(CABINET if options.routed() else {}), **options.pod_annotations}
+        return replace(mopts, volcano_plugins=plugins, pod_annotations=annotations,
+                       gpu_resource=options.npu_resource if ascend else options.gpu_resource,
+                       node_selector={**(NPU_SELECTOR if ascend else {}), **options.node_selector})
+
+    def check(self, job: JobSpec, options: LiteOptions) -> None:
+        super().check(job, options)
+        d = job.distribution
+        if d.type not in TYPES:
+            file, line = _where(job, "distribution", "type")
+            raise JobFileError(f"modelarts-lite runs torchrun on every pod ({', '.join(TYPES)}), not {d.type}; "
+                               "use the volcano provider for other types", file=file, line=line, field="distribution.type")
+        if options.accelerator == "gpu" and options.routing:
+            file, line = _where(job, "providers", self.name, "routing")
+            raise JobFileError("ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend",
+                               file=file, line=line, field=f"providers.{self.name}.routing")
+        if options.emulate_rank_after_acc is not None and sorted(options.emulate_rank_after_acc) != list(range(d.nodes)):
+            file, line = _where(job, "providers", self.name, "emulate_rank_after_acc")
+            raise JobFileError(f"must be a permutation of 0..{d.nodes - 1} (one new rank per pod), got "
+                               f"{options.emulate_rank_after_acc}", file=file, line=line,
+                               field=f"providers.{self.name}.emulate_rank_after_acc")
+        if not options.routed():
+            return
+        # Seed 001's constraints of ranktable routing.
+        workdir = options.workdir
+        for volume in options.volumes:
+            if workdir and volume.is_shared and lint.under(workdir, volume.mount_path):
+                file, line = _where(job, "providers", self.name, "workdir")
+                raise JobFileError(f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); ranktable "
+                                   "routing fails when the script runs in a shared directory: use a directory of the "
+                                   "image (or a host_path) as workdir and read data from the volume",
+                                   file=file, line=line, field=f"providers.{self.name}.workdir")
+        spawn = lint.find_spawn(job)
+        if spawn:
+            path, lineno, call = spawn
+            raise JobFileError(f"calls {call}(): ranktable routing needs every process started by torchrun "
+                               "(torch.distributed.run), which `cloudtrain launch` already does with procs_per_node "
+                               "processes per node; remove the spawn and read RANK/LOCAL_RANK/WORLD_SIZE from the "
+                               "environment", file=str(path), line=lineno)
+        if d.nodes < MIN_ROUTED_NODES:
+            warnings.warn(f"ranktable routing is skipped below {MIN_ROUTED_NODES} nodes (this job has {d.nodes}); "
+                          "the job runs with Volcano's pod order", CloudtrainWarning)
+        if options.image_python and options.image_python not in ROUTING_PYTHONS:
+            warnings.warn(f"ranktable routing needs Python 3.7 or 3.9 in the image (image_python: "
+                          f"{options.image_python}); the job runs but routing will not accelerate it", CloudtrainWarning)
+
+    def artifacts(self, job: JobSpec, options: LiteOptions) -> List[Artifact]:
+        objects = build_lite(job, options, self.manifest_options(job, options))
+        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+
+    # -- reaching the pool's cluster ---------------------------------------------------------------
+    def target(self, options: LiteOptions) -> Dict[str, Any]:
+        target = super().target(options)
+        if options.cluster_id and not options.kubeconfig:
+            target.update(region=options.region, cluster_id=options.cluster_id, project_id=options.project_id,
+                          cert_days=options.cert_days)
+        return target
+
+    def api_client(self, target: Dict[str, Any]):
+        if self._api_client is None and target.get("cluster_id") and not target.get("kubeconfig"):
+            from kubernetes import config
+            kubeconfig = self.cce_kubeconfig(target)
+            try:
+                self._api_client = config.new_client_from_config_dict(kubeconfig, context=target.get("context"))
+            except config.ConfigException as exc:
+                raise PlatformError(f"CCE's kubeconfig for cluster {target['cluster_id']} is not usable ({exc}); "
+                                    "set providers.modelarts-lite.context (internal or external)") from None
+        return super().api_client(target)
+
+    def cce_client(self, region: str, project_id: Optional[str]):
+        if self.clients.get("cce") is not None:
+            return self.clients["cce"]
+        sdk.require("huaweicloudsdkcce.v3", self.name)
+        from huaweicloudsdkcce.v3 import CceClient
+        from huaweicloudsdkcce.v3.region.cce_region import CceRegion
+        return sdk.build_client(CceClient, CceRegion, region, sdk.credentials(self.name, project_id))
+
+    def cce_kubeconfig(self, target: Dict[str, Any]) -> dict:
+        """A kubeconfig (with a client certificate valid ``cert_days``) from CCE; kept in memory only."""
+        from huaweicloudsdkcce.v3 import ClusterCertDuration, CreateKubernetesClusterCertRequest
+        client = self.cce_client(sdk.region_of(target.get("region")), target.get("project_id"))
+        request = CreateKubernetesClusterCertRequest(cluster_id=target["cluster_id"],
+                                                     body=ClusterCertDuration(duration=int(target.get("cert_days") or 1)))
+        with sdk.api_errors("CCE", f"create_kubernetes_cluster_cert of cluster {target['cluster_id']}"):
+            response = client.create_kubernetes_cluster_cert(request)
+        config = sdk.from_model(response)
+        config.pop("Port-ID", None)
+        if not config.get("clusters") or not config.get("users"):
+            raise PlatformError(f"CCE returned no kubeconfig for cluster {target['cluster_id']}; check the cluster id")
+        return config
+
+    # -- the data plane ------------------------------------------------------------------------------
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        cluster = cluster or cls.default_cluster(job)
+        options = cls.options(job)
+        mopts = m.ManifestOptions(name=options.name)
+        try:
+            return lite_environment(m.object_name(job, mopts), job.distribution.nodes, node_index, list(cluster.hosts),
+                                    cluster.master_port, job.resources.gpus_per_node, options.emulate_rank_after_acc)
+        except ValueError as exc:
+            raise BadInput(f"providers.{cls.name}.emulate_rank_after_acc: {exc}") from None

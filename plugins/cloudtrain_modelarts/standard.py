@@ -1,0 +1,428 @@
+"""``modelarts``: ModelArts Standard training jobs (``create_training_job``, REST v2).
+
+Rendering gives ``modelarts/CreateTrainingJob``: the body of ``CreateTrainingJobRequest``
+(a ``Job``) exactly as the SDK's request model takes it; ``schedule`` builds that model from
+the body (strictly: an unknown field is an error) and sends it with ``ModelArtsClient``.
+
+Code: ModelArts runs code from OBS (``algorithm.code_dir``).  Uploading needs the OBS SDK
+(``esdk-obs-python``), which is not part of the ``modelarts`` extra, so cloudtrain does not
+upload: ``python -m cloudtrain_modelarts.stage job.yaml DIR`` stages the code with the launcher
+bundle (``cloudtrain.shipping.stage``), the user copies DIR to OBS (obsutil, the console) and
+sets ``providers.modelarts.code_dir``.  Every node then runs ``cloudtrain launch`` from it.
+
+Job ids are ``<region>/<training job id>`` so that a handle alone finds the job; logs of one
+task: ``modelarts://<region>/<id>/<task>`` (e.g. ``worker-1``).
+"""
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import time
+import warnings
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cloudtrain import shipping
+from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.secrets import MASK, Masker
+
+from . import sdk
+from .detect import MA_JOB_DIR, standard_environment
+
+KIND = "modelarts/CreateTrainingJob"
+SERVICE = "ModelArts"
+HASH_MARK = "cloudtrain:spec-hash="
+MAX_ENV = 100
+# Dedicated-pool flavors by cards per node (the SDK's SpecResource docstring).
+POOL_FLAVORS = {1: "modelarts.pool.visual.xlarge", 2: "modelarts.pool.visual.2xlarge",
+                4: "modelarts.pool.visual.4xlarge", 8: "modelarts.pool.visual.8xlarge",
+                16: "modelarts.pool.visual.16xlarge"}
+TERMINAL_PHASES = ("Completed", "Failed", "Terminated", "Abnormal")
+LOG_POLL = 5.0
+
+
+class ObsData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the input's or output's name (also its env var / parameter)")
+    obs_url: str = Field(..., description="OBS directory, e.g. obs://bucket/data/ (or /bucket/data/)")
+    local_dir: Optional[str] = Field(None, description="where it appears in the container (default: ModelArts chooses)")
+    access_method: Literal["parameter", "env"] = Field(
+        "parameter", description="how the script learns the local path: a --<name> argument or an environment variable")
+
+
+class ModelartsOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    region: Optional[str] = Field(None, description="Huawei Cloud region, e.g. cn-north-4 (default: $HUAWEICLOUD_SDK_REGION)")
+    project_id: Optional[str] = Field(None, description="the region's project id (default: $HUAWEICLOUD_SDK_PROJECT_ID, else asked from IAM)")
+    workspace_id: Optional[str] = Field(None, description="ModelArts workspace (default: the default workspace, \"0\")")
+    code_dir: Optional[str] = Field(
+        None, description="OBS directory holding the staged code (python -m cloudtrain_modelarts.stage); required to submit")
+    image: Optional[str] = Field(None, description="custom image from SWR (default: the job's image)")
+    flavor_id: Optional[str] = Field(None, description="resource flavor, e.g. modelarts.vm.gpu.8v100 (default on a dedicated pool: "
+                                                        "modelarts.pool.visual.<n>xlarge from gpus_per_node; resources.instance_type if set)")
+    pool_id: Optional[str] = Field(None, description="dedicated resource pool id")
+    inputs: List[ObsData] = Field(default_factory=list, description="OBS data the job reads")
+    outputs: List[ObsData] = Field(default_factory=list, description="OBS directories the job writes (uploaded by ModelArts)")
+    log_export_path: Optional[str] = Field(None, description="OBS directory for the job's logs")
+    priority: Optional[int] = Field(None, ge=1, le=3, description="scheduling priority on a dedicated pool (1-3, 3 highest)")
+    master_port: int = Field(29500, ge=1024, le=65000, description="torchrun's master port (ModelArts gives none)")
+    python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
+    secrets_in_environment: bool = Field(
+        False, description="send the job's secrets as plain training-job environment variables (visible to anyone "
+                           "who can read the job); without it a job with secrets is refused")
+    description: Optional[str] = Field(None, max_length=180, description="free text shown with the job (the spec hash is appended)")
+
+    @field_validator("code_dir", "log_export_path")
+    @classmethod
+    def _obs_path(cls, v):
+        if v is not None and not (v.startswith("obs://") or v.startswith("/")):
+            raise ValueError(f"{v!r} is not an OBS path; use obs://bucket/dir/ or /bucket/dir/")
+        return v
+
+
+def _obs(url: str) -> str:
+    """``obs://bucket/dir`` -> ``/bucket/dir/`` (the form ModelArts' v2 API takes)."""
+    path = url[len("obs://"):] if url.startswith("obs://") else url.lstrip("/")
+    return "/" + path.rstrip("/") + "/"
+
+
+def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
+    source = job.source
+    if source is None:
+        return None, None
+    return (str(source.path) if source.path else None), source.line_of(loc)
+
+
+class ModelartsProvider(Provider):
+    name = "modelarts"
+    extra = "modelarts"
+    description = "ModelArts Standard training jobs (custom image, OBS code)"
+    sdk_modules = ("huaweicloudsdkmodelarts",)
+    Options = ModelartsOptions
+    # ModelArts' `status.phase` (the secondary phase is shown in the message).
+    states = {
+        "Creating": State.PENDING,
+        "Pending": State.PENDING,
+        "Running": State.RUNNING,
+        "Terminating": State.RUNNING,
+        "Completed": State.SUCCEEDED,
+        "Failed": State.FAILED,
+        "Abnormal": State.FAILED,
+        "Terminated": State.CANCELLED,
+    }
+    detector = "cloudtrain_modelarts.detect:detect_standard"
+
+    def __init__(self, client=None, **clients):
+        """``client``: a ``ModelArtsClient`` to use for every region (tests); default: one per
+        region, built from the environment's credentials."""
+        super().__init__(**clients)
+        self._client = client
+        self._clients: Dict[str, Any] = {}
+        self.project_id: Optional[str] = None  # schedule's option; else the environment's
+        self.poll = LOG_POLL
+
+    # -- render (pure) ------------------------------------------------------------------------
+    def check(self, job: JobSpec, options: ModelartsOptions) -> None:
+        if not (options.image or job.image):
+            file, line = _line(job, "image")
+            raise JobFileError("ModelArts Standard runs a custom image: set `image` (an SWR image) or "
+                               "providers.modelarts.image", file=file, line=line, field="image")
+        env = self.environments(job, options)
+        if len(env) > MAX_ENV:
+            file, line = _line(job, "env")
+            raise JobFileError(f"ModelArts takes at most {MAX_ENV} environment variables, this job has {len(env)} "
+                               "(with cloudtrain's own); drop some", file=file, line=line, field="env")
+        reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
+        if reserved:
+            warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
+
+    def code_dir_name(self, job: JobSpec, options: ModelartsOptions) -> str:
+        if options.code_dir:
+            return posixpath.basename(_obs(options.code_dir).rstrip("/"))
+        return job.code_path.name or "code"
+
+    def workdir(self, job: JobSpec, options: ModelartsOptions) -> str:
+        """Where the code lands: ModelArts downloads ``code_dir`` into ``$MA_JOB_DIR``."""
+        return f"{MA_JOB_DIR}/{self.code_dir_name(job, options)}"
+
+    def environments(self, job: JobSpec, options: ModelartsOptions) -> Dict[str, str]:
+        env = {
+            "CLOUDTRAIN_DETECTORS": f"{self.name}={self.detector}",
+            "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
+            "CLOUDTRAIN_JOB_ID": job.name,
+            "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
+        }
+        env.update(self.rendered_env(job))
+        return env
+
+    def flavor(self, job: JobSpec, options: ModelartsOptions) -> Optional[str]:
+        if options.flavor_id:
+            return options.flavor_id
+        if job.resources.instance_type:
+            return job.resources.instance_type
+        if options.pool_id and job.resources.gpus_per_node in POOL_FLAVORS:
+            return POOL_FLAVORS[job.resources.gpus_per_node]
+        return None
+
+    def body(self, job: JobSpec, options: ModelartsOptions) -> dict:
+        metadata: Dict[str, Any] = {"name": job.name,
+                                    "description": options.description or f"cloudtrain job {job.name}"}
+        if options.workspace_id:
+            metadata["workspace_id"] = options.workspace_id
+        if job.max_restarts > 0:
+            # Restart the whole job after any failure (not only the platform's hardware faults).
+            metadata["annotations"] = {"fault-tolerance/job-retry-num": str(job.max_restarts),
+                                       "fault-tolerance/job-unconditional-retry": "true"}
+        workdir = self.workdir(job, options)
+        algorithm: Dict[str, Any] = {
+            "command": f"cd {workdir} && " + shipping.node_command(job, platform=self.name, python=options.python),
+            "engine": {"image_url": options.image or job.image},
+            "environments": self.environments(job, options),
+            "working_dir": workdir,
+        }
+        if options.code_dir:
+            algorithm["code_dir"] = _obs(options.code_dir)
+        for key, items in (("inputs", options.inputs), ("outputs", options.outputs)):
+            if items:
+                algorithm[key] = [self._data(item, key) for item in items]
+        resource: Dict[str, Any] = {"node_count": job.distribution.nodes}
+        flavor = self.flavor(job, options)
+        if flavor:
+            resource["flavor_id"] = flavor
+        if options.pool_id:
+            resource["pool_id"] = options.pool_id
+        spec: Dict[str, Any] = {"resource": resource}
+        if options.log_export_path:
+            spec["log_export_path"] = {"obs_url": _obs(options.log_export_path)}
+        if options.priority is not None:
+            spec["schedule_policy"] = {"priority": options.priority}
+        return {"kind": "job", "metadata": metadata, "algorithm": algorithm, "spec": spec}
+
+    @staticmethod
+    def _data(item: ObsData, key: str) -> dict:
+        out: Dict[str, Any] = {"name": item.name, "access_method": item.access_method}
+        if item.local_dir:
+            out["local_dir"] = item.local_dir
+        out["remote"] = {"obs": {"obs_url": _obs(item.obs_url)}}
+        return out
+
+    def artifacts(self, job: JobSpec, options: ModelartsOptions) -> List[Artifact]:
+        return [Artifact(KIND, job.name, self.body(job, options))]
+
+    # -- clients ---------------------------------------------------------------------------------
+    def models(self):
+        return sdk.require("huaweicloudsdkmodelarts.v1", self.name)
+
+    def client(self, region: str):
+        if self._client is not None:
+            return self._client
+        if region not in self._clients:
+            v1 = self.models()
+            from huaweicloudsdkmodelarts.v1.region.modelarts_region import ModelArtsRegion
+            creds = sdk.credentials(self.name, self.project_id)
+            self._clients[region] = sdk.build_client(v1.ModelArtsClient, ModelArtsRegion, region, creds)
+        return self._clients[region]
+
+    @staticmethod
+    def split_id(job_id: str) -> Tuple[str, str, Optional[str]]:
+        """``region/id[/task]`` -> (region, id, task)."""
+        parts = job_id.split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise BadInput(f"{job_id!r} is not a ModelArts job id; expected <region>/<training job id>[/<task>], "
+                           "e.g. modelarts://cn-north-4/3b5c...")
+        return parts[0], parts[1], (parts[2] if len(parts) == 3 else None)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @staticmethod
+    def spec_hash(rendered: Rendered) -> str:
+        return hashlib.sha256((rendered.to_json() + shipping.code_digest(rendered.job)).encode()).hexdigest()
+
+    def request_body(self, rendered: Rendered, secrets: Dict[str, str]) -> dict:
+        """The rendered body with its spec-hash name and, if allowed, the secrets' values."""
+        options: ModelartsOptions = rendered.options
+        job = rendered.job
+        if not options.code_dir:
+            raise BadInput("providers.modelarts.code_dir is not set: ModelArts runs code from OBS and cloudtrain "
+                           "cannot upload it here (the OBS SDK, esdk-obs-python, is not installed). Stage the code "
+                           "with `python -m cloudtrain_modelarts.stage JOB.yaml DIR`, copy DIR to OBS (obsutil cp -r "
+                           "DIR obs://bucket/path/), and set providers.modelarts.code_dir: obs://bucket/path/DIR/")
+        if not self.flavor(job, options) and not options.pool_id:
+            raise BadInput("ModelArts needs a resource flavor: set providers.modelarts.flavor_id (e.g. "
+                           "modelarts.vm.gpu.8v100; the console lists them) or pool_id for a dedicated pool")
+        if job.secrets and not options.secrets_in_environment:
+            raise BadInput(f"ModelArts training jobs have no secret store: {', '.join(sorted(job.secrets))} would be "
+                           "readable by anyone who can view the job. Set providers.modelarts.secrets_in_environment: "
+                           "true to send them anyway, or read them in the script from a secret service")
+        artifact = next(a for a in rendered.artifacts if a.kind == KIND)
+        body = _copy(artifact.content)
+        digest = self.spec_hash(rendered)
+        body["metadata"]["name"] = f"{body['metadata']['name'][:55]}-{digest[:8]}"
+        body["metadata"]["description"] = f"{body['metadata'].get('description', '')} {HASH_MARK}{digest}".strip()
+        env = body["algorithm"].get("environments", {})
+        for name in job.secrets:
+            if env.get(name) == MASK:
+                env[name] = secrets[name]
+        return body
+
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        options: ModelartsOptions = rendered.options
+        region = sdk.region_of(options.region)
+        self.project_id = options.project_id
+        body = self.request_body(rendered, secrets)
+        v1 = self.models()
+        try:
+            request = v1.CreateTrainingJobRequest(body=sdk.to_model(v1, "Job", body))
+        except ValueError as exc:
+            raise BadInput(f"the rendered request does not fit the ModelArts SDK's Job model: {exc}") from None
+        client = self.client(region)
+        existing = self._find(client, body["metadata"]["name"], body["metadata"]["description"],
+                              options.workspace_id)
+        if existing:
+            return f"{region}/{existing}"
+        masker = Masker(secrets.values())
+        try:
+            with sdk.api_errors(SERVICE, "create_training_job"):
+                response = client.create_training_job(request)
+        except PlatformError as exc:
+            raise PlatformError(masker(str(exc))) from None
+        return f"{region}/{response.metadata.id}"
+
+    def _find(self, client, name: str, description: str, workspace_id: Optional[str]) -> Optional[str]:
+        """The id of a job with this spec-hash name (an earlier submit of the same request)."""
+        v1 = self.models()
+        search = v1.JobSearches(offset=0, limit=50, filters=[v1.Filter(key="name", operator="like", value=[name])])
+        if workspace_id:
+            search.workspace_id = workspace_id
+        with sdk.api_errors(SERVICE, "list_training_jobs"):
+            response = client.list_training_jobs(v1.ListTrainingJobsRequest(body=search))
+        for item in response.items or []:
+            meta = item.metadata
+            if meta and meta.name == name and HASH_MARK in (meta.description or "") \
+                    and (meta.description or "").rsplit(HASH_MARK, 1)[1] == description.rsplit(HASH_MARK, 1)[1]:
+                return meta.id
+        return None
+
+    def _details(self, job_id: str):
+        region, training_id, _ = self.split_id(job_id)
+        v1 = self.models()
+        with sdk.api_errors(SERVICE, f"show_training_job_details of {training_id}"):
+            return self.client(region).show_training_job_details(
+                v1.ShowTrainingJobDetailsRequest(training_job_id=training_id))
+
+    def _status_of(self, handle_id: str, job) -> JobStatus:
+        st = job.status
+        phase = st.phase if st else None
+        secondary = st.secondary_phase if st else None
+        raw = phase if not secondary or secondary == phase else f"{phase}/{secondary}"
+        message = ""
+        exit_code = None
+        for ts in (st.task_statuses or []) if st else []:
+            if ts.exit_code not in (None, 0):
+                exit_code = ts.exit_code
+                message = f"{ts.task} exited with {ts.exit_code}" + (f": {ts.message}" if ts.message else "")
+                break
+        if not message and secondary and secondary != phase:
+            message = secondary
+        meta = job.metadata
+        created = meta.create_time / 1000.0 if meta and meta.create_time else None
+        started = st.start_time / 1000.0 if st and st.start_time else None
+        ended = None
+        if started is not None and st.duration and phase in TERMINAL_PHASES:
+            ended = started + st.duration / 1000.0
+        nodes = job.spec.resource.node_count if job.spec and job.spec.resource else None
+        return JobStatus(self.handle(handle_id), self.map_state(phase), raw_state=raw,
+                         name=meta.name if meta else None, message=message, nodes=nodes,
+                         exit_code=exit_code, created_at=created, started_at=started, ended_at=ended)
+
+    def status(self, job_id: str) -> JobStatus:
+        region, training_id, _ = self.split_id(job_id)
+        return self._status_of(f"{region}/{training_id}", self._details(job_id))
+
+    def cancel(self, job_id: str) -> JobStatus:
+        region, training_id, _ = self.split_id(job_id)
+        current = self.status(job_id)
+        if current.terminal or current.raw_state and current.raw_state.startswith("Terminating"):
+            return current
+        v1 = self.models()
+        try:
+            with sdk.api_errors(SERVICE, f"stop_training_job of {training_id}"):
+                self.client(region).stop_training_job(v1.StopTrainingJobRequest(
+                    training_job_id=training_id, body=v1.JobActionType(action_type="terminate")))
+        except PlatformError:
+            after = self.status(job_id)
+            if after.terminal:  # it ended between the two calls: nothing to stop
+                return after
+            raise
+        return self.status(job_id)
+
+    def list(self) -> List[JobStatus]:
+        region = sdk.region_of(None)
+        v1 = self.models()
+        search = v1.JobSearches(offset=0, limit=50, sort_by="create_time", order="desc")
+        with sdk.api_errors(SERVICE, "list_training_jobs"):
+            response = self.client(region).list_training_jobs(v1.ListTrainingJobsRequest(body=search))
+        out = []
+        for item in response.items or []:
+            if item.metadata and HASH_MARK in (item.metadata.description or ""):
+                out.append(self._status_of(f"{region}/{item.metadata.id}", item))
+        return out
+
+    # -- logs ------------------------------------------------------------------------------------
+    def _preview(self, region: str, training_id: str, task: str):
+        v1 = self.models()
+        with sdk.api_errors(SERVICE, f"show_training_job_logs_preview of {training_id}/{task}"):
+            return self.client(region).show_training_job_logs_preview(
+                v1.ShowTrainingJobLogsPreviewRequest(training_job_id=training_id, task_id=task))
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """Each task's log (``[worker-i] `` before every line when the job has several tasks);
+        ``follow``: poll the previews until the job ends.  A preview holds the last 5 MB."""
+        region, training_id, only = self.split_id(job_id)
+        seen: Dict[str, int] = {}
+        pending: Dict[str, str] = {}
+        while True:
+            job = self._details(job_id)
+            ended = job.status is not None and job.status.phase in TERMINAL_PHASES
+            tasks = [only] if only else list((job.status.tasks if job.status else None) or [])
+            prefix = {t: (f"[{t}] " if len(tasks) > 1 else "") for t in tasks}
+            for task in tasks:
+                *complete, pending[task] = (pending.get(task, "") + self._new_text(region, training_id, task, seen)).split("\n")
+                for line in complete:
+                    yield prefix[task] + line + "\n"
+            if not follow or ended:
+                for task in tasks:
+                    if pending.get(task):
+                        yield prefix[task] + pending[task] + "\n"
+                return
+            time.sleep(self.poll)
+
+    def _new_text(self, region: str, training_id: str, task: str, seen: Dict[str, int]) -> str:
+        """What a task logged since the last call (``seen``: bytes already shown per task)."""
+        preview = self._preview(region, training_id, task)
+        data = (preview.content or "").encode("utf-8")
+        full = preview.full_size if preview.full_size is not None else len(data)
+        new = full - seen.get(task, 0)
+        if new <= 0:
+            return ""
+        seen[task] = full
+        if new <= len(data):
+            return data[len(data) - new:].decode("utf-8", errors="replace")
+        return (f"[cloudtrain] ... {new - len(data)} bytes skipped (a log preview holds the last 5 MB)\n"
+                + data.decode("utf-8", errors="replace"))
+
+    # -- the data plane ----------------------------------------------------------------------------
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        cluster = cluster or cls.default_cluster(job)
+        return standard_environment(job.distribution.nodes, node_index, cluster.hosts, cluster.master_port,
+                                    job.resources.gpus_per_node)
+
+
+def _copy(obj):
+    import json
+    return json.loads(json.dumps(obj))
