@@ -1,0 +1,76 @@
+"""Which Azure VM sizes have InfiniBand, and the NCCL/UCX settings cloudtrain applies on them.
+
+The rule (seed 002, Azure's "Accelerate GPU training with InfiniBand"): only VM sizes with an
+``r`` (RDMA) among the letters after the size number have the InfiniBand hardware:
+``Standard_NC24rs_v3`` has it, ``Standard_NC24s_v3`` (same cores, memory and GPUs) does not.
+The old ``Standard_NC24r`` is RDMA-capable but lacks SR-IOV, which InfiniBand needs in Azure ML
+images, so it does not count.  Pure functions, no SDK.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional
+
+# RDMA-capable sizes of the generation before SR-IOV: InfiniBand is not usable from Azure ML.
+NO_SRIOV = {"standard_nc24r", "standard_h16r", "standard_h16mr", "standard_a8", "standard_a9"}
+# The InfiniBand twin of a size without it, where Azure has one.
+TWINS = {
+    "standard_nc24s_v3": "Standard_NC24rs_v3",
+    "standard_nc24s_v2": "Standard_NC24rs_v2",
+    "standard_nc24": "Standard_NC24rs_v3",
+    "standard_nc24r": "Standard_NC24rs_v3",
+    "standard_nd24s": "Standard_ND24rs",
+    "standard_nc96ads_a100_v4": "Standard_ND96asr_v4",
+    "standard_nc48ads_a100_v4": "Standard_ND96asr_v4",
+    "standard_nc24ads_a100_v4": "Standard_ND96asr_v4",
+    "standard_nc40ads_h100_v5": "Standard_ND96isr_H100_v5",
+    "standard_nc80adis_h100_v5": "Standard_ND96isr_H100_v5",
+}
+DEFAULT_SUGGESTION = "Standard_ND96asr_v4 (8x A100), Standard_ND96isr_H100_v5 (8x H100) or Standard_NC24rs_v3 (4x V100)"
+_SIZE = re.compile(r"^(?:standard_|basic_)?[a-z]+\d+(?:-\d+)?([a-z]*)", re.I)
+
+# What cloudtrain sets on InfiniBand sizes (never over the job's own env).  NCCL uses IB by
+# default when it finds it; these pin the Mellanox/SR-IOV settings Azure's HPC images use.
+IB_ENV = {
+    "NCCL_IB_DISABLE": "0",
+    "NCCL_IB_PCI_RELAXED_ORDERING": "1",
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "UCX_TLS": "rc",
+    "UCX_IB_PCI_RELAXED_ORDERING": "on",
+    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+}
+# network.rdma: off
+NO_IB_ENV = {"NCCL_IB_DISABLE": "1", "UCX_TLS": "tcp,self,sm"}
+
+
+def has_infiniband(size: str) -> bool:
+    """``Standard_ND96asr_v4`` -> True, ``Standard_NC24s_v3`` -> False, ``Standard_NC24r`` -> False."""
+    key = size.strip().lower()
+    if key in NO_SRIOV:
+        return False
+    match = _SIZE.match(key)
+    return bool(match and "r" in match.group(1))
+
+
+def suggestion(size: str) -> str:
+    """An InfiniBand size to use instead of ``size``."""
+    return TWINS.get(size.strip().lower(), DEFAULT_SUGGESTION)
+
+
+def rdma_problem(size: str) -> Optional[str]:
+    """Why ``network.rdma: on`` cannot work on ``size`` (with the fix), or None if it can."""
+    if has_infiniband(size):
+        return None
+    why = ("is RDMA-capable but lacks the SR-IOV that InfiniBand needs in Azure ML"
+           if size.strip().lower() in NO_SRIOV else "has no InfiniBand (only sizes with an 'r' after the size number, like NC24rs_v3, have it)")
+    return (f"network.rdma is on, but VM size {size} {why}; use an InfiniBand size such as {suggestion(size)}, "
+            "or set network.rdma: auto")
+
+
+def rdma_env(rdma: str, size: Optional[str]) -> Dict[str, str]:
+    """The NCCL/UCX variables for ``network.rdma`` on ``size`` (unknown size: none)."""
+    if rdma == "off":
+        return dict(NO_IB_ENV)
+    if size and has_infiniband(size):
+        return dict(IB_ENV)
+    return {}

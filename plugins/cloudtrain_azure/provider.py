@@ -1,0 +1,509 @@
+"""``azure``: Azure ML command jobs through ``azure-ai-ml`` (``MLClient``).
+
+Render builds the job with ``azure.ai.ml.command(...)`` and shows it as the job YAML that
+``azure.ai.ml.load_job`` reads (``CommandJob._to_dict()``): the ``azureml/job`` artifact.
+Submit stages the code with the launcher bundle, writes that YAML next to it, loads it with
+``load_job`` and sends it with ``MLClient.jobs.create_or_update``, so what is sent is what the
+render showed (plus the job name, the spec tag and the staged code path).
+
+Distribution types map to Azure ML's distributions:
+
+- ``ddp``, ``deepspeed`` (and ``none`` on several nodes): ``PyTorch`` with
+  ``process_count_per_instance: 1``; every node runs ``cloudtrain launch``, which reads
+  ``NODE_RANK``/``MASTER_ADDR``/``MASTER_PORT`` and starts torchrun (or deepspeed) for the node's
+  processes.  The script sees torchrun's ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``, as everywhere.
+- ``mpi``, ``horovod``: ``Mpi`` with ``process_count_per_instance`` = processes per node; Azure
+  ML runs ``mpirun`` itself (it takes no user mpirun and exposes no hostfile), and every rank runs
+  the shipped rank shim (``cloudtrain.launch.mpirank``), which sets ``RANK``/``WORLD_SIZE``/
+  ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` from Open MPI's variables, as cloudtrain's own mpirun does.
+- ``ps-worker``: ``TensorFlow`` (parameter servers + workers); Azure ML sets ``TF_CONFIG``.
+- ``ray``: ``Ray``; Azure ML starts the Ray cluster and the command connects (``RAY_ADDRESS=auto``).
+
+SDK imports are lazy: ``cloudtrain render -p local`` never imports azure.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import shlex
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudtrain import shipping
+from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+
+from . import infiniband
+from .detect import node_environment
+
+KIND = "azureml/job"
+DETECTOR = "cloudtrain_azure.detect:detect"
+SPEC_TAG = "cloudtrain.spec"
+OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
+USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
+TERMINAL_RAW = {"Completed", "Failed", "Canceled"}
+
+
+class DataRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: Optional[str] = Field(None, description="azureml://, https://, abfss:// or wasbs:// URI (outputs: default location if empty)")
+    type: Literal["uri_folder", "uri_file"] = Field("uri_folder", description="uri_folder or uri_file")
+    mode: Optional[Literal["ro_mount", "rw_mount", "download", "upload", "direct"]] = Field(
+        None, description="how the node sees it (Azure ML's default: ro_mount for inputs, rw_mount for outputs)")
+
+
+class AzureOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subscription_id: Optional[str] = Field(None, description="workspace subscription (with resource_group and workspace; default: config.json)")
+    resource_group: Optional[str] = Field(None, description="workspace resource group")
+    workspace: Optional[str] = Field(None, description="Azure ML workspace name")
+    config_file: Optional[str] = Field(None, description="the workspace's config.json (default: searched from the current directory up, like MLClient.from_config)")
+    compute: Optional[str] = Field(None, description="compute cluster name (default: serverless compute sized by resources.instance_type)")
+    vm_size: Optional[str] = Field(None, description="the compute cluster's VM size, for the InfiniBand check at render (default: read with compute.get at submit)")
+    environment: Optional[str] = Field(None, description="a registered environment, e.g. azureml:acpt-pytorch-2.2-cuda12.1@latest (default: an anonymous one from the job's image)")
+    experiment_name: Optional[str] = Field(None, description="experiment to file the job under (default: the job's name)")
+    inputs: Dict[str, Union[str, DataRef]] = Field(default_factory=dict, description="named inputs (URI or {path, type, mode}); the command refers to them as ${{inputs.NAME}}")
+    outputs: Dict[str, Union[str, DataRef]] = Field(default_factory=dict, description="named outputs (URI or {path, type, mode}); the command refers to them as ${{outputs.NAME}}")
+    timeout: Optional[int] = Field(None, ge=1, description="cancel the job after this many seconds (limits.timeout)")
+    job_tier: Optional[Literal["spot", "basic", "standard", "premium"]] = Field(None, description="queue_settings.job_tier (spot: low priority, can be preempted)")
+    priority: Optional[Literal["low", "medium", "high"]] = Field(None, description="queue_settings.priority")
+    identity: Optional[Literal["user_identity", "managed", "aml_token"]] = Field(None, description="identity the job uses for data access (default: Azure ML's)")
+    tags: Dict[str, str] = Field(default_factory=dict, description="extra job tags")
+
+
+def _scope_of(job_id: str) -> Tuple[Optional[Tuple[str, str, str]], str]:
+    """``sub/rg/ws/name`` -> ((sub, rg, ws), name); ``name`` -> (None, name)."""
+    parts = job_id.split("/")
+    if len(parts) == 4 and all(parts):
+        return (parts[0], parts[1], parts[2]), parts[3]
+    if len(parts) == 1 and parts[0]:
+        return None, parts[0]
+    raise BadInput(f"{job_id!r} is not an azure job id; expected SUBSCRIPTION/RESOURCE_GROUP/WORKSPACE/JOB "
+                   "(cloudtrain list -p azure shows them)")
+
+
+def _timestamp(value) -> Optional[float]:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+class AzureProvider(Provider):
+    name = "azure"
+    extra = "azure"
+    description = "Azure ML command jobs (PyTorch / MPI / TensorFlow / Ray distributions)"
+    sdk_modules = ("azure.ai.ml", "azure.identity")
+    Options = AzureOptions
+    detector = DETECTOR
+    # Azure ML job statuses (azure.ai.ml.operations._run_history_constants.JobStatus).
+    states = {
+        "NotStarted": State.PENDING, "Queued": State.PENDING, "Paused": State.PENDING,
+        "Preparing": State.STARTING, "Provisioning": State.STARTING, "Starting": State.STARTING,
+        "Running": State.RUNNING, "Finalizing": State.RUNNING, "CancelRequested": State.RUNNING,
+        "Completed": State.SUCCEEDED, "Failed": State.FAILED, "Canceled": State.CANCELLED,
+        "NotResponding": State.UNKNOWN, "Unknown": State.UNKNOWN,
+    }
+
+    def __init__(self, **clients: Any):
+        """``clients``: ``ml_client`` (a ready MLClient), or ``credential`` (default:
+        DefaultAzureCredential) and ``client_kwargs`` for MLClient (e.g. ``transport``);
+        ``poll`` (seconds between log polls, default 5)."""
+        super().__init__(**clients)
+        self._ml_clients: Dict[Any, Any] = {}
+
+    # -- render (pure) ---------------------------------------------------------------------
+    @staticmethod
+    def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
+        source = job.source
+        if source is None:
+            return None, None
+        return (str(source.path) if source.path else None), source.line_of(loc)
+
+    def _error(self, job: JobSpec, loc: tuple, message: str) -> JobFileError:
+        file, line = self._line(job, *loc)
+        return JobFileError(message, file=file, line=line, field=".".join(loc))
+
+    @staticmethod
+    def known_vm_size(job: JobSpec, options: AzureOptions) -> Optional[str]:
+        """The VM size known without asking Azure: ``vm_size``, or serverless ``instance_type``."""
+        return options.vm_size or (None if options.compute else job.resources.instance_type)
+
+    def check(self, job: JobSpec, options: AzureOptions) -> None:
+        if not (options.environment or job.image):
+            raise self._error(job, ("image",), "the azure provider needs an image (or providers.azure.environment, "
+                                               "a registered Azure ML environment); set one")
+        if job.max_restarts:
+            raise self._error(job, ("max_restarts",), "Azure ML does not restart command jobs; set max_restarts: 0 "
+                                                      "and submit again after a failure")
+        if job.network.rdma == "on":
+            size = self.known_vm_size(job, options)
+            if size:
+                problem = infiniband.rdma_problem(size)
+                if problem:
+                    raise self._error(job, ("network", "rdma"), problem)
+            elif not options.compute:
+                raise self._error(job, ("network", "rdma"), "network.rdma is on, but serverless compute has no VM size "
+                                  "here; set resources.instance_type to an InfiniBand size such as "
+                                  f"{infiniband.DEFAULT_SUGGESTION}")
+        for kind, declared in (("inputs", options.inputs), ("outputs", options.outputs)):
+            for ref in re.findall(r"\$\{\{\s*%s\.([A-Za-z0-9_]+)\s*\}\}" % kind, job.command_line):
+                if ref not in declared:
+                    raise self._error(job, ("command",), f"refers to ${{{{{kind}.{ref}}}}}, but providers.azure.{kind} "
+                                                         f"has no {ref!r}; declare it there")
+        for name, ref in options.inputs.items():
+            if isinstance(ref, DataRef) and not ref.path:
+                raise self._error(job, ("providers", "azure", "inputs", name), "an input needs a path; set path")
+
+    def environment_variables(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> Dict[str, str]:
+        """The job's env, cloudtrain's variables for the node, and the NCCL/UCX presets of
+        ``network.rdma`` (never over the job's own values).  Secrets are not here: see schedule."""
+        kind = job.distribution.type
+        env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": f"azure={DETECTOR}", "CLOUDTRAIN_OUTPUT_DIR": OUTPUT_DIR}
+        if kind in ("mpi", "horovod", "ray"):
+            # No `cloudtrain launch` in between: what it would have exported, fixed per job.
+            env.update({"CLOUDTRAIN_PLATFORM": self.name, "CLOUDTRAIN_DISTRIBUTION": kind,
+                        "CLOUDTRAIN_NUM_NODES": str(job.distribution.nodes),
+                        "CLOUDTRAIN_NPROC_PER_NODE": str(job.procs_per_node)})
+        if kind == "ray":
+            env["RAY_ADDRESS"] = "auto"
+        env.update(infiniband.rdma_env(job.network.rdma, vm_size or self.known_vm_size(job, options)))
+        env.update(job.env)
+        return env
+
+    def node_command(self, job: JobSpec) -> str:
+        kind = job.distribution.type
+        if kind in ("mpi", "horovod"):
+            return (f'PYTHONPATH={shipping.LAUNCHER_DIR}"${{PYTHONPATH:+:$PYTHONPATH}}" '
+                    + shlex.join(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv]))
+        if kind == "ray":
+            return job.command_line
+        return shipping.node_command(job, platform=self.name)
+
+    @staticmethod
+    def distribution(job: JobSpec):
+        from azure.ai.ml import MpiDistribution, PyTorchDistribution, RayDistribution, TensorFlowDistribution
+        d = job.distribution
+        if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
+            return PyTorchDistribution(process_count_per_instance=1)
+        if d.type in ("mpi", "horovod"):
+            return MpiDistribution(process_count_per_instance=job.procs_per_node)
+        if d.type == "ps-worker":
+            return TensorFlowDistribution(parameter_server_count=job.ps, worker_count=d.nodes - job.ps)
+        if d.type == "ray":
+            return RayDistribution(include_dashboard=False)
+        return None
+
+    @staticmethod
+    def _data(ref: Union[str, DataRef], output: bool):
+        from azure.ai.ml import Input, Output
+        ref = DataRef(path=ref) if isinstance(ref, str) else ref
+        fields = {k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v}
+        return Output(type=ref.type, **fields) if output else Input(type=ref.type, **fields)
+
+    def job_dict(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> dict:
+        """The job YAML (as a dict) that ``azure.ai.ml.load_job`` reads."""
+        self.require_sdk("azure.ai.ml")
+        with _quiet_sdk():
+            return self._job_dict(job, options, vm_size)
+
+    def _job_dict(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str]) -> dict:
+        from azure.ai.ml import command
+        from azure.ai.ml.entities import Environment, QueueSettings
+        from azure.ai.ml.entities import AmlTokenConfiguration, ManagedIdentityConfiguration, UserIdentityConfiguration
+
+        kwargs: Dict[str, Any] = dict(
+            display_name=job.name,
+            experiment_name=options.experiment_name or job.name,
+            command=self.node_command(job),
+            code=str(job.code_path),
+            environment=options.environment or Environment(image=job.image),
+            environment_variables=self.environment_variables(job, options, vm_size),
+            instance_count=job.distribution.nodes,
+            tags={"cloudtrain.job": job.name, "cloudtrain.distribution": job.distribution.type, **options.tags},
+        )
+        dist = self.distribution(job)
+        if dist is not None:
+            kwargs["distribution"] = dist
+        if options.compute:
+            kwargs["compute"] = options.compute
+        elif job.resources.instance_type:
+            kwargs["instance_type"] = job.resources.instance_type
+        if job.resources.shm_gb:
+            gb = job.resources.shm_gb
+            kwargs["shm_size"] = f"{int(gb)}g" if float(gb).is_integer() else f"{round(gb * 1024)}m"
+        if options.timeout:
+            kwargs["timeout"] = options.timeout
+        if options.job_tier or options.priority:
+            kwargs["queue_settings"] = QueueSettings(job_tier=options.job_tier, priority=options.priority)
+        if options.identity:
+            kwargs["identity"] = {"user_identity": UserIdentityConfiguration, "managed": ManagedIdentityConfiguration,
+                                  "aml_token": AmlTokenConfiguration}[options.identity]()
+        if options.inputs:
+            kwargs["inputs"] = {k: self._data(v, False) for k, v in options.inputs.items()}
+        if options.outputs:
+            kwargs["outputs"] = {k: self._data(v, True) for k, v in options.outputs.items()}
+        node = command(**kwargs)
+        return json.loads(json.dumps(node._to_job()._to_dict()))
+
+    def artifacts(self, job: JobSpec, options: AzureOptions) -> List[Artifact]:
+        return [Artifact(KIND, job.name, self.job_dict(job, options))]
+
+    # -- the data plane ----------------------------------------------------------------------
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        cluster = cluster or cls.default_cluster(job)
+        return node_environment(job.distribution.type, job.distribution.nodes, node_index, cluster.hosts,
+                                cluster.master_port, ps=job.ps, run_id=job.name)
+
+    # -- clients -----------------------------------------------------------------------------
+    def ml_client(self, subscription_id: Optional[str] = None, resource_group: Optional[str] = None,
+                  workspace: Optional[str] = None, config_file: Optional[str] = None):
+        """MLClient for a workspace given in full, or from the workspace's config.json."""
+        if self.clients.get("ml_client") is not None:
+            return self.clients["ml_client"]
+        key = (subscription_id, resource_group, workspace, config_file)
+        if key in self._ml_clients:
+            return self._ml_clients[key]
+        self.require_sdk("azure.ai.ml")
+        from azure.ai.ml import MLClient
+        credential = self.clients.get("credential")
+        if credential is None:
+            self.require_sdk("azure.identity")
+            from azure.identity import DefaultAzureCredential
+            credential = DefaultAzureCredential()
+        kwargs = dict(self.clients.get("client_kwargs") or {})
+        given = [v for v in (subscription_id, resource_group, workspace) if v]
+        with _quiet_sdk():
+            if len(given) == 3:
+                client = MLClient(credential, subscription_id, resource_group, workspace, **kwargs)
+            elif given:
+                raise BadInput("give all of providers.azure.subscription_id, resource_group and workspace, "
+                               "or none of them (then the workspace's config.json is used)")
+            else:
+                try:
+                    client = MLClient.from_config(credential, path=config_file, **kwargs)
+                except Exception as exc:  # the SDK's ValidationException: no or bad config.json
+                    raise BadInput(f"no Azure ML workspace ({_first_line(exc)}); set providers.azure.subscription_id, "
+                                   "resource_group and workspace, or put the workspace's config.json (Azure portal > "
+                                   "the workspace > Download config.json) in this directory or one above it") from None
+        self._ml_clients[key] = client
+        return client
+
+    def _client_for(self, job_id: str):
+        scope, name = _scope_of(job_id)
+        return (self.ml_client(*scope) if scope else self.ml_client()), name
+
+    @staticmethod
+    def _qualified(ml, name: str) -> str:
+        return f"{ml.subscription_id}/{ml.resource_group_name}/{ml.workspace_name}/{name}"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @staticmethod
+    def spec_hash(rendered: Rendered) -> str:
+        """sha256 of the rendered envelope (secrets masked) and the shipped code."""
+        h = hashlib.sha256(rendered.to_json().encode())
+        h.update(shipping.code_digest(rendered.job).encode())
+        return h.hexdigest()
+
+    def vm_size(self, ml, job: JobSpec, options: AzureOptions) -> Optional[str]:
+        """The VM size the job runs on: known offline, or the cluster's (``compute.get``)."""
+        size = self.known_vm_size(job, options)
+        if size or not options.compute:
+            return size
+        with _platform_errors(f"reading compute {options.compute!r}",
+                              not_found=f"the workspace has no compute {options.compute!r}; fix providers.azure.compute "
+                                        "(az ml compute list shows them)"):
+            compute = ml.compute.get(options.compute)
+        return getattr(compute, "size", None)
+
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        job, options = rendered.job, rendered.options
+        if job.secrets:
+            names = ", ".join(sorted(job.secrets))
+            raise BadInput(f"{job.source.path if job.source and job.source.path else 'job'}: secrets ({names}) cannot "
+                           "be sent to Azure ML: a command job's environment variables are stored and shown in clear. "
+                           "Put the value in the workspace's Key Vault and read it in the script with "
+                           "azure-keyvault-secrets and the compute's managed identity, then drop it from `secrets`")
+        if not job.code_path.is_dir():
+            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+        ml = self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file)
+        spec = self.spec_hash(rendered)
+        name = f"{job.name}-{spec[:10]}"
+        existing = self._get(ml, name, missing_ok=True)
+        if existing is not None:  # the same spec and code were sent before: follow that job
+            return self._qualified(ml, name)
+        size = self.vm_size(ml, job, options)
+        if job.network.rdma == "on" and size and infiniband.rdma_problem(size):
+            raise self._error(job, ("network", "rdma"), f"{infiniband.rdma_problem(size)} (compute {options.compute!r})")
+        content = json.loads(json.dumps(rendered.artifacts[0].content))
+        content["name"] = name
+        content.setdefault("tags", {})[SPEC_TAG] = spec
+        env = content.setdefault("environment_variables", {})
+        for key, value in infiniband.rdma_env(job.network.rdma, size).items():
+            if key not in job.env:
+                env.setdefault(key, value)
+        with tempfile.TemporaryDirectory(prefix="cloudtrain-azure-") as tmp:
+            staged = shipping.stage(job, Path(tmp) / (job.code_path.name or "code"), [self.detector])
+            content["code"] = str(staged)
+            azure_job = self.load(content, Path(tmp) / "job.yml")
+            with _platform_errors(f"creating job {name}"):
+                ml.jobs.create_or_update(azure_job)
+        return self._qualified(ml, name)
+
+    @staticmethod
+    def load(content: dict, path: Path):
+        """The job YAML as the SDK's own job object (``load_job``)."""
+        import yaml
+        from azure.ai.ml import load_job
+        path.write_text(yaml.safe_dump(content, sort_keys=False))
+        with _quiet_sdk():
+            try:
+                return load_job(path)
+            except Exception as exc:
+                raise BadInput(f"Azure ML's SDK rejects the rendered job: {_first_line(exc)}; "
+                               "check the job's providers.azure options") from None
+
+    def _get(self, ml, name: str, missing_ok: bool = False):
+        from azure.core.exceptions import ResourceNotFoundError
+        try:
+            with _platform_errors(f"reading job {name}", not_found=None):
+                return ml.jobs.get(name)
+        except ResourceNotFoundError:
+            if missing_ok:
+                return None
+            raise JobNotFound(f"no azure job {name!r} in workspace {ml.workspace_name}; "
+                              "cloudtrain list -p azure shows the jobs") from None
+
+    def _status(self, job_id: str, job) -> JobStatus:
+        raw = getattr(job, "status", None)
+        resources = getattr(job, "resources", None)
+        created = getattr(getattr(job, "creation_context", None), "created_at", None)
+        return JobStatus(handle=self.handle(job_id), state=self.map_state(raw), raw_state=raw,
+                         name=getattr(job, "display_name", None) or getattr(job, "name", None),
+                         message=getattr(job, "studio_url", None) or "",
+                         nodes=getattr(resources, "instance_count", None), created_at=_timestamp(created))
+
+    def status(self, job_id: str) -> JobStatus:
+        ml, name = self._client_for(job_id)
+        return self._status(job_id, self._get(ml, name))
+
+    def cancel(self, job_id: str) -> JobStatus:
+        ml, name = self._client_for(job_id)
+        current = self._status(job_id, self._get(ml, name))
+        if current.terminal:
+            return current
+        with _platform_errors(f"cancelling job {name}"):
+            ml.jobs.begin_cancel(name).result()
+        return self.status(job_id)
+
+    def list(self) -> List[JobStatus]:
+        ml = self.ml_client()
+        with _platform_errors("listing jobs"):
+            jobs = [j for j in ml.jobs.list() if SPEC_TAG in (getattr(j, "tags", None) or {})]
+        return [self._status(self._qualified(ml, j.name), j) for j in jobs]
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """The job's user logs (``user_logs/std_log*.txt``), through the run-history calls
+        ``jobs.stream`` makes (it prints to stdout and cannot be iterated)."""
+        from azure.ai.ml._utils.utils import create_requests_pipeline_with_retry, download_text_from_url
+        ml, name = self._client_for(job_id)
+        self._get(ml, name)
+        pipeline = create_requests_pipeline_with_retry(requests_pipeline=ml.jobs._requests_pipeline)
+        poll = float(self.clients.get("poll", 5.0))
+        done: Dict[str, int] = {}
+        while True:
+            with _platform_errors(f"reading the logs of job {name}"):
+                details = ml.jobs._runs_operations.get_run_details(name)
+                files = {k: v for k, v in (details.log_files or {}).items() if USER_LOG.match(k)}
+                final = not follow or details.status in TERMINAL_RAW
+                texts = {k: download_text_from_url(files[k], pipeline) for k in sorted(files)}
+            for key, text in texts.items():
+                lines = text.splitlines()
+                if not final and text and not text.endswith("\n"):
+                    lines = lines[:-1]  # a line still being written
+                prefix = f"[{key[len('user_logs/'):-len('.txt')]}] " if len(texts) > 1 else ""
+                for line in lines[done.get(key, 0):]:
+                    yield prefix + line + "\n"
+                done[key] = max(done.get(key, 0), len(lines))
+            if final:
+                return
+            time.sleep(poll)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    return lines[0] if lines else text
+
+
+@contextlib.contextmanager
+def _quiet_sdk():
+    """azure-ai-ml logs a warning for every experimental class it touches (and its marshmallow
+    schemas warn of deprecations); keep stderr clean."""
+    import logging
+    import warnings
+    logger = logging.getLogger("azure.ai.ml")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _platform_errors(what: str, not_found: Optional[str] = "re-check the name"):
+    """Azure's errors as ``PlatformError`` (exit 3) with code, message and request id."""
+    from azure.core.exceptions import (ClientAuthenticationError, HttpResponseError, ResourceNotFoundError,
+                                       ServiceRequestError)
+    try:
+        yield
+    except ClientAuthenticationError as exc:
+        raise PlatformError(f"Azure refused the credentials while {what}: {_first_line(exc)}; sign in with "
+                            "`az login`, or set AZURE_TENANT_ID/AZURE_CLIENT_ID/AZURE_CLIENT_SECRET "
+                            "(DefaultAzureCredential)", request_id=_request_id(exc)) from None
+    except ResourceNotFoundError as exc:
+        if not_found is None:
+            raise
+        raise PlatformError(f"Azure ML found nothing while {what}: {_error_text(exc)}; {not_found}",
+                            request_id=_request_id(exc)) from None
+    except HttpResponseError as exc:
+        fix = {401: "sign in again (az login)", 403: "ask for a role on the workspace (AzureML Data Scientist)",
+               429: "wait and try again (throttled)"}.get(exc.status_code or 0, "fix the request or try again later")
+        raise PlatformError(f"Azure ML refused {what}: {_error_text(exc)}; {fix}", request_id=_request_id(exc)) from None
+    except ServiceRequestError as exc:
+        raise PlatformError(f"cannot reach Azure ML while {what}: {_first_line(exc)}; check the network "
+                            "(proxy, firewall) and try again") from None
+
+
+def _error_text(exc) -> str:
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None) or getattr(exc, "reason", None) or exc.__class__.__name__
+    message = getattr(error, "message", None) or _first_line(exc)
+    return f"{exc.status_code or ''} {code}: {message}".strip()
+
+
+def _request_id(exc) -> Optional[str]:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for key in ("x-ms-request-id", "x-request-id", "x-ms-client-request-id"):
+        if headers.get(key):
+            return headers[key]
+    return None
