@@ -5,4 +5,4 @@ from cloudtrain.hookspecs import hookimpl
 @hookimpl
 def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
-    pass
+    register("cloudtrain_tione.provider:TioneProvider", name="tione")

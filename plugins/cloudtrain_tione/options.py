@@ -1,0 +1,60 @@
+"""The ``providers.tione`` section of a job file."""
+from __future__ import annotations
+
+from typing import Dict, List, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Framework(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., description="FrameworkName of a platform image, e.g. PYTORCH")
+    version: Optional[str] = Field(None, description="FrameworkVersion, e.g. 1.9")
+    environment: Optional[str] = Field(None, description="FrameworkEnvironment, e.g. torch1.9-py3.8-cuda11.1-gpu")
+
+
+class DataMount(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(..., description="cos://BUCKET/PATH, cfs://FS_ID/PATH, cfsturbo://ID/PATH, "
+                                         "goosefsx://ID/PATH or dataset://DATASET_ID")
+    path: str = Field(..., description="where the data appears in the container, e.g. /opt/ml/input/data")
+    read_only: bool = Field(True, description="mount it read-only")
+
+
+class ClsLog(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    logset_id: str = Field(..., description="CLS logset id")
+    topic_id: str = Field(..., description="CLS topic id")
+
+
+class TioneOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    region: Optional[str] = Field(None, description="Tencent Cloud region, e.g. ap-shanghai (default at submit: $TENCENTCLOUD_REGION); COS paths need it at render")
+    project: Optional[str] = Field(None, description="TI-ONE workspace id (TiProjectId); omit for the default workspace")
+    instance_type: Optional[str] = Field(None, description="postpaid compute spec of every node, e.g. TI.GN7.8XLARGE128.POST (default: resources.instance_type); DescribeBillingSpecsPrice lists them")
+    resource_group: Optional[str] = Field(None, description="prepaid resource group (trsg-...): each node gets resources.cpus_per_node, resources.memory_gb and the GPUs below, in TI-ONE's units")
+    gpu_type: Optional[str] = Field(None, description="resource groups: the GPU type of the nodes")
+    gpus: Optional[float] = Field(None, gt=0, description="resource groups: GPUs per node, fractions allowed (0.5 = half a card); default: resources.gpus_per_node")
+    hcc: Optional[bool] = Field(None, description="the nodes are HCC machines with RDMA NICs (default: instance_type contains 'HCC')")
+    image: Optional[str] = Field(None, description="image of every node (default: the job's image)")
+    image_type: Optional[Literal["TCR", "CCR", "PreSet", "CUSTOM"]] = Field(None, description="registry type (default: TCR for *.tencentcloudcr.com, CCR for ccr.ccs.tencentyun.com, else CUSTOM)")
+    registry_id: Optional[str] = Field(None, description="TCR: the registry instance id")
+    registry_region: Optional[str] = Field(None, description="TCR: the registry's region (default: region)")
+    framework: Optional[Framework] = Field(None, description="a platform framework image instead of `image`")
+    code_source: Optional[str] = Field(None, description="where the nodes find the staged code (python -m cloudtrain_tione.stage): cos://BUCKET/PATH/, cfs://FS_ID/PATH, cfsturbo://ID/PATH, goosefsx://ID/PATH, or `image`; required to submit")
+    code_dir: str = Field("/opt/ml/code", description="where the code is mounted (the nodes' working directory)")
+    data: List[DataMount] = Field(default_factory=list, description="data mounts (TI-ONE allows 10 data configs with code and output)")
+    output: Optional[str] = Field(None, description="cos://BUCKET/PATH/ (TI-ONE uploads output_dir there), or cfs:// / goosefsx:// mounted at output_dir")
+    output_dir: str = Field("/opt/ml/model", description="the nodes' CLOUDTRAIN_OUTPUT_DIR")
+    python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
+    master_port: int = Field(29500, ge=1024, le=65000, description="mpi, horovod, ps-worker: the port of cloudtrain's channel between nodes (TI-ONE gives none in these modes)")
+    training_mode: Optional[str] = Field(None, description="TrainingMode as the platform names it (default from distribution.type: DDP, MPI, HOROVOD, PS_WORKER, RAY)")
+    vpc_id: Optional[str] = Field(None, description="VpcId")
+    subnet_id: Optional[str] = Field(None, description="SubnetId")
+    tags: Dict[str, str] = Field(default_factory=dict, description="extra tags of the task")
+    cls: Optional[ClsLog] = Field(None, description="also ship the logs to this CLS topic (LogEnable + LogConfig)")
+    remark: Optional[str] = Field(None, max_length=1024, description="Remark")

@@ -1,0 +1,384 @@
+"""``tione``: Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray).
+
+Rendering gives the ``CreateTrainingTask`` request as the SDK's request model takes it
+(``cloudtrain_tione.request``); the lifecycle goes through the SDK's ``TioneClient``
+(``tencentcloud-sdk-python-tione``, API 2021-11-11), imported on first use.  A job id is
+``REGION/TASK_ID`` (or ``REGION/PROJECT/TASK_ID`` in a non-default workspace), so a handle
+reaches its task from any machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.secrets import MASK, Masker
+from cloudtrain.shipping import code_digest
+
+from . import request as rq
+from .detect import NCCL_PRESET, PORT_VAR, PS_PORT, RDMA_VAR
+from .options import TioneOptions
+
+ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
+SDK = "tencentcloud.tione.v20211111"
+
+# Where a message about an API error points the user, by error-code prefix (first match wins).
+FIXES = (
+    ("AuthFailure", "check TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (or ~/.tencentcloud/credentials) "
+                    "and the account's CAM permissions for TI-ONE"),
+    ("UnauthorizedOperation", "grant the account's CAM user TI-ONE permissions (QcloudTIONEFullAccess)"),
+    ("ResourceNotFound", "check the handle and its region (cloudtrain list -p tione shows the tasks)"),
+    ("ResourceInsufficient", "ask for more quota, or use fewer nodes or a smaller instance type"),
+    ("OperationDenied.BalanceInsufficient", "top up the account, then submit again"),
+    ("OperationDenied", "the account or resource group does not allow this; see the message"),
+    ("InvalidParameter", "fix the request: cloudtrain render -p tione shows it; check providers.tione"),
+    ("MissingParameter", "fix the request: cloudtrain render -p tione shows it; check providers.tione"),
+    ("LimitExceeded", "wait and try again, or ask for a higher limit"),
+    ("RequestLimitExceeded", "too many requests: wait a moment and try again"),
+    ("ClientNetworkError", f"cannot reach the TI-ONE API: check the network, the region, or {ENDPOINT_VAR}"),
+    ("ServerNetworkError", f"the TI-ONE API answered with an HTTP error: check the region or {ENDPOINT_VAR}"),
+    ("ClientSideError", "no Tencent Cloud credentials: set TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY "
+                        "(or write ~/.tencentcloud/credentials)"),
+)
+
+
+def api_error(exc, doing: str) -> PlatformError:
+    """A ``TencentCloudSDKException`` as one line with code, message, the fix and the request id."""
+    code = exc.get_code() if hasattr(exc, "get_code") else None
+    message = exc.get_message() if hasattr(exc, "get_message") else str(exc)
+    fix = next((f for prefix, f in FIXES if code and code.startswith(prefix)), "see TI-ONE's error codes")
+    return PlatformError(f"TI-ONE refused {doing}: {code or 'error'}: {message}; {fix}",
+                         request_id=exc.get_request_id() if hasattr(exc, "get_request_id") else None)
+
+
+def warn(message: str) -> None:
+    print(f"cloudtrain: warning: {message}", file=sys.stderr, flush=True)
+
+
+def split_id(job_id: str) -> Tuple[str, Optional[str], str]:
+    parts = job_id.split("/")
+    if len(parts) == 2 and all(parts):
+        return parts[0], None, parts[1]
+    if len(parts) == 3 and all(parts):
+        return parts[0], parts[1], parts[2]
+    raise BadInput(f"tione://{job_id} is not a TI-ONE job id; expected tione://REGION/TASK_ID "
+                   "(or tione://REGION/PROJECT/TASK_ID), e.g. tione://ap-shanghai/train-1234567890")
+
+
+def join_id(region: str, project: Optional[str], task: str) -> str:
+    return "/".join(p for p in (region, project, task) if p)
+
+
+def parse_time(value) -> Optional[float]:
+    if not value:
+        return None
+    text = str(value).strip().replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def spec_hash(rendered: Rendered) -> str:
+    """sha256 of the rendered envelope (secrets masked) and of the shipped code, shortened."""
+    h = hashlib.sha256(rendered.to_json().encode("utf-8"))
+    h.update(b"\0" + code_digest(rendered.job).encode("ascii"))
+    return h.hexdigest()[:rq.SPEC_LEN]
+
+
+def pod_label(names: List[str]) -> Dict[str, str]:
+    """Short labels for the pods' log lines: the part after the task's common prefix."""
+    if len(names) < 2:
+        return {n: "" for n in names}
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[:prefix.rfind("-") + 1]
+    return {n: f"[{n[len(prefix):] or n}] " for n in names}
+
+
+class TioneProvider(Provider):
+    name = "tione"
+    extra = "tione"
+    description = "Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray)"
+    sdk_modules = (SDK,)
+    Options = TioneOptions
+    detector = rq.DETECTOR
+    # THE table: every TrainingTaskDetail.Status -> neutral state.
+    states = {
+        "SUBMITTING": State.PENDING,
+        "PENDING": State.PENDING,
+        "STARTING": State.STARTING,
+        "RUNNING": State.RUNNING,
+        "STOPPING": State.RUNNING,  # still running until it has stopped
+        "STOPPED": State.CANCELLED,
+        "SUCCEED": State.SUCCEEDED,
+        "FAILED": State.FAILED,
+        "SUBMIT_FAILED": State.FAILED,
+    }
+    poll = 2.0
+    page_limit = 1000  # DescribeLogs' maximum
+
+    def __init__(self, client=None, credential=None, endpoint: Optional[str] = None,
+                 region: Optional[str] = None, poll: Optional[float] = None, **clients):
+        """``client``: a ready ``TioneClient`` (every region); ``credential`` / ``endpoint``
+        (``http://127.0.0.1:PORT`` or a host) to build one; ``region``: for ``list``."""
+        super().__init__(**clients)
+        self._client, self._credential = client, credential
+        self._endpoint = endpoint
+        self._region = region
+        self._clients: Dict[str, Any] = {}
+        self._maskers: Dict[str, Masker] = {}
+        if poll is not None:
+            self.poll = poll
+
+    # -- render (pure) -------------------------------------------------------------------------
+    def check(self, job: JobSpec, options: TioneOptions) -> None:
+        for message in rq.check(job, options):
+            warn(message)
+        needs = [field for field, _ in rq.missing(job, options)]
+        if needs:
+            warn(f"to submit, also set {', '.join(needs)} (cloudtrain submit says how)")
+
+    def artifacts(self, job: JobSpec, options: TioneOptions) -> List[Artifact]:
+        return [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]
+
+    # -- the SDK -------------------------------------------------------------------------------
+    def client(self, region: str):
+        if self._client is not None:
+            return self._client
+        if region in self._clients:
+            return self._clients[region]
+        self.require_sdk(SDK)
+        from tencentcloud.common import credential as tc_credential
+        from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+        from tencentcloud.common.profile.client_profile import ClientProfile
+        from tencentcloud.common.profile.http_profile import HttpProfile
+        from tencentcloud.tione.v20211111 import tione_client
+        cred = self._credential
+        if cred is None:
+            try:
+                cred = tc_credential.DefaultCredentialProvider().get_credential()
+            except TencentCloudSDKException as exc:
+                raise api_error(exc, "the credentials") from None
+        http = HttpProfile()
+        endpoint = self._endpoint or os.environ.get(ENDPOINT_VAR)
+        if endpoint:
+            scheme, sep, host = endpoint.partition("://")
+            if sep:
+                http.protocol, http.endpoint = scheme, host.rstrip("/")
+            else:
+                http.endpoint = endpoint
+        self._clients[region] = tione_client.TioneClient(cred, region, ClientProfile(httpProfile=http))
+        return self._clients[region]
+
+    def call(self, region: str, action: str, params: dict, doing: str):
+        """One API call: ``params`` loaded into the action's request model, errors as PlatformError."""
+        from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+        from tencentcloud.tione.v20211111 import models
+        req = getattr(models, f"{action}Request")()
+        load(req, params)
+        try:
+            return getattr(self.client(region), action)(req)
+        except TencentCloudSDKException as exc:
+            raise api_error(exc, doing) from None
+
+    # -- submit --------------------------------------------------------------------------------
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        job, options = rendered.job, rendered.options
+        needs = [f"{field}: {fix}" for field, fix in rq.missing(job, options)]
+        region = options.region or os.environ.get("TENCENTCLOUD_REGION")
+        if not region:
+            needs.append("providers.tione.region: set it (or TENCENTCLOUD_REGION), e.g. ap-shanghai")
+        if needs:
+            raise BadInput("cannot submit to TI-ONE yet (nothing was sent): " + " | ".join(needs))
+        spec = spec_hash(rendered)
+        body = next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask")
+        body = json.loads(json.dumps(body).replace(rq.SPEC, spec))
+        for env in body.get("Envs", []):
+            if env.get("IsPrivate") and env["Name"] in secrets and env["Value"] == MASK:
+                env["Value"] = secrets[env["Name"]]
+        self.require_sdk(SDK)
+        existing = self.find(region, options.project, body["Name"], spec)
+        if existing:
+            task = existing
+        else:
+            task = self.call(region, "CreateTrainingTask", body, f"creating task {body['Name']}").Id
+        job_id = join_id(region, options.project, task)
+        if secrets:
+            self._maskers[job_id] = Masker(secrets.values())
+        return job_id
+
+    def find(self, region: str, project: Optional[str], name: str, spec: str) -> Optional[str]:
+        """The id of the task this spec already created (same name and spec tag), if any."""
+        params = {"Filters": [{"Name": "Name", "Values": [name]}],
+                  "TagFilters": [{"TagKey": rq.TAG_SPEC, "TagValues": [spec]}], "Limit": 50}
+        if project:
+            params["TiProjectId"] = project
+        resp = self.call(region, "DescribeTrainingTasks", params, f"looking for task {name}")
+        for item in resp.TrainingTaskSet or []:
+            tags = {t.TagKey: t.TagValue for t in item.Tags or []}
+            if item.Name == name and tags.get(rq.TAG_SPEC) == spec:
+                return item.Id
+        return None
+
+    # -- follow --------------------------------------------------------------------------------
+    def detail(self, job_id: str):
+        region, project, task = split_id(job_id)
+        params = {"Id": task, **({"TiProjectId": project} if project else {})}
+        return self.call(region, "DescribeTrainingTask", params, f"describing {self.handle(job_id)}").TrainingTaskDetail
+
+    def to_status(self, job_id: str, item) -> JobStatus:
+        raw = item.Status
+        message = item.FailureReason or item.Message or ""
+        if raw == "STOPPED" and getattr(item, "ChargeStatus", None) == "ARREARS_STOP":
+            message = message or "stopped by TI-ONE: the account is in arrears (ARREARS_STOP); top it up"
+        nodes = sum(r.InstanceNum or 0 for r in item.ResourceConfigInfos or []) or None
+        return JobStatus(self.handle(job_id), self.map_state(raw), raw, item.Name, message=message, nodes=nodes,
+                         created_at=parse_time(item.CreateTime), started_at=parse_time(item.StartTime),
+                         ended_at=parse_time(item.EndTime))
+
+    def status(self, job_id: str) -> JobStatus:
+        return self.to_status(job_id, self.detail(job_id))
+
+    def cancel(self, job_id: str) -> JobStatus:
+        region, project, task = split_id(job_id)
+        status = self.status(job_id)
+        if status.terminal or status.raw_state == "STOPPING":
+            return status
+        try:
+            self.call(region, "StopTrainingTask", {"Id": task, **({"TiProjectId": project} if project else {})},
+                      f"stopping {self.handle(job_id)}")
+        except PlatformError:
+            status = self.status(job_id)
+            if status.terminal:  # it ended while we were stopping it
+                return status
+            raise
+        return self.status(job_id)
+
+    def list(self) -> List[JobStatus]:
+        region = self._region or os.environ.get("TENCENTCLOUD_REGION")
+        if not region:
+            raise BadInput("set TENCENTCLOUD_REGION (e.g. ap-shanghai) to list TI-ONE tasks")
+        out: List[JobStatus] = []
+        offset = 0
+        while True:
+            resp = self.call(region, "DescribeTrainingTasks", {
+                "TagFilters": [{"TagKey": rq.TAG_MANAGED, "TagValues": ["cloudtrain"]}],
+                "Offset": offset, "Limit": 50, "Order": "DESC", "OrderField": "CreateTime"}, "listing tasks")
+            items = resp.TrainingTaskSet or []
+            out += [self.to_status(join_id(region, None, i.Id), i) for i in items]
+            offset += len(items)
+            if not items or offset >= (resp.TotalCount or 0) or offset >= 1000:
+                return out
+
+    # -- logs ----------------------------------------------------------------------------------
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        region, project, task = split_id(job_id)
+        mask = self._maskers.get(job_id) or (lambda text: text)
+        cursors: Dict[str, dict] = {}
+        while True:
+            detail = self.detail(job_id)
+            ended = self.map_state(detail.Status).terminal
+            instance = detail.LatestInstanceId
+            if instance:
+                start = parse_time(detail.StartTime) or parse_time(detail.CreateTime)
+                pods = self.call(region, "DescribeTrainingTaskPods", {"Id": task},
+                                 f"listing the pods of {self.handle(job_id)}").PodNames or []
+                labels = pod_label(sorted(pods))
+                fresh = []
+                for pod in sorted(pods):
+                    cursor = cursors.setdefault(pod, {"since": start, "seen": set()})
+                    fresh += [(ts, pod, msg) for ts, msg in self._pod_logs(region, project, instance, pod, cursor)]
+                fresh.sort(key=lambda e: (e[0] or 0.0))
+                for _, pod, message in fresh:
+                    yield mask(labels[pod] + message.rstrip("\n"))
+            if not follow or ended:
+                return
+            time.sleep(self.poll)
+
+    def _pod_logs(self, region, project, instance, pod, cursor) -> List[Tuple[Optional[float], str]]:
+        """New lines of one pod: a query from the last timestamp seen, paged with Context."""
+        params = {"Service": "TRAIN", "ServiceId": instance, "PodName": pod, "Limit": self.page_limit,
+                  "Order": "ASC", "OrderField": "Timestamp"}
+        if project:
+            params["TiProjectId"] = project
+        if cursor["since"]:
+            params["StartTime"] = rfc3339(cursor["since"])
+        out, context = [], None
+        while True:
+            page = dict(params, **({"Context": context} if context else {}))
+            resp = self.call(region, "DescribeLogs", page, f"reading the logs of {pod}")
+            for item in resp.Content or []:
+                key = item.Id or f"{item.Timestamp}/{item.Message}"
+                if key in cursor["seen"]:
+                    continue
+                cursor["seen"].add(key)
+                ts = parse_time(item.Timestamp)
+                out.append((ts, item.Message or ""))
+            if not resp.Content or not resp.Context or resp.Context == context:
+                break
+            context = resp.Context
+        stamps = [ts for ts, _ in out if ts]
+        if stamps:
+            cursor["since"] = max(stamps + [cursor["since"] or 0])
+        return out
+
+    # -- the data plane: what TI-ONE injects --------------------------------------------------
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        """Seed 000's variables of node ``node_index`` in the job's training mode (plus the two
+        that the request's Envs carry for cloudtrain: the channel port and the RDMA flag)."""
+        cluster = cluster or cls.default_cluster(job)
+        options = cls.options(job)
+        hosts, nodes = cluster.hosts, job.distribution.nodes
+        gpus = job.resources.gpus_per_node
+        mode = rq.training_mode(job, options)
+        env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
+        if mode in ("MPI", "HOROVOD"):
+            slots = gpus or job.procs_per_node
+            env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
+                        "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
+                        PORT_VAR: str(cluster.master_port)})
+        elif mode == "PS_WORKER":
+            # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
+            # get one port each (master_port + 2 + i), as the launcher does.
+            distinct = len(set(hosts)) == len(hosts)
+            addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
+            ps = job.ps
+            task = {"type": "ps", "index": node_index} if node_index < ps else \
+                {"type": "worker", "index": node_index - ps}
+            env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
+                                           "environment": "cloud"})
+            env[PORT_VAR] = str(cluster.master_port)
+        elif mode == "RAY":
+            env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index)})
+        else:
+            env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
+                        "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
+        if rq.rdma_setting(job, options):
+            env.update(NCCL_PRESET)
+            env[RDMA_VAR] = "1"
+        return env
+
+
+def load(model, params: dict):
+    """``model._deserialize(params)``, refusing fields the installed SDK does not know."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model._deserialize(params)
+    useless = [str(w.message) for w in caught if "fileds are useless" in str(w.message)]
+    if useless:
+        raise BadInput(f"the installed TI-ONE SDK does not know these {type(model).__name__} fields: "
+                       f"{'; '.join(useless)}; upgrade it: pip install -U tencentcloud-sdk-python-tione")
+    return model

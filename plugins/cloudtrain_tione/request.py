@@ -1,0 +1,374 @@
+"""The ``CreateTrainingTask`` request for a job, as the TI-ONE SDK's request model takes it.
+
+Pure: no network, no clock, no credentials, no SDK import.  ``build`` returns the request dict
+(``models.CreateTrainingTaskRequest()._deserialize(request)`` loads it without a warning);
+``check`` raises ``JobFileError`` for what TI-ONE would refuse or run wrongly and returns
+warnings; ``missing`` lists what a submit still needs.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from typing import Dict, List, Optional, Tuple
+
+from cloudtrain.errors import JobFileError
+from cloudtrain.job import JobSpec
+from cloudtrain.secrets import MASK
+from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
+
+from .detect import PORT_VAR, RDMA_VAR
+from .options import TioneOptions
+
+PROVIDER = "tione"
+DETECTOR = "cloudtrain_tione.detect:detect"
+# Filled in at submit with the job's spec hash (see provider.spec_hash): a render cannot know it.
+SPEC = "<spec-hash>"
+NAME_MAX = 60  # TI-ONE task names: at most 60 characters
+SPEC_LEN = 16
+TAG_MANAGED, TAG_JOB, TAG_SPEC = "managed-by", "cloudtrain-job", "cloudtrain-spec"
+MAX_DATA_CONFIGS = 10
+TRAINING_MODES = {"ddp": "DDP", "deepspeed": "DDP", "none": "DDP", "mpi": "MPI", "horovod": "HOROVOD",
+                  "ps-worker": "PS_WORKER", "ray": "RAY"}
+SOURCE_TYPES = {"cos": "COS", "cfs": "CFS", "cfsturbo": "CFSTurbo", "goosefsx": "GooseFSx", "dataset": "DATASET"}
+QUOTES = set("'\"`\\\n")
+
+
+def task_name(job: JobSpec, spec: str = SPEC) -> str:
+    return f"{job.name[:NAME_MAX - SPEC_LEN - 1]}-{spec}"
+
+
+def training_mode(job: JobSpec, options: TioneOptions) -> str:
+    return options.training_mode or TRAINING_MODES[job.distribution.type]
+
+
+def roles(job: JobSpec) -> List[Tuple[str, int]]:
+    """(Role, InstanceNum) of every resource config."""
+    kind, nodes = job.distribution.type, job.distribution.nodes
+    if kind == "ps-worker":
+        return [("PS", job.ps), ("WORKER", nodes - job.ps)]
+    if kind == "ray":
+        return [("HEAD", 1)] + ([("WORKER", nodes - 1)] if nodes > 1 else [])
+    return [("WORKER", nodes)]
+
+
+def instance_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
+    return options.instance_type or job.resources.instance_type
+
+
+def gpus_per_node(job: JobSpec, options: TioneOptions) -> float:
+    return options.gpus if options.gpus is not None else float(job.resources.gpus_per_node)
+
+
+# -- errors at the job file's lines -----------------------------------------------------------
+def job_error(job: JobSpec, loc: tuple, message: str) -> JobFileError:
+    source = job.source
+    file = line = None
+    if source is not None:
+        override = source.override_of(loc)
+        if override is not None:
+            return JobFileError(message, file=f"--set {override}", field=".".join(map(str, loc)))
+        file = str(source.path) if source.path else None
+        line = source.line_of(loc)
+    return JobFileError(message, file=file, line=line, field=".".join(map(str, loc)))
+
+
+def opt(*loc) -> tuple:
+    return ("providers", PROVIDER) + loc
+
+
+# -- storage ---------------------------------------------------------------------------------
+def parse_source(job: JobSpec, options: TioneOptions, value: str, loc: tuple) -> Tuple[str, dict]:
+    """``cos://bucket/path`` and friends -> (DataSourceType, {"<X>Source": {...}})."""
+    scheme, sep, rest = value.partition("://")
+    kind = SOURCE_TYPES.get(scheme.lower()) if sep else None
+    first, _, path = rest.partition("/")
+    if kind is None or not first:
+        raise job_error(job, loc, f"{value!r} is not a storage URL; use cos://BUCKET/PATH, cfs://FS_ID/PATH, "
+                                  "cfsturbo://ID/PATH, goosefsx://ID/PATH or dataset://DATASET_ID")
+    if kind == "COS":
+        if not options.region:
+            raise job_error(job, opt("region"), f"COS paths ({value}) need the bucket's region; set "
+                                                "providers.tione.region, e.g. ap-shanghai")
+        return kind, {"COSSource": {"Bucket": first, "Region": options.region, "Paths": [path]}}
+    if kind == "DATASET":
+        if path:
+            raise job_error(job, loc, f"{value!r}: a dataset is dataset://DATASET_ID, without a path")
+        return kind, {"DataSetSource": {"Id": first}}
+    path = "/" + path
+    if kind == "CFS":
+        return kind, {"CFSSource": {"Id": first, "Path": path}}
+    if kind == "CFSTurbo":
+        return kind, {"CFSTurboSource": {"Id": first, "Path": path}}
+    return kind, {"GooseFSSource": {"Id": first, "Type": "GooseFSx", "Path": path}}
+
+
+def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
+    configs = []
+    if options.code_source and options.code_source != "image":
+        kind, source = parse_source(job, options, options.code_source, opt("code_source"))
+        if kind == "DATASET":
+            raise job_error(job, opt("code_source"), "code cannot come from a dataset; use cos://, cfs://, "
+                                                     "cfsturbo://, goosefsx:// or image")
+        configs.append({"MappingPath": options.code_dir, "DataSourceUsage": "USER_CODE", "DataSourceType": kind,
+                        **source})
+    for i, mount in enumerate(options.data):
+        kind, source = parse_source(job, options, mount.source, opt("data", i, "source"))
+        configs.append({"MappingPath": mount.path, "DataSourceUsage": "USER_DATA", "DataSourceType": kind,
+                        **source, "ReadOnly": mount.read_only})
+    if options.output and not options.output.lower().startswith("cos://"):
+        kind, source = parse_source(job, options, options.output, opt("output"))
+        if kind == "DATASET":
+            raise job_error(job, opt("output"), "output cannot go to a dataset; use cos://, cfs:// or goosefsx://")
+        configs.append({"MappingPath": options.output_dir, "DataSourceUsage": "OUTPUT", "DataSourceType": kind,
+                        **source, "ReadOnly": False})
+    if len(configs) > MAX_DATA_CONFIGS:
+        raise job_error(job, opt("data"), f"TI-ONE takes at most {MAX_DATA_CONFIGS} data configs (code, data and "
+                                          f"output together), this job has {len(configs)}; merge some mounts")
+    return configs
+
+
+def output_path(job: JobSpec, options: TioneOptions) -> Optional[dict]:
+    if not options.output or not options.output.lower().startswith("cos://"):
+        return None
+    _, source = parse_source(job, options, options.output, opt("output"))
+    return source["COSSource"]
+
+
+# -- image -------------------------------------------------------------------------------------
+def registry_type(image: str) -> str:
+    host = image.split("/", 1)[0] if "/" in image else ""
+    if host.endswith(".tencentcloudcr.com"):
+        return "TCR"
+    if host == "ccr.ccs.tencentyun.com":
+        return "CCR"
+    return "CUSTOM"
+
+
+def image_info(job: JobSpec, options: TioneOptions) -> Optional[dict]:
+    image = options.image or job.image
+    if not image or options.framework:
+        return None
+    kind = options.image_type or registry_type(image)
+    info = {"ImageType": kind, "ImageUrl": image}
+    if kind == "TCR":
+        info["RegistryRegion"] = options.registry_region or options.region
+        info["RegistryId"] = options.registry_id
+        info = {k: v for k, v in info.items() if v is not None}
+    return info
+
+
+# -- RDMA --------------------------------------------------------------------------------------
+def is_hcc(job: JobSpec, options: TioneOptions) -> bool:
+    if options.hcc is not None:
+        return options.hcc
+    return "HCC" in (instance_type(job, options) or "").upper()
+
+
+def rdma_setting(job: JobSpec, options: TioneOptions) -> Optional[bool]:
+    """RDMAConfig.Enable for every resource config (None: leave it to the platform)."""
+    eligible = job.distribution.nodes >= 2 and gpus_per_node(job, options) == 8
+    mode = job.network.rdma
+    if mode == "on":
+        return True
+    if mode == "off":
+        return False if eligible else None
+    return True if eligible and is_hcc(job, options) else None
+
+
+# -- the start command -------------------------------------------------------------------------
+def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] = None) -> str:
+    """``cd CODE && PYTHONPATH=CODE/.cloudtrain... python3 -m cloudtrain.launch --platform tione ...``
+    (no quotes unless the job's command needs them)."""
+    if launch_type is not None:
+        job = job.model_copy(update={"distribution": job.distribution.model_copy(update={"type": launch_type})})
+    code = options.code_dir.rstrip("/") or "/"
+    bundle = shlex.quote(f"{code}/{LAUNCHER_DIR}")
+    argv = launch_argv(job, platform=PROVIDER, python=options.python)
+    return f"cd {shlex.quote(code)} && PYTHONPATH={bundle}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}"
+
+
+def start_commands(job: JobSpec, options: TioneOptions) -> Dict[str, str]:
+    """StartCmd, or PsStartCmd + WorkerStartCmd for PS-Worker.
+
+    Ray: TI-ONE starts the Ray cluster itself and runs the command on the head only, so the head
+    runs the command through ``cloudtrain launch --type none`` (``RAY_ADDRESS`` is the head's).
+    """
+    kind = job.distribution.type
+    if kind == "ps-worker":
+        line = start_line(job, options)
+        return {"StartCmd": "", "PsStartCmd": line, "WorkerStartCmd": line}
+    return {"StartCmd": start_line(job, options, "none" if kind == "ray" else None)}
+
+
+def command_fields(job: JobSpec, options: TioneOptions) -> dict:
+    cmds = start_commands(job, options)
+    if any(QUOTES & set(c) for c in cmds.values()):
+        full = {"StartCmd": cmds.get("StartCmd", ""), "PsStartCmd": cmds.get("PsStartCmd", ""),
+                "WorkerStartCmd": cmds.get("WorkerStartCmd", "")}
+        raw = json.dumps(full, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return {"EncodedStartCmdInfo": {"StartCmdInfo": base64.b64encode(raw).decode("ascii")}}
+    return {"StartCmdInfo": cmds}
+
+
+def decode_start_commands(request: dict) -> Dict[str, str]:
+    """The start commands of a request, decoded if they are in EncodedStartCmdInfo."""
+    encoded = (request.get("EncodedStartCmdInfo") or {}).get("StartCmdInfo")
+    if encoded:
+        return json.loads(base64.b64decode(encoded).decode("utf-8"))
+    return dict(request.get("StartCmdInfo") or {})
+
+
+# -- environment -------------------------------------------------------------------------------
+def envs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict]:
+    """The job's env, its secrets as private variables (``***`` until submit), then cloudtrain's."""
+    out = [{"Name": k, "Value": v} for k, v in job.env.items()]
+    out += [{"Name": k, "Value": MASK, "IsPrivate": True} for k in job.secrets]
+    own = {"CLOUDTRAIN_DETECTORS": f"{PROVIDER}={DETECTOR}", "CLOUDTRAIN_OUTPUT_DIR": options.output_dir}
+    names = ",".join(sorted([*job.env, *job.secrets]))
+    if names:
+        own["CLOUDTRAIN_ENV_NAMES"] = names
+    if training_mode(job, options) in ("MPI", "HOROVOD", "PS_WORKER"):
+        own[PORT_VAR] = str(options.master_port)
+    if rdma:
+        own[RDMA_VAR] = "1"
+    out += [{"Name": k, "Value": v} for k, v in own.items() if k not in job.env]
+    return out
+
+
+# -- the request -------------------------------------------------------------------------------
+def resource_configs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict]:
+    out = []
+    for role, count in roles(job):
+        rc: dict = {"Role": role}
+        if options.resource_group:
+            r = job.resources
+            if r.cpus_per_node:
+                rc["Cpu"] = int(round(r.cpus_per_node * 1000))  # 1/1000 core
+            if r.memory_gb:
+                rc["Memory"] = int(round(r.memory_gb * 1024))  # MB
+            gpus = gpus_per_node(job, options)
+            if gpus:
+                rc["Gpu"] = int(round(gpus * 100))  # 1/100 card
+                if options.gpu_type:
+                    rc["GpuType"] = options.gpu_type
+        elif instance_type(job, options):
+            rc["InstanceType"] = instance_type(job, options)
+        rc["InstanceNum"] = count
+        if rdma is not None:
+            rc["RDMAConfig"] = {"Enable": rdma}
+        out.append(rc)
+    return out
+
+
+def build(job: JobSpec, options: TioneOptions) -> dict:
+    rdma = rdma_setting(job, options)
+    req: dict = {
+        "Name": task_name(job),
+        "ChargeType": "PREPAID" if options.resource_group else "POSTPAID_BY_HOUR",
+        "ResourceConfigInfos": resource_configs(job, options, rdma),
+    }
+    if options.project:
+        req["TiProjectId"] = options.project
+    if options.framework:
+        req["FrameworkName"] = options.framework.name
+        if options.framework.version:
+            req["FrameworkVersion"] = options.framework.version
+        if options.framework.environment:
+            req["FrameworkEnvironment"] = options.framework.environment
+    if options.resource_group:
+        req["ResourceGroupId"] = options.resource_group
+    tags = {TAG_MANAGED: "cloudtrain", TAG_JOB: job.name, TAG_SPEC: SPEC}
+    tags.update(options.tags)
+    req["Tags"] = [{"TagKey": k, "TagValue": v} for k, v in tags.items()]
+    image = image_info(job, options)
+    if image:
+        req["ImageInfo"] = image
+    req.update(command_fields(job, options))
+    req["TrainingMode"] = training_mode(job, options)
+    configs = data_configs(job, options)
+    if configs:
+        req["DataConfigs"] = configs
+        req["DataSource"] = configs[0]["DataSourceType"]
+    if options.vpc_id:
+        req["VpcId"] = options.vpc_id
+    if options.subnet_id:
+        req["SubnetId"] = options.subnet_id
+    output = output_path(job, options)
+    if output:
+        req["Output"] = output
+    if options.cls:
+        req["LogEnable"] = True
+        req["LogConfig"] = {"LogsetId": options.cls.logset_id, "TopicId": options.cls.topic_id}
+    if options.remark:
+        req["Remark"] = options.remark
+    req["Envs"] = envs(job, options, rdma)
+    return req
+
+
+# -- checks ------------------------------------------------------------------------------------
+def check(job: JobSpec, options: TioneOptions) -> List[str]:
+    """Raise ``JobFileError`` for what cannot work; return warnings for what may surprise."""
+    warnings: List[str] = []
+    d, r = job.distribution, job.resources
+    if options.resource_group and options.instance_type:
+        raise job_error(job, opt("instance_type"), "give either instance_type (postpaid) or resource_group "
+                                                   "(prepaid), not both")
+    if options.framework and options.image:
+        raise job_error(job, opt("framework"), "give either framework (a platform image) or image, not both")
+    if options.gpus is not None and not options.resource_group:
+        raise job_error(job, opt("gpus"), "gpus is for resource groups; with instance_type the spec fixes the GPUs")
+    gpus = gpus_per_node(job, options)
+    if d.type == "ray":
+        if r.cpus_per_node is not None and r.cpus_per_node != int(r.cpus_per_node):
+            raise job_error(job, ("resources", "cpus_per_node"),
+                            f"Ray schedules whole CPUs and truncates {r.cpus_per_node:g} to "
+                            f"{int(r.cpus_per_node)}{' (tasks that need a CPU would never run)' if r.cpus_per_node < 1 else ''}; "
+                            "give a whole number of cores")
+        if gpus and gpus != int(gpus):
+            warnings.append(f"Ray sees a {gpus:g}-GPU share as one whole GPU on each node: request num_gpus=1 "
+                            "in @ray.remote, and mind that the card is shared")
+    if job.network.rdma == "on" and (d.nodes < 2 or gpus != 8):
+        raise job_error(job, ("network", "rdma"),
+                        f"TI-ONE gives RDMA to jobs of at least 2 nodes with 8 GPUs each (whole HCC machines); this "
+                        f"job has {d.nodes} node(s) x {gpus:g} GPU(s): set distribution.nodes >= 2 and "
+                        "resources.gpus_per_node: 8, or network.rdma: auto")
+    rdma = rdma_setting(job, options)
+    if rdma and not is_hcc(job, options):
+        what = instance_type(job, options) or "the resource group's nodes"
+        warnings.append(f"network.rdma is on, but {what} does not look like an HCC type; RDMA needs HCC "
+                        "machines (set providers.tione.hcc: true if they are)")
+    if job.network.rdma == "auto" and rdma is None and d.nodes >= 2 and gpus == 8 and options.hcc is None:
+        warnings.append("8-GPU nodes: TI-ONE enables RDMA on HCC types by itself; set providers.tione.hcc "
+                        "(true/false) or network.rdma (on/off) to say what you want")
+    image = options.image or job.image
+    if image and not options.framework and (options.image_type or registry_type(image)) == "TCR" \
+            and not options.registry_id:
+        raise job_error(job, opt("registry_id"), f"{image} is in a TCR registry: set providers.tione.registry_id "
+                                                 "to the registry's instance id (tcr-...)")
+    data_configs(job, options)  # raises for a bad storage URL or too many mounts
+    if len(job.name) > NAME_MAX - SPEC_LEN - 1:
+        warnings.append(f"TI-ONE task names have at most {NAME_MAX} characters: the task is named "
+                        f"{task_name(job, 'x' * SPEC_LEN)[:NAME_MAX - SPEC_LEN]}... plus the spec hash")
+    return warnings
+
+
+def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
+    """What a submit still needs (a render works without it): (field, what to do)."""
+    out = []
+    if not options.code_source:
+        out.append(("providers.tione.code_source",
+                    "TI-ONE needs the code with cloudtrain's launcher on COS, CFS or GooseFSx, or in the image, and "
+                    "cloudtrain cannot upload it (the COS SDK, cos-python-sdk-v5, is not part of the tione extra): "
+                    "stage it with `python -m cloudtrain_tione.stage JOB.yaml DIR`, upload DIR (e.g. coscli cp -r "
+                    "DIR cos://BUCKET/PATH/) and set providers.tione.code_source: cos://BUCKET/PATH/"))
+    if not (options.image or job.image or options.framework):
+        out.append(("image", "set the job's image (or providers.tione.image or framework)"))
+    if options.resource_group:
+        if not (job.resources.cpus_per_node and job.resources.memory_gb):
+            out.append(("resources.cpus_per_node", "a resource group needs resources.cpus_per_node and "
+                                                   "resources.memory_gb of every node"))
+    elif not instance_type(job, options):
+        out.append(("providers.tione.instance_type", "set providers.tione.instance_type (postpaid, e.g. "
+                                                     "TI.S.LARGE.POST) or resource_group (prepaid)"))
+    return out
