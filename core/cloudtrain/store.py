@@ -1,7 +1,9 @@
 """The local state store: one SQLite file under ``$CLOUDTRAIN_HOME`` (default ``~/.cloudtrain``).
 
 The local and Docker providers keep their jobs here, so ``status``, ``logs``, ``cancel``,
-``list`` and ``wait`` work from any shell.  WAL mode: one writer (a job's supervisor) and
+``list`` and ``wait`` work from any shell.  Cloud providers remember where a submitted job
+lives (``remember``/``recall``: e.g. a kubeconfig context or an EKS cluster, never
+credentials), so ``status HANDLE`` reaches the same cluster the job was sent to.  WAL mode: one writer (a job's supervisor) and
 many readers at once.
 """
 from __future__ import annotations
@@ -38,6 +40,11 @@ CREATE TABLE IF NOT EXISTS nodes (
     PRIMARY KEY (job_id, node)
 );
 CREATE INDEX IF NOT EXISTS jobs_provider ON jobs (provider, created_at);
+CREATE TABLE IF NOT EXISTS remote_jobs (
+    handle TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
 """
 
 
@@ -62,6 +69,18 @@ class Store:
             yield db
         finally:
             db.close()
+
+    def remember(self, handle: str, target: Dict[str, Any]) -> None:
+        import json
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO remote_jobs (handle, target, created_at) VALUES (?, ?, ?)",
+                       (handle, json.dumps(target, sort_keys=True), time.time()))
+
+    def recall(self, handle: str) -> Optional[Dict[str, Any]]:
+        import json
+        with self._connect() as db:
+            row = db.execute("SELECT target FROM remote_jobs WHERE handle = ?", (handle,)).fetchone()
+        return json.loads(row["target"]) if row else None
 
     def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str) -> None:
         with self._connect() as db:

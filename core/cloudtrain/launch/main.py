@@ -54,7 +54,9 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         command = shlex.split(command[0])
     nproc = args.nproc_per_node or topology.nproc_per_node or 1
     try:
-        master_ip = netif.resolve(topology.master_addr, timeout=60 if topology.num_nodes > 1 else 0)
+        # peers' DNS records may lag behind this node's start; --print waits for nothing
+        wait = 60 if topology.num_nodes > 1 and not getattr(args, "print_only", False) else 0
+        master_ip = netif.resolve(topology.master_addr, timeout=wait)
     except OSError:
         master_ip = topology.master_addr
     node_ip = netif.local_ip_towards(master_ip)
@@ -201,6 +203,8 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     try:
         load_secrets(environ)
         topology = detectors.detect(environ, args.platform)
+        # where outputs go is cloudtrain's own setting (a provider sets it), whatever the platform
+        topology.output_dir = topology.output_dir or environ.get("CLOUDTRAIN_OUTPUT_DIR") or None
         if args.show_topology:
             print(topology.to_json())
             return 0
