@@ -95,6 +95,7 @@ class ManifestOptions:
     labels: Mapping[str, str] = field(default_factory=dict)            # extra labels on every object and pod
     pod_annotations: Mapping[str, str] = field(default_factory=dict)   # e.g. ModelArts Lite's `cabinet`
     python: str = "python3"
+    platform: Optional[str] = None                   # `cloudtrain launch --platform` (None: auto-detect)
     workdir: Optional[str] = None
     master_port: int = 29500
     shm_gb: float = 1.0                              # /dev/shm when the job does not set resources.shm_gb
@@ -216,7 +217,8 @@ def secret_manifest(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
 
 # -- containers and pods -------------------------------------------------------------------------
 def launch_command(job: JobSpec, options: ManifestOptions) -> List[str]:
-    return [options.python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
+    platform = ["--platform", options.platform] if options.platform else []
+    return [options.python, "-m", "cloudtrain.launch", *platform, *job.launch_args(), "--", *job.argv]
 
 
 def _with_ssh(command: List[str], sshd: bool) -> List[str]:
@@ -339,7 +341,7 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         if count <= 0:
             continue
         c = container(job, options, "pytorch", cmd, ports=port,
-                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob"})
+                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower()})
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
     spec: Dict[str, Any] = {"pytorchReplicaSpecs": specs, "nprocPerNode": str(job.procs_per_node),
@@ -362,9 +364,9 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     name = object_name(job, options)
     env = {"CLOUDTRAIN_KUBEFLOW_KIND": "MPIJob"}
     launcher = container(job, options, "launcher", _with_ssh(launch_command(job, options), sshd=False),
-                         compute=False, extra_env=env)
+                         compute=False, extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher"})
     worker = container(job, options, "worker", ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"],
-                       extra_env=env)
+                       extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "worker"})
     specs = {
         "Launcher": {"replicas": 1, "restartPolicy": _restart_policy(job),
                      "template": pod_template(job, options, "launcher", [launcher], bundle)},
@@ -384,7 +386,8 @@ def tf_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) ->
     cmd = launch_command(job, options)
     specs = {}
     for role, count in (("PS", job.ps), ("Worker", d.nodes - job.ps)):
-        c = container(job, options, "tensorflow", cmd, extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "TFJob"})
+        c = container(job, options, "tensorflow", cmd,
+                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "TFJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower()})
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name},
@@ -439,7 +442,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     restart = job.max_restarts > 0
     out_tasks = []
     for task, replicas in tasks:
-        c = container(job, options, "cloudtrain", cmd, extra_env=env)
+        c = container(job, options, "cloudtrain", cmd, extra_env={**env, "CLOUDTRAIN_VOLCANO_TASK": task})
         entry: Dict[str, Any] = {"name": task, "replicas": replicas,
                                  "template": pod_template(job, options, task, [c], bundle, restart_policy="Never")}
         # The job ends when the node that runs the command ends: node 0 for mpi/horovod/ray

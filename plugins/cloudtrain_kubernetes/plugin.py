@@ -5,4 +5,5 @@ from cloudtrain.hookspecs import hookimpl
 @hookimpl
 def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
-    pass
+    register("cloudtrain_kubernetes.provider:KubeflowProvider", name="kubeflow")
+    register("cloudtrain_kubernetes.provider:VolcanoProvider", name="volcano")

@@ -21,6 +21,60 @@ CASES = {
          {"node_rank": 0, "num_nodes": 4, "master_addr": "a", "master_port": 23456, "nproc_per_node": 8,
           "hosts": ["a", "b", "c", "d"]}),
     ],
+    # Kubeflow's training operator (PyTorchJob): RANK = PET_NODE_RANK = the *node* index, WORLD_SIZE
+    # counts processes (not used), hosts follow the operator's pod names from MASTER_ADDR.
+    "kubeflow": [
+        ({"MASTER_ADDR": "digits-master-0", "MASTER_PORT": "23456", "RANK": "2", "WORLD_SIZE": "12",
+          "PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_NPROC_PER_NODE": "4", "PET_MASTER_ADDR": "digits-master-0",
+          "PET_MASTER_PORT": "23456", "PYTHONUNBUFFERED": "0"},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "digits-master-0", "master_port": 23456, "nproc_per_node": 4,
+          "hosts": ["digits-master-0", "digits-worker-0", "digits-worker-1"]}),
+        # TFJob: TF_CONFIG (chief, ps, worker); the operator's own TF_CONFIG is kept
+        ({"TF_CONFIG": '{"cluster": {"ps": ["tf-ps-0.ns.svc:2222"], "worker": ["tf-worker-0.ns.svc:2222", '
+                       '"tf-worker-1.ns.svc:2222"]}, "task": {"type": "worker", "index": 1}}'},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "tf-ps-0.ns.svc",
+          "hosts": ["tf-ps-0.ns.svc", "tf-worker-0.ns.svc", "tf-worker-1.ns.svc"]}),
+    ],
+    # Volcano's svc + env plugins: VC_TASK_INDEX is the index *within the task*; node ranks run
+    # over the tasks in order (master first), host lists come from VC_<TASK>_HOSTS.
+    "volcano": [
+        ({"VC_TASK_INDEX": "1", "VK_TASK_INDEX": "1", "VC_MASTER_HOSTS": "vj-master-0.vj", "VC_MASTER_NUM": "1",
+          "VC_WORKER_HOSTS": "vj-worker-0.vj,vj-worker-1.vj", "VC_WORKER_NUM": "2", "HOSTNAME": "vj-worker-1"},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "vj-master-0.vj", "master_port": 29500,
+          "hosts": ["vj-master-0.vj", "vj-worker-0.vj", "vj-worker-1.vj"]}),
+    ],
+    # Seed 002 / reference §4.5, Azure ML.  PyTorch distribution: WORLD_SIZE counts *processes*
+    # and RANK is the process rank; NODE_RANK is the node.  cloudtrain submits one process per
+    # node (process_count_per_instance: 1), so WORLD_SIZE is the node count there, and the
+    # launcher takes the node's process count from --nproc-per-node (Azure does not say it).
+    "azure": [
+        ({"AZUREML_RUN_ID": "digits-ddp-1a2b3c4d5e", "MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "6105",
+          "WORLD_SIZE": "4", "NODE_RANK": "2", "RANK": "2", "LOCAL_RANK": "0",
+          "AZ_BATCH_HOST_LIST": "10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7"},
+         {"node_rank": 2, "num_nodes": 4, "master_addr": "10.0.0.4", "master_port": 6105, "nproc_per_node": None,
+          "hosts": ["10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7"]}),
+        # PyTorch without a host list (Azure's docs promise none): torchrun needs none.
+        ({"AZUREML_EXPERIMENT_ID": "e1", "MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "6105",
+          "WORLD_SIZE": "2", "NODE_RANK": "0", "RANK": "0", "LOCAL_RANK": "0"},
+         {"node_rank": 0, "num_nodes": 2, "master_addr": "10.0.0.4", "master_port": 6105, "hosts": []}),
+        # MPI distribution, one process per node: the *world* rank is the node rank;
+        # OMPI_COMM_WORLD_NODE_RANK is 0 on every node and is not.  AZ_BATCH_MASTER_NODE=addr:port.
+        ({"AZUREML_RUN_ID": "mpi-allreduce-0f0f0f0f0f", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+          "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_COMM_WORLD_NODE_RANK": "0",
+          "AZ_BATCH_MASTER_NODE": "10.0.0.4:6000", "AZ_BATCH_HOST_LIST": "10.0.0.4,10.0.0.5"},
+         {"node_rank": 1, "num_nodes": 2, "master_addr": "10.0.0.4", "master_port": 6000,
+          "hosts": ["10.0.0.4", "10.0.0.5"]}),
+        # MPI on a single node: only AZ_BATCHAI_MPI_MASTER_NODE (an address, no port).
+        ({"AZUREML_RUN_ID": "r", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
+          "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "AZ_BATCHAI_MPI_MASTER_NODE": "10.0.0.9"},
+         {"node_rank": 0, "num_nodes": 1, "master_addr": "10.0.0.9", "master_port": 6105, "hosts": ["10.0.0.9"]}),
+        # TensorFlow distribution: Azure's TF_CONFIG; parameter servers first, then workers.
+        ({"AZUREML_RUN_ID": "r", "TF_CONFIG": '{"cluster": {"ps": ["10.0.0.4:2222"], "worker": ["10.0.0.5:2222", '
+                                              '"10.0.0.6:2222"]}, "task": {"type": "worker", "index": 1}, '
+                                              '"environment": "cloud"}'},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "10.0.0.4", "master_port": 2222,
+          "hosts": ["10.0.0.4", "10.0.0.5", "10.0.0.6"]}),
+    ],
     # The generic environment: CLOUDTRAIN_* variables, or torchrun's PET_* ones.
     "local": [
         ({"CLOUDTRAIN_NUM_NODES": "3", "CLOUDTRAIN_NODE_RANK": "2", "CLOUDTRAIN_MASTER_ADDR": "h0",

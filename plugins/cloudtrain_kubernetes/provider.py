@@ -1,0 +1,535 @@
+"""``kubeflow`` and ``volcano``: a job as Kubernetes objects, sent with the official client.
+
+``KubernetesProvider`` is the shared base (also of ``eks`` and ``modelarts-lite``): render
+the manifests (pure: ``manifests.py``), then create them in order -- the job's Secret (with
+the real values) and launcher ConfigMap, the job object, then the Secret and ConfigMap are
+given the job as owner so deleting the job removes them.  Subclasses override:
+
+- ``build(job, manifest_options)``: the objects to create;
+- ``manifest_options(job, options)``: the cluster settings from the provider's options;
+- ``api_client(target)``: how to reach the cluster (``eks``: a token from STS;
+  ``modelarts-lite``: a certificate from CCE); ``target(options)`` says what to remember
+  about the cluster so that ``status HANDLE`` reaches it again from any shell.
+
+A job's id is ``<namespace>/<name>``.  Create is idempotent: an existing job with the same
+name and the same ``cloudtrain.io/spec-hash`` is attached to; one with another hash is an
+error that says how to proceed.
+"""
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudtrain.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+
+from . import manifests as m
+from .detect import kubeflow_environment, volcano_environment
+
+# kind -> (group, version, plural)
+RESOURCES = {
+    "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
+    "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
+    "TFJob": ("kubeflow.org", "v1", "tfjobs"),
+    "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
+}
+FOLLOW_POLL = 1.0
+
+
+class KubeOptions(BaseModel):
+    """Where the job goes and what its pods get, for any Kubernetes-based provider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kubeconfig: Optional[str] = Field(None, description="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+    context: Optional[str] = Field(None, description="kubeconfig context (default: the current context)")
+    namespace: str = Field("default", description="namespace of the job and its objects")
+    name: Optional[str] = Field(None, description="object name (default: the job's name, shortened to fit pod names)")
+    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it must contain the job's code and Python >= 3.8")
+    image_pull_policy: Optional[str] = Field(None, pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
+    image_pull_secrets: List[str] = Field(default_factory=list, description="names of docker-registry Secrets in the namespace")
+    service_account: Optional[str] = Field(None, description="serviceAccountName of the pods")
+    node_selector: Dict[str, str] = Field(default_factory=dict, description="nodeSelector of the pods")
+    tolerations: List[Dict[str, Any]] = Field(default_factory=list, description="tolerations of the pods (Kubernetes' own shape)")
+    labels: Dict[str, str] = Field(default_factory=dict, description="extra labels on every object and pod")
+    pod_annotations: Dict[str, str] = Field(default_factory=dict, description="annotations on every pod")
+    python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
+    workdir: Optional[str] = Field(None, description="workingDir of the containers (where the code is in the image)")
+    master_port: int = Field(29500, ge=1024, le=65000, description="the master's port (torchrun rendezvous, Ray head)")
+    shm_gb: float = Field(1.0, gt=0, description="/dev/shm (an in-memory emptyDir) when the job does not set resources.shm_gb")
+    gpu_resource: str = Field("nvidia.com/gpu", description="extended resource that counts GPUs")
+    rdma_resource: Optional[str] = Field(None, description="RDMA device resource, e.g. rdma/hca, rdma/rdma_shared_device_a or vpc.amazonaws.com/efa; with network.rdma=auto, RDMA is on iff this is set")
+    rdma_count: int = Field(1, ge=1, description="how many RDMA devices each pod requests")
+    rdma_env: Optional[Dict[str, str]] = Field(None, description="NCCL/UCX variables with RDMA (default: the preset for rdma_resource)")
+    queue: Optional[str] = Field(None, description="Volcano queue (Kubeflow: enables gang scheduling through runPolicy.schedulingPolicy)")
+
+
+class VolcanoOptions(KubeOptions):
+    scheduler_name: str = Field("volcano", description="schedulerName of the job")
+    plugins: Dict[str, List[str]] = Field(default_factory=dict, description="extra Volcano job plugins and their arguments (svc and env are always on)")
+
+
+def object_kind(obj: dict) -> str:
+    return obj["kind"]
+
+
+def _api_error(exc, doing: str) -> PlatformError:
+    """A kubernetes ApiException as one line: what failed, the server's reason, the fix."""
+    import json
+    status, reason, message = getattr(exc, "status", None), getattr(exc, "reason", ""), ""
+    try:
+        message = json.loads(exc.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        pass
+    fix = {401: "check the kubeconfig's credentials", 403: "ask for RBAC rights on these resources",
+           404: "is the operator's CRD installed in this cluster?"}.get(status, "check the cluster and retry")
+    return PlatformError(f"{doing} failed: {status} {reason}{': ' + message if message else ''}; {fix}")
+
+
+class KubernetesProvider(Provider):
+    """The shared lifecycle of every provider whose job is a set of Kubernetes objects."""
+
+    extra = "kubernetes"
+    sdk_modules = ("kubernetes",)
+    Options = KubeOptions
+    kinds: Tuple[str, ...] = ()
+
+    def __init__(self, api_client=None, store=None, **clients):
+        super().__init__(**clients)
+        self._api_client = api_client
+        self._store = store
+
+    # -- rendering (pure) --------------------------------------------------------------------
+    def manifest_options(self, job: JobSpec, options: KubeOptions) -> m.ManifestOptions:
+        fields = {k: getattr(options, k) for k in (
+            "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
+            "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
+            "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue")}
+        return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.platform_name(),
+                                     "detector_targets": (self.detector_target(),)})
+
+    def platform_name(self) -> str:
+        return self.name
+
+    def build(self, job: JobSpec, mopts: m.ManifestOptions) -> List[dict]:
+        raise NotImplementedError
+
+    def check(self, job: JobSpec, options: KubeOptions) -> None:
+        if not (options.image or job.image):
+            raise BadInput(f"{self.where(job)}the job has no image; set `image` (or providers.{self.name}.image) "
+                           "to an image that contains the code and Python >= 3.8")
+        try:
+            m.object_name(job, self.manifest_options(job, options))
+        except ValueError as exc:
+            raise BadInput(f"{self.where(job)}providers.{self.name}.name: {exc}; use lowercase letters, digits and '-'") from None
+
+    @staticmethod
+    def where(job: JobSpec) -> str:
+        return f"{job.source.path}: " if job.source and job.source.path else ""
+
+    def artifacts(self, job: JobSpec, options: KubeOptions) -> List[Artifact]:
+        objects = self.build(job, self.manifest_options(job, options))
+        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+
+    # -- reaching the cluster ----------------------------------------------------------------
+    def target(self, options: KubeOptions) -> Dict[str, Any]:
+        """What to remember to reach this job's cluster again (never a credential)."""
+        return {"kubeconfig": options.kubeconfig, "context": options.context}
+
+    def api_client(self, target: Dict[str, Any]):
+        if self._api_client is not None:
+            return self._api_client
+        kubernetes = self.require_sdk("kubernetes")
+        from kubernetes import config
+        try:
+            if target.get("kubeconfig") or target.get("context") or not _in_cluster():
+                import os  # KUBECONFIG read now, not when the client was imported
+                path = target.get("kubeconfig") or os.environ.get("KUBECONFIG") or "~/.kube/config"
+                self._api_client = config.new_client_from_config(config_file=path, context=target.get("context"))
+            else:
+                config.load_incluster_config()
+                self._api_client = kubernetes.client.ApiClient()
+        except (config.ConfigException, OSError) as exc:
+            raise PlatformError(f"cannot load the kubeconfig ({exc}); set providers.{self.name}.kubeconfig/context "
+                                "or KUBECONFIG") from None
+        return self._api_client
+
+    @property
+    def store(self):
+        if self._store is None:
+            from cloudtrain.store import Store
+            self._store = Store()
+        return self._store
+
+    def _apis(self, target: Dict[str, Any]):
+        from kubernetes import client
+        api = self.api_client(target)
+        return client.CustomObjectsApi(api), client.CoreV1Api(api)
+
+    def _target_of(self, job_id: str) -> Dict[str, Any]:
+        return self.store.recall(self.handle(job_id)) or {}
+
+    # -- submitting --------------------------------------------------------------------------
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        from kubernetes.client.exceptions import ApiException
+        objects = [a.content for a in rendered.artifacts if a.kind == "kubernetes/manifest"]
+        job_obj = next(o for o in objects if o["kind"] in RESOURCES)
+        ns, name = job_obj["metadata"]["namespace"], job_obj["metadata"]["name"]
+        job_id = f"{ns}/{name}"
+        target = {**self.target(rendered.options), "kind": job_obj["kind"]}
+        custom, core = self._apis(target)
+        group, version, plural = RESOURCES[job_obj["kind"]]
+        try:
+            existing = self._get_job(custom, job_obj["kind"], ns, name)
+            if existing is None:
+                owned = [self._create_core(core, self._with_secrets(o, secrets)) for o in objects if o["kind"] in ("Secret", "ConfigMap")]
+                try:
+                    created = custom.create_namespaced_custom_object(group, version, ns, plural, job_obj)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    created = self._attach(self._get_job(custom, job_obj["kind"], ns, name), job_obj)  # a retry raced us
+                self._own(core, owned, created)
+            else:
+                self._attach(existing, job_obj)
+        except ApiException as exc:
+            raise _api_error(exc, f"creating {job_obj['kind']} {ns}/{name}") from None
+        self.store.remember(self.handle(job_id), target)
+        return job_id
+
+    @staticmethod
+    def _with_secrets(obj: dict, secrets: Dict[str, str]) -> dict:
+        if obj["kind"] != "Secret":
+            return obj
+        missing = sorted(k for k in obj.get("stringData", {}) if k not in secrets)
+        if missing:
+            raise BadInput(f"secret {missing[0]} has no value; set it where the job file's `secrets` says")
+        return {**obj, "stringData": {k: secrets[k] for k in obj["stringData"]}}
+
+    @staticmethod
+    def _create_core(core, obj: dict) -> dict:
+        from kubernetes.client.exceptions import ApiException
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        create = core.create_namespaced_secret if obj["kind"] == "Secret" else core.create_namespaced_config_map
+        replace = core.replace_namespaced_secret if obj["kind"] == "Secret" else core.replace_namespaced_config_map
+        try:
+            create(ns, obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            replace(name, ns, obj)  # left over from an earlier job of this name: take it over
+        return obj
+
+    @staticmethod
+    def _own(core, owned: List[dict], job: dict) -> None:
+        """Make the job the owner of its Secret and ConfigMap: deleting it deletes them."""
+        ref = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": job["metadata"]["name"],
+               "uid": job["metadata"].get("uid"), "blockOwnerDeletion": False}
+        if not ref["uid"]:
+            return
+        for obj in owned:
+            patch = {"metadata": {"ownerReferences": [ref]}}
+            ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            if obj["kind"] == "Secret":
+                core.patch_namespaced_secret(name, ns, patch)
+            else:
+                core.patch_namespaced_config_map(name, ns, patch)
+
+    def _attach(self, existing: Optional[dict], wanted: dict) -> dict:
+        if existing is None:
+            raise PlatformError(f"{wanted['kind']} {wanted['metadata']['name']} vanished while it was being created; submit again")
+        have = (existing.get("metadata", {}).get("annotations") or {}).get(m.ANNOTATION_HASH)
+        want = wanted["metadata"]["annotations"][m.ANNOTATION_HASH]
+        if have != want:
+            ns, name = wanted["metadata"]["namespace"], wanted["metadata"]["name"]
+            raise PlatformError(
+                f"a different {wanted['kind']} named {name} already exists in namespace {ns} (spec hash "
+                f"{(have or 'none')[:12]} != {want[:12]}); cancel it first (cloudtrain cancel {self.handle(ns + '/' + name)}) "
+                f"or give this job another name (--set name=...)")
+        return existing
+
+    def _get_job(self, custom, kind: str, ns: str, name: str) -> Optional[dict]:
+        from kubernetes.client.exceptions import ApiException
+        group, version, plural = RESOURCES[kind]
+        try:
+            return custom.get_namespaced_custom_object(group, version, ns, plural, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _find(self, job_id: str) -> Tuple[Any, Any, Optional[dict], Dict[str, Any]]:
+        """(custom api, core api, the job object or None, target) for ``job_id``."""
+        from kubernetes.client.exceptions import ApiException
+        ns, _, name = job_id.partition("/")
+        if not ns or not name:
+            raise BadInput(f"{self.handle(job_id)} is not a {self.name} job id; expected {self.name}://NAMESPACE/NAME")
+        target = self._target_of(job_id)
+        custom, core = self._apis(target)
+        kinds = [target["kind"]] if target.get("kind") else list(self.kinds)
+        try:
+            for kind in kinds:
+                obj = self._get_job(custom, kind, ns, name)
+                if obj is not None:
+                    return custom, core, obj, target
+        except ApiException as exc:
+            raise _api_error(exc, f"reading {self.handle(job_id)}") from None
+        return custom, core, None, target
+
+    # -- following ---------------------------------------------------------------------------
+    def job_state(self, obj: dict) -> Tuple[str, str]:
+        """(raw state, message) of a job object."""
+        raise NotImplementedError
+
+    def status(self, job_id: str) -> JobStatus:
+        _, core, obj, target = self._find(job_id)
+        if obj is None:
+            if target.get("cancelled"):
+                return JobStatus(self.handle(job_id), State.CANCELLED, "Deleted", job_id.partition("/")[2],
+                                 message="cancelled (deleted)", exit_code=130)
+            raise JobNotFound(f"no {self.name} job {job_id} in the cluster; cloudtrain list -p {self.name} shows the jobs there")
+        raw, message = self.job_state(obj)
+        state = self.map_state(raw)
+        status = JobStatus(self.handle(job_id), state, raw, obj["metadata"]["name"], message=message,
+                           nodes=self.node_count(obj), created_at=_ts(obj["metadata"].get("creationTimestamp")))
+        if state is State.FAILED:
+            code = self._failed_exit_code(core, obj)
+            if code is not None:
+                status.exit_code = code
+                status.message = (status.message + "; " if status.message else "") + code_note(code)
+        elif state.terminal:
+            status.exit_code = state.exit_code
+        return status
+
+    def node_count(self, obj: dict) -> Optional[int]:
+        return None
+
+    def _failed_exit_code(self, core, obj: dict) -> Optional[int]:
+        for pod in self._pods(core, obj):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                term = ((cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated"))
+                if term and term.get("exitCode"):
+                    return int(term["exitCode"])
+        return None
+
+    def _pods(self, core, obj: dict) -> List[dict]:
+        """The job's pods as dicts, in node order."""
+        meta = obj["metadata"]
+        selector = f"{m.LABEL_JOB}={meta['name']}"
+        import json
+        resp = core.list_namespaced_pod(meta["namespace"], label_selector=selector, _preload_content=False)
+        items = json.loads(resp.data).get("items", [])  # plain dicts: only a few fields are read
+        return sorted(items, key=lambda p: self.node_index(obj, p))
+
+    def node_index(self, obj: dict, pod: dict) -> Tuple[int, int]:
+        """Sort key giving node order: the role's place, then the pod's index."""
+        name = pod["metadata"]["name"]
+        role = (pod["metadata"].get("labels") or {}).get(m.LABEL_ROLE, "")
+        order = {"master": 0, "launcher": 0, "head": 0, "chief": 0, "ps": 1, "worker": 2}
+        tail = re.search(r"-(\d+)$", name)
+        return order.get(role, 3), int(tail.group(1)) if tail else 0
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        _, core, obj, _ = self._find(job_id)
+        if obj is None:
+            raise JobNotFound(f"no {self.name} job {job_id} in the cluster (logs go with the job's pods)")
+        if not follow:
+            for index, pod in enumerate(self._pods(core, obj)):
+                yield from self._pod_lines(core, pod, index, follow=False)
+            return
+        yield from self._follow(job_id, core, obj)
+
+    def _pod_lines(self, core, pod: dict, index: int, follow: bool) -> Iterator[str]:
+        from kubernetes.client.exceptions import ApiException
+        meta = pod["metadata"]
+        container = pod["spec"]["containers"][0]["name"]
+        try:
+            resp = core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=container,
+                                                follow=follow, _preload_content=False)
+        except ApiException as exc:
+            if exc.status in (400, 404):  # not started yet, or gone
+                return
+            raise _api_error(exc, f"reading the log of pod {meta['name']}") from None
+        try:
+            for raw in resp.stream(4096) if follow else [resp.data]:
+                for line in raw.decode("utf-8", "replace").splitlines():
+                    yield f"[node{index}] {line}"
+        finally:
+            resp.release_conn()
+
+    def _follow(self, job_id: str, core, obj: dict) -> Iterator[str]:
+        """Every pod's log as it grows, until the job has ended and every stream has closed."""
+        lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        started: Dict[str, threading.Thread] = {}
+
+        def pump(pod, index):
+            try:
+                for line in self._pod_lines(core, pod, index, follow=True):
+                    lines.put(line)
+            finally:
+                lines.put(None)
+
+        while True:
+            for index, pod in enumerate(self._pods(core, obj)):
+                phase = (pod.get("status") or {}).get("phase")
+                if pod["metadata"]["name"] not in started and phase in ("Running", "Succeeded", "Failed"):
+                    t = threading.Thread(target=pump, args=(pod, index), daemon=True)
+                    started[pod["metadata"]["name"]] = t
+                    t.start()
+            try:
+                while True:
+                    line = lines.get(timeout=FOLLOW_POLL)
+                    if line is not None:
+                        yield line
+            except queue.Empty:
+                pass
+            if self.status(job_id).terminal and not any(t.is_alive() for t in started.values()):
+                while not lines.empty():
+                    line = lines.get()
+                    if line is not None:
+                        yield line
+                return
+            _, core, fresh, _ = self._find(job_id)
+            if fresh is None:
+                return
+            obj = fresh
+
+    def cancel(self, job_id: str) -> JobStatus:
+        from kubernetes.client.exceptions import ApiException
+        custom, _, obj, target = self._find(job_id)
+        if obj is None:
+            return self.status(job_id)
+        if not self.map_state(self.job_state(obj)[0]).terminal:
+            group, version, plural = RESOURCES[obj["kind"]]
+            meta = obj["metadata"]
+            try:
+                custom.delete_namespaced_custom_object(group, version, meta["namespace"], plural, meta["name"],
+                                                       body={"propagationPolicy": "Foreground"})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise _api_error(exc, f"deleting {obj['kind']} {job_id}") from None
+            self.store.remember(self.handle(job_id), {**target, "kind": obj["kind"], "cancelled": True})
+        return self.status(job_id)
+
+    def list(self) -> List[JobStatus]:
+        from kubernetes.client.exceptions import ApiException
+        target: Dict[str, Any] = {}
+        custom, _ = self._apis(target)
+        selector = f"{m.LABEL_PROVIDER}={self.name}"
+        out = []
+        for kind in self.kinds:
+            group, version, plural = RESOURCES[kind]
+            try:
+                items = custom.list_cluster_custom_object(group, version, plural, label_selector=selector)["items"]
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue  # this operator is not installed
+                raise _api_error(exc, f"listing {plural}") from None
+            for obj in items:
+                raw, message = self.job_state(obj)
+                meta = obj["metadata"]
+                out.append(JobStatus(self.handle(f"{meta['namespace']}/{meta['name']}"), self.map_state(raw), raw,
+                                     meta["name"], message=message, nodes=self.node_count(obj),
+                                     created_at=_ts(meta.get("creationTimestamp"))))
+        return sorted(out, key=lambda s: s.created_at or 0, reverse=True)
+
+
+def _in_cluster() -> bool:
+    import os
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG") and \
+        not os.path.exists(os.path.expanduser("~/.kube/config"))
+
+
+def _ts(value) -> Optional[float]:
+    if not value:
+        return None
+    if hasattr(value, "timestamp"):
+        return value.timestamp()
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def code_note(code: int) -> str:
+    return f"a container exited with code {code}" + (" (killed: out of memory?)" if code == 137 else "")
+
+
+class KubeflowProvider(KubernetesProvider):
+    name = "kubeflow"
+    description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
+    detector = "cloudtrain_kubernetes.detect:detect_kubeflow"
+    kinds = ("PyTorchJob", "MPIJob", "TFJob")
+    # The training operator's condition types (the last true one is the job's state).
+    states = {"Pending": State.PENDING, "Created": State.PENDING, "Suspended": State.PENDING,
+              "Running": State.RUNNING, "Restarting": State.STARTING,
+              "Succeeded": State.SUCCEEDED, "Failed": State.FAILED}
+
+    def build(self, job, mopts):
+        return m.build_kubeflow(job, mopts)
+
+    def platform_name(self) -> str:
+        return "kubeflow"
+
+    def job_state(self, obj: dict) -> Tuple[str, str]:
+        conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+        if not conditions:
+            return "Pending", "waiting for the operator"
+        last = conditions[-1]
+        return last["type"], last.get("message") or last.get("reason") or ""
+
+    def node_count(self, obj: dict) -> Optional[int]:
+        spec = obj.get("spec") or {}
+        specs = spec.get("pytorchReplicaSpecs") or spec.get("tfReplicaSpecs") or {}
+        if obj["kind"] == "MPIJob":
+            specs = {"Worker": (spec.get("mpiReplicaSpecs") or {}).get("Worker", {})}
+        return sum(int(s.get("replicas", 1)) for s in specs.values()) or None
+
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        cluster = cluster or cls.default_cluster(job)
+        return kubeflow_environment(job.distribution.type, job.distribution.nodes, node_index, list(cluster.hosts),
+                                    cluster.master_port, job.procs_per_node, job.ps)
+
+
+class VolcanoProvider(KubernetesProvider):
+    name = "volcano"
+    description = "Volcano Jobs (batch.volcano.sh) on any cluster (kubeconfig)"
+    detector = "cloudtrain_kubernetes.detect:detect_volcano"
+    Options = VolcanoOptions
+    kinds = ("Job",)
+    # Volcano job phases.  Aborted: a pod failed under the AbortJob policy (no restarts left).
+    states = {"Pending": State.PENDING, "Running": State.RUNNING, "Restarting": State.STARTING,
+              "Completing": State.RUNNING, "Completed": State.SUCCEEDED,
+              "Aborting": State.RUNNING, "Aborted": State.FAILED, "Failed": State.FAILED,
+              "Terminating": State.RUNNING, "Terminated": State.CANCELLED}
+
+    def manifest_options(self, job, options: VolcanoOptions):
+        mopts = super().manifest_options(job, options)
+        from dataclasses import replace
+        return replace(mopts, scheduler_name=options.scheduler_name, volcano_plugins=dict(options.plugins))
+
+    def build(self, job, mopts):
+        return m.build_volcano(job, mopts)
+
+    def platform_name(self) -> str:
+        return "volcano"
+
+    def job_state(self, obj: dict) -> Tuple[str, str]:
+        state = (obj.get("status") or {}).get("state") or {}
+        return state.get("phase") or "Pending", state.get("message") or state.get("reason") or ""
+
+    def node_count(self, obj: dict) -> Optional[int]:
+        return sum(int(t.get("replicas", 0)) for t in (obj.get("spec") or {}).get("tasks", [])) or None
+
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        cluster = cluster or cls.default_cluster(job)
+        return volcano_environment(m.volcano_tasks(job), node_index, list(cluster.hosts), cluster.master_port)

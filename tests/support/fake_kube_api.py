@@ -1,0 +1,297 @@
+"""A small Kubernetes API server on 127.0.0.1 for lifecycle tests (real HTTP, real client).
+
+It stores objects (custom resources, ConfigMaps, Secrets, Pods) as the API server would:
+``metadata.uid``/``resourceVersion``/``creationTimestamp`` on create, 409 ``AlreadyExists``,
+404 ``NotFound`` as ``Status`` objects, label selectors on lists, merge patches, deletes that
+garbage-collect what the deleted object owns.  It checks the bearer token on every request.
+
+Tests play the operator: ``start_pods`` makes a job's pods (named as each operator names
+them) and marks the job running, ``log`` appends lines to a pod's log (``follow=true`` streams
+them), ``finish`` ends pods and sets the job's final state.  ``calls`` records every request.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Dict, List, Optional, Tuple
+from urllib.parse import parse_qs, urlparse
+
+TOKEN = "test-token-7c1e"
+CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(/(?P<name>[^/]+))?(/(?P<sub>status))?$")
+CORE = re.compile(r"^/api/v1(/namespaces/(?P<ns>[^/]+))?/(?P<plural>configmaps|secrets|pods)(/(?P<name>[^/]+))?(/(?P<sub>log))?$")
+KINDS = {"configmaps": "ConfigMap", "secrets": "Secret", "pods": "Pod"}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _merge(base: dict, patch: dict) -> dict:
+    for k, v in patch.items():
+        if v is None:
+            base.pop(k, None)
+        elif isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = copy.deepcopy(v)
+    return base
+
+
+def _matches(obj: dict, selector: Optional[str]) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, (selector or "").split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+class FakeKube:
+    def __init__(self, token: str = TOKEN):
+        self.token = token
+        self.objects: Dict[Tuple[str, str, str], dict] = {}   # (api path prefix + plural, ns, name) -> object
+        self.logs: Dict[Tuple[str, str], List[str]] = {}
+        self.calls: List[Tuple[str, str]] = []
+        self.lock = threading.RLock()
+        self.fail_next: List[Tuple[str, int]] = []          # (method, status) to answer once
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def kubeconfig(self, path, context: str = "fake") -> str:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": self.token}}],
+            "contexts": [{"name": context, "context": {"cluster": "fake", "user": "tester"}}]}))
+        return str(path)
+
+    # -- what the tests look at and drive ------------------------------------------------------
+    def count(self, method: str, pattern: str) -> int:
+        return sum(1 for m, p in self.calls if m == method and re.search(pattern, p))
+
+    def find(self, plural: str, ns: str, name: str) -> Optional[dict]:
+        with self.lock:
+            for (key, o_ns, o_name), obj in self.objects.items():
+                if key.endswith("/" + plural) and o_ns == ns and o_name == name:
+                    return obj
+        return None
+
+    def _job(self, ns: str, name: str) -> dict:
+        with self.lock:
+            for (key, o_ns, o_name), obj in self.objects.items():
+                if o_ns == ns and o_name == name and key.startswith("/apis/"):
+                    return obj
+        raise KeyError(f"no job {ns}/{name}")
+
+    def set_state(self, ns: str, name: str, state: str, message: str = "") -> None:
+        """Kubeflow: append a true condition (the earlier ones become false); Volcano: the phase."""
+        with self.lock:
+            job = self._job(ns, name)
+            status = job.setdefault("status", {})
+            if job["apiVersion"].startswith("batch.volcano.sh"):
+                status["state"] = {"phase": state, "message": message}
+            else:
+                conds = status.setdefault("conditions", [])
+                for c in conds:
+                    c["status"] = "False"
+                conds.append({"type": state, "status": "True", "reason": "Job" + state, "message": message,
+                              "lastTransitionTime": _now()})
+
+    def pod_names(self, job: dict) -> List[Tuple[str, dict]]:
+        """(pod name, pod template) of every pod the job's operator would create."""
+        spec, name, out = job["spec"], job["metadata"]["name"], []
+        if job["kind"] == "Job":  # Volcano
+            for task in spec["tasks"]:
+                out += [(f"{name}-{task['name']}-{i}", task["template"]) for i in range(task["replicas"])]
+            return out
+        replica_specs = spec.get("pytorchReplicaSpecs") or spec.get("tfReplicaSpecs") or spec.get("mpiReplicaSpecs")
+        for role, rs in replica_specs.items():
+            out += [(f"{name}-{role.lower()}-{i}", rs["template"]) for i in range(rs.get("replicas", 1))]
+        return out
+
+    def start_pods(self, ns: str, name: str) -> List[str]:
+        with self.lock:
+            job = self._job(ns, name)
+            names = []
+            for pod_name, template in self.pod_names(job):
+                pod = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": pod_name, "namespace": ns, "labels": dict(template["metadata"].get("labels") or {}),
+                                    "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": name,
+                                                         "uid": job["metadata"]["uid"]}]},
+                       "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Running"}}
+                self._store("/api/v1/pods", ns, pod)
+                self.logs.setdefault((ns, pod_name), [])
+                names.append(pod_name)
+            self.set_state(ns, name, "Running")
+            return names
+
+    def log(self, ns: str, pod: str, *lines: str) -> None:
+        with self.lock:
+            self.logs.setdefault((ns, pod), []).extend(lines)
+
+    def finish(self, ns: str, name: str, state: str, exit_codes: Optional[Dict[str, int]] = None, message: str = "") -> None:
+        with self.lock:
+            for (key, o_ns, _), pod in self.objects.items():
+                owners = pod["metadata"].get("ownerReferences") or []
+                if key == "/api/v1/pods" and o_ns == ns and any(o["name"] == name for o in owners):
+                    code = (exit_codes or {}).get(pod["metadata"]["name"], 0)
+                    pod["status"] = {"phase": "Failed" if code else "Succeeded", "containerStatuses": [
+                        {"name": pod["spec"]["containers"][0]["name"], "image": pod["spec"]["containers"][0]["image"],
+                         "imageID": "", "ready": False, "restartCount": 0,
+                         "state": {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed"}}}]}
+            self.set_state(ns, name, state, message)
+
+    # -- the API -------------------------------------------------------------------------------
+    def _store(self, key: str, ns: str, obj: dict) -> dict:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", ns)
+        meta["uid"] = str(uuid.uuid4())
+        meta["resourceVersion"] = str(int(time.time() * 1000))
+        meta["creationTimestamp"] = _now()
+        self.objects[(key, ns, meta["name"])] = obj
+        return obj
+
+    def _delete(self, key: str, ns: str, name: str) -> Optional[dict]:
+        obj = self.objects.pop((key, ns, name), None)
+        if obj is not None:
+            uid = obj["metadata"]["uid"]
+            for k in [k for k, o in self.objects.items()
+                      if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])]:
+                self._delete(*k)
+        return obj
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _status(self, code: int, reason: str, message: str) -> None:
+                self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "message": message, "reason": reason, "code": code})
+
+            def _body(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(length) or b"null") if length else None
+
+            def _route(self, method: str) -> None:
+                url = urlparse(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                fake.calls.append((method, url.path + ("?" + url.query if url.query else "")))
+                if self.headers.get("Authorization") != "Bearer " + fake.token:
+                    return self._status(401, "Unauthorized", "Unauthorized")
+                for i, (m, code) in enumerate(fake.fail_next):
+                    if m == method:
+                        fake.fail_next.pop(i)
+                        return self._status(code, "InternalError", "injected failure")
+                match = CUSTOM.match(url.path) or CORE.match(url.path)
+                if not match:
+                    return self._status(404, "NotFound", f"the server could not find the requested resource {url.path}")
+                g = match.groupdict()
+                if url.path.startswith("/apis/"):
+                    key = f"/apis/{g['group']}/{g['version']}/{g['plural']}"
+                    kind = None
+                else:
+                    key, kind = f"/api/v1/{g['plural']}", KINDS[g["plural"]]
+                ns, name, sub = g.get("ns"), g.get("name"), g.get("sub")
+                if sub == "log":
+                    return self._log(ns, name, query)
+                with fake.lock:
+                    if method == "GET" and not name:
+                        items = [copy.deepcopy(o) for (k, o_ns, _), o in sorted(fake.objects.items())
+                                 if k == key and (ns is None or o_ns == ns) and _matches(o, query.get("labelSelector"))]
+                        return self._send(200, {"apiVersion": "v1", "kind": (kind or "") + "List",
+                                                "metadata": {"resourceVersion": "1"}, "items": items})
+                    current = fake.objects.get((key, ns, name)) if name else None
+                    if method == "POST":
+                        body = self._body()
+                        if (key, ns, body["metadata"]["name"]) in fake.objects:
+                            return self._status(409, "AlreadyExists", f"{g['plural']} \"{body['metadata']['name']}\" already exists")
+                        return self._send(201, copy.deepcopy(fake._store(key, ns, body)))
+                    if current is None:
+                        return self._status(404, "NotFound", f"{g['plural']} \"{name}\" not found")
+                    if method == "GET":
+                        return self._send(200, copy.deepcopy(current))
+                    if method == "PUT":
+                        body = self._body()
+                        body["metadata"] = {**body["metadata"], "uid": current["metadata"]["uid"],
+                                            "creationTimestamp": current["metadata"]["creationTimestamp"]}
+                        fake.objects[(key, ns, name)] = body
+                        return self._send(200, copy.deepcopy(body))
+                    if method == "PATCH":
+                        return self._send(200, copy.deepcopy(_merge(current, self._body() or {})))
+                    if method == "DELETE":
+                        body = self._body() or {}
+                        current.setdefault("metadata", {})["deletionPropagation"] = body.get("propagationPolicy")
+                        fake._delete(key, ns, name)
+                        return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
+                                                "details": {"name": name, "kind": g["plural"]}})
+                return self._status(405, "MethodNotAllowed", method)
+
+            def _log(self, ns: str, name: str, query: dict) -> None:
+                if (ns, name) not in fake.logs:
+                    return self._status(404, "NotFound", f"pods \"{name}\" not found")
+                follow = query.get("follow") == "true"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                sent = 0
+                while True:
+                    with fake.lock:
+                        lines = list(fake.logs.get((ns, name), []))
+                        pod = fake.objects.get(("/api/v1/pods", ns, name))
+                        done = pod is None or pod["status"].get("phase") in ("Succeeded", "Failed")
+                    for line in lines[sent:]:
+                        self.wfile.write((line + "\n").encode())
+                    self.wfile.flush()
+                    sent = len(lines)
+                    if not follow or done:
+                        return
+                    time.sleep(0.05)
+
+            def do_GET(self):
+                self._route("GET")
+
+            def do_POST(self):
+                self._route("POST")
+
+            def do_PUT(self):
+                self._route("PUT")
+
+            def do_PATCH(self):
+                self._route("PATCH")
+
+            def do_DELETE(self):
+                self._route("DELETE")
+
+        return Handler
