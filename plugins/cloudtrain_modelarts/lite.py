@@ -218,7 +218,7 @@ def _where(job: JobSpec, *loc):
     source = job.source
     if source is None:
         return None, None
-    return (str(source.path) if source.path else None), source.line_of(loc)
+    return (str(source.path) if source.path else None), source.lines.get(tuple(loc))  # None when absent
 
 
 class ModelartsLiteProvider(VolcanoProvider):

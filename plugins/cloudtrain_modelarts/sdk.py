@@ -53,7 +53,7 @@ def credentials(provider: str, project_id: Optional[str] = None):
     else:
         try:
             creds = ProfileCredentialProvider.get_basic().get_credentials()
-        except SdkException:
+        except (SdkException, ValueError, TypeError, OSError):  # no profile file, or an unreadable one
             creds = None
     if creds is None or not isinstance(creds, BasicCredentials):
         raise BadInput(f"no Huawei Cloud credentials: export {AK_ENV} and {SK_ENV} (an access key of an IAM user "

@@ -95,7 +95,7 @@ def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
     source = job.source
     if source is None:
         return None, None
-    return (str(source.path) if source.path else None), source.line_of(loc)
+    return (str(source.path) if source.path else None), source.lines.get(tuple(loc))  # None when absent
 
 
 class ModelartsProvider(Provider):

@@ -1,0 +1,261 @@
+"""modelarts (Standard): submit, status, logs, cancel and list through the real
+``huaweicloudsdkmodelarts`` client, signed with AK/SK, over HTTP, against modelarts_fake.py."""
+import json
+import re
+import threading
+import time
+
+import huaweicloudsdkmodelarts.v1 as v1
+import pytest
+
+from cloudtrain.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, PlatformError
+from cloudtrain.loading import load_job
+from cloudtrain.plugins import get_provider
+from cloudtrain.provider import State
+from cloudtrain_modelarts import sdk
+from conftest import EXAMPLES, run_cli, write_job
+from modelarts_fake import AK, PROJECT, SK, FakeModelArts
+
+SECRET = "hf_modelarts-secret-value-3377"
+REGION_ENV = "HUAWEICLOUD_SDK_REGION_MODELARTS_CN_NORTH_4"
+
+
+@pytest.fixture
+def ma(monkeypatch, tmp_path):
+    with FakeModelArts() as fake:
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.huaweicloud profile from this machine
+        monkeypatch.setenv("HUAWEICLOUD_SDK_AK", AK)
+        monkeypatch.setenv("HUAWEICLOUD_SDK_SK", SK)
+        monkeypatch.setenv("HUAWEICLOUD_SDK_PROJECT_ID", PROJECT)
+        monkeypatch.setenv("HUAWEICLOUD_SDK_REGION", "cn-north-4")
+        monkeypatch.setenv(REGION_ENV, fake.url)   # the SDK's own endpoint override
+        yield fake
+
+
+def job_file(tmp_path, command="python train.py --epochs 1", extra_options="", extra=""):
+    return write_job(tmp_path, f"""
+        name: ma-job
+        code: {EXAMPLES / 'digits-ddp'}
+        command: {command}
+        image: swr.cn-north-4.myhuaweicloud.com/team/pytorch:2.1
+        distribution: {{type: ddp, nodes: 2, procs_per_node: 1}}
+        env: {{OMP_NUM_THREADS: "1"}}
+        {extra}
+        providers:
+          modelarts:
+            region: cn-north-4
+            code_dir: obs://bkt/jobs/digits-ddp/
+            flavor_id: modelarts.vm.cpu.8u
+            {extra_options}
+        """)
+
+
+def submit(tmp_path, **kw):
+    job = load_job(job_file(tmp_path, **kw))
+    provider = get_provider("modelarts")
+    rendered = provider.render(job)
+    return provider, rendered, provider.submit(rendered)
+
+
+def created(ma):
+    return [b for m, p, b in ma.requests if m == "POST" and p.endswith("/training-jobs")]
+
+
+def test_submit_sends_the_rendered_body_signed_with_the_access_key(tmp_path, ma):
+    provider, rendered, run = submit(tmp_path)
+    assert re.fullmatch(r"modelarts://cn-north-4/[0-9a-f-]{36}", run.handle)
+    (body,) = created(ma)
+    expected = json.loads(json.dumps(rendered.artifacts[0].content))
+    digest = provider.spec_hash(rendered)
+    expected["metadata"]["name"] = "ma-job-" + digest[:8]
+    expected["metadata"]["description"] = "cloudtrain job ma-job cloudtrain:spec-hash=" + digest
+    assert body == expected                                   # exactly the dry run, plus the spec-hash name
+    assert sdk.from_model(sdk.to_model(v1, "Job", body)) == body
+    job_id = run.id.split("/")[1]
+    assert ma.jobs[job_id]["metadata"]["name"] == "ma-job-" + digest[:8]
+
+
+def test_submitting_the_same_job_again_attaches(tmp_path, ma):
+    _, _, first = submit(tmp_path)
+    _, _, again = submit(tmp_path)
+    assert again.handle == first.handle
+    assert ma.count("POST", r"/training-jobs$") == 1 and ma.count("POST", "training-job-searches") == 2
+    _, _, other = submit(tmp_path, command="python train.py --epochs 2")  # another request: another job
+    assert other.handle != first.handle and ma.count("POST", r"/training-jobs$") == 2
+
+
+def test_status_maps_phase_and_shows_the_secondary_phase(tmp_path, ma):
+    _, _, run = submit(tmp_path)
+    job_id = run.id.split("/")[1]
+    assert (run.status().state, run.status().raw_state) == (State.PENDING, "Creating")
+    ma.set_phase(job_id, "Pending", "Queuing")
+    status = run.status()
+    assert (status.state, status.raw_state, status.message, status.nodes) == (State.PENDING, "Pending/Queuing", "Queuing", 2)
+    ma.set_phase(job_id, "Running")
+    status = run.status()
+    assert (status.state, status.raw_state) == (State.RUNNING, "Running") and status.started_at
+    ma.set_phase(job_id, "Completed", duration=61000)
+    status = run.status()
+    assert status.state is State.SUCCEEDED and status.ended_at == pytest.approx(status.started_at + 61)
+    assert status.created_at and status.name.startswith("ma-job-")
+
+
+def test_a_failed_task_gives_its_exit_code(tmp_path, ma):
+    _, _, run = submit(tmp_path)
+    job_id = run.id.split("/")[1]
+    ma.set_phase(job_id, "Failed", "Failed", task_statuses=[
+        {"task": "worker-0", "exit_code": 0, "message": ""},
+        {"task": "worker-1", "exit_code": 3, "message": "rank 1: failing on purpose"}])
+    status = run.status()
+    assert (status.state, status.exit_code) == (State.FAILED, 3)
+    assert status.message == "worker-1 exited with 3: rank 1: failing on purpose"
+    ma.set_phase(job_id, "Abnormal")
+    assert run.status().state is State.FAILED
+
+
+def test_logs_of_every_task_and_of_one(tmp_path, ma):
+    _, _, run = submit(tmp_path)
+    job_id = run.id.split("/")[1]
+    ma.log(job_id, "worker-0", "epoch 1/1 loss 0.3\ntest_accuracy 0.95\n")
+    ma.log(job_id, "worker-1", "rank 1/2\npartial")
+    lines = list(run.provider.logs(run.id))
+    assert lines == ["[worker-0] epoch 1/1 loss 0.3\n", "[worker-0] test_accuracy 0.95\n",
+                     "[worker-1] rank 1/2\n", "[worker-1] partial\n"]
+    assert list(run.provider.logs(run.id + "/worker-1")) == ["rank 1/2\n", "partial\n"]
+    assert ma.count("GET", "/tasks/worker-1/logs/preview") == 2
+
+
+def test_follow_streams_until_the_job_ends(tmp_path, ma):
+    provider, _, run = submit(tmp_path)
+    provider.poll = 0.05
+    job_id = run.id.split("/")[1]
+    ma.set_phase(job_id, "Running")
+
+    def platform():
+        for i in range(5):
+            ma.log(job_id, "worker-0", f"step {i} ")   # lines arrive in pieces
+            ma.log(job_id, "worker-0", "done\n")
+            time.sleep(0.05)
+        ma.log(job_id, "worker-1", "last words")
+        ma.set_phase(job_id, "Completed")
+
+    thread = threading.Thread(target=platform)
+    thread.start()
+    lines = list(provider.logs(run.id, follow=True))
+    thread.join()
+    assert [l for l in lines if "worker-0" in l] == [f"[worker-0] step {i} done\n" for i in range(5)]
+    assert lines[-1] == "[worker-1] last words\n"
+
+
+def test_the_preview_window_is_said_when_the_log_outgrew_it(tmp_path, ma):
+    ma.preview_limit = 16
+    _, _, run = submit(tmp_path)
+    job_id = run.id.split("/")[1]
+    ma.log(job_id, "worker-0", "0123456789\n" * 4)
+    lines = list(run.provider.logs(run.id + "/worker-0"))
+    assert lines[0].startswith("[cloudtrain] ... 28 bytes skipped")
+    assert lines[-1] == "0123456789\n"
+
+
+def test_cancel_stops_once_and_is_idempotent(tmp_path, ma):
+    _, _, run = submit(tmp_path)
+    job_id = run.id.split("/")[1]
+    ma.set_phase(job_id, "Running")
+    status = run.cancel()
+    assert (status.state, status.raw_state) == (State.CANCELLED, "Terminated")
+    assert ma.count("POST", "/actions$") == 1 and ma.bodies[-1] == {"action_type": "terminate"}
+    assert run.cancel().state is State.CANCELLED
+    assert ma.count("POST", "/actions$") == 1
+    ma.set_phase(job_id, "Completed")
+    assert run.cancel().state is State.SUCCEEDED                 # an ended job stays as it ended
+
+
+def test_cancel_racing_the_end_of_the_job(tmp_path, ma):
+    provider, _, run = submit(tmp_path)
+    job = ma.jobs[run.id.split("/")[1]]
+    job["status"]["phase"] = "Running"
+    real = provider.status
+
+    def status_then_end(job_id):
+        result = real(job_id)
+        job["status"]["phase"] = "Completed"   # the job ends right after cancel looked at it
+        return result
+    provider.status = status_then_end
+    assert provider.cancel(run.id).state is State.SUCCEEDED
+    assert ma.count("POST", "/actions$") == 1   # the stop was refused (already ended): not an error
+
+
+def test_list_shows_cloudtrains_jobs(tmp_path, ma):
+    _, _, run = submit(tmp_path)
+    ma._create({"metadata": {"name": "someone-elses", "description": "by hand"},
+                "algorithm": {}, "spec": {"resource": {"node_count": 1}}})
+    jobs = get_provider("modelarts").list()
+    assert [j.handle for j in jobs] == [run.handle]
+    assert jobs[0].state is State.PENDING and jobs[0].nodes == 2
+
+
+def test_api_errors_carry_code_message_and_request_id(tmp_path, ma):
+    provider = get_provider("modelarts")
+    with pytest.raises(PlatformError) as info:
+        provider.status("cn-north-4/no-such-job")
+    text = str(info.value)
+    assert "ModelArts.2742: Training job no-such-job not found (HTTP 404)" in text
+    assert re.search(r"\(request id req-[0-9a-f]{16}\)$", text) and info.value.request_id.startswith("req-")
+    ma.fail_next.append(("POST", r"/training-jobs$", 400, "ModelArts.2704", "flavor modelarts.vm.cpu.8u is sold out"))
+    with pytest.raises(PlatformError, match="refused create_training_job: ModelArts.2704: flavor modelarts.vm.cpu.8u is sold out"):
+        submit(tmp_path)
+
+
+def test_a_wrong_access_key_is_a_platform_error(tmp_path, ma, monkeypatch):
+    monkeypatch.setenv("HUAWEICLOUD_SDK_AK", "AKSOMEONEELSE")
+    with pytest.raises(PlatformError, match=r"APIGW.0301: .*unknown access key \(HTTP 401\); check HUAWEICLOUD_SDK_AK"):
+        get_provider("modelarts").status("cn-north-4/x")
+
+
+def test_unreachable_endpoint_is_a_platform_error(ma, monkeypatch):
+    monkeypatch.setenv(REGION_ENV, "http://127.0.0.1:9")
+    with pytest.raises(PlatformError, match="cannot reach ModelArts"):
+        get_provider("modelarts").status("cn-north-4/x")
+
+
+def test_nothing_is_sent_without_code_dir_or_credentials(tmp_path, ma, monkeypatch):
+    job = load_job(job_file(tmp_path), {"providers.modelarts.code_dir": None})
+    with pytest.raises(BadInput, match=r"code_dir is not set.*python -m cloudtrain_modelarts.stage"):
+        get_provider("modelarts").submit(job)
+    monkeypatch.delenv("HUAWEICLOUD_SDK_AK")
+    with pytest.raises(BadInput, match="no Huawei Cloud credentials: export HUAWEICLOUD_SDK_AK"):
+        get_provider("modelarts").submit(load_job(job_file(tmp_path)))
+    assert ma.calls == []
+
+
+def test_secrets_are_refused_unless_allowed_then_sent_only_to_the_platform(tmp_path, ma, monkeypatch):
+    monkeypatch.setenv("CT_MA_SECRET", SECRET)
+    extra = "secrets: {HF_TOKEN: {from_env: CT_MA_SECRET}}"
+    with pytest.raises(BadInput, match="no secret store: HF_TOKEN"):
+        submit(tmp_path, extra=extra)
+    assert ma.calls == []
+    provider, rendered, run = submit(tmp_path, extra=extra, extra_options="secrets_in_environment: true")
+    assert SECRET not in rendered.to_json()
+    assert created(ma)[0]["algorithm"]["environments"]["HF_TOKEN"] == SECRET
+    ma.fail_next.append(("POST", r"/training-jobs$", 400, "ModelArts.2701", f"bad value {SECRET}"))
+    with pytest.raises(PlatformError) as info:
+        submit(tmp_path, extra=extra, extra_options="secrets_in_environment: true", command="python train.py")
+    assert SECRET not in str(info.value) and "bad value ***" in str(info.value)
+
+
+def test_cli_lifecycle(tmp_path, ma, home):
+    env = {k: v for k, v in __import__("os").environ.items() if k.startswith("HUAWEICLOUD_") or k == "HOME"}
+    path = job_file(tmp_path)
+    proc = run_cli("submit", "-p", "modelarts", path, "--detach", env=env, check=0)
+    handle = proc.stdout.strip()
+    job_id = handle.rsplit("/", 1)[1]
+    ma.set_phase(job_id, "Running")
+    ma.log(job_id, "worker-0", "hello from worker 0\n")
+    status = json.loads(run_cli("status", handle, "-o", "json", env=env, check=0).stdout)
+    assert (status["state"], status["raw_state"]) == ("RUNNING", "Running")
+    assert "[worker-0] hello from worker 0" in run_cli("logs", handle, env=env, check=0).stdout
+    assert "CANCELLED" in run_cli("cancel", handle, env=env, check=0).stdout
+    missing = run_cli("status", "modelarts://cn-north-4/nope", env=env, check=EXIT_PLATFORM)
+    assert "ModelArts.2742" in missing.stderr and "request id req-" in missing.stderr
+    bad = run_cli("status", "modelarts://nope", env=env, check=EXIT_BAD_INPUT)
+    assert "expected <region>/<training job id>" in bad.stderr
