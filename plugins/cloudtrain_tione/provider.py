@@ -171,14 +171,10 @@ class TioneProvider(Provider):
                 cred = tc_credential.DefaultCredentialProvider().get_credential()
             except TencentCloudSDKException as exc:
                 raise api_error(exc, "the credentials") from None
-        http = HttpProfile()
         endpoint = self._endpoint or os.environ.get(ENDPOINT_VAR)
-        if endpoint:
-            scheme, sep, host = endpoint.partition("://")
-            if sep:
-                http.protocol, http.endpoint = scheme, host.rstrip("/")
-            else:
-                http.endpoint = endpoint
+        scheme, sep, host = (endpoint or "").partition("://")
+        http = HttpProfile(protocol=scheme if sep else None, endpoint=(host if sep else endpoint or "").rstrip("/")
+                           or None, reqTimeout=30)
         self._clients[region] = tione_client.TioneClient(cred, region, ClientProfile(httpProfile=http))
         return self._clients[region]
 

@@ -58,7 +58,7 @@ class FakeTione:
         self.bad_requests: List[str] = []
         self._ids = itertools.count(1)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     # -- running -----------------------------------------------------------------------------
     def __enter__(self) -> "FakeTione":
@@ -143,7 +143,8 @@ class FakeTione:
                      if any(tag["TagKey"] == f["TagKey"] and tag["TagValue"] in f["TagValues"] for tag in t["Tags"])]
         offset, limit = body.get("Offset", 0), min(body.get("Limit", 10), 50)
         page = items[offset:offset + limit]
-        return {"TrainingTaskSet": [self._detail(t) for t in page], "TotalCount": len(items)}
+        listed = [{k: v for k, v in self._detail(t).items() if k != "LatestInstanceId"} for t in page]
+        return {"TrainingTaskSet": listed, "TotalCount": len(items)}
 
     def StopTrainingTask(self, body: dict) -> dict:
         task = self._task(body["Id"])
@@ -241,6 +242,9 @@ class FakeTione:
                         if handler is None:
                             raise FakeError("InvalidAction", f"action {action} does not exist")
                         response = dict(handler(params), RequestId=request_id)
+                        model_problem = validate_model(action, response, "Response")
+                        if model_problem:  # the fake itself must answer in the SDK's shapes
+                            fake.bad_requests.append(model_problem)
                     except FakeError as exc:
                         response = {"Error": {"Code": exc.code, "Message": exc.message}, "RequestId": request_id}
                 data = json.dumps({"Response": response}).encode()
@@ -259,10 +263,11 @@ class FakeError(Exception):
         self.code, self.message = code, message
 
 
-def validate_model(action: str, params: dict) -> Optional[str]:
-    """Load a request body into the SDK's model for the action, unknown fields as errors."""
+def validate_model(action: str, params: dict, kind: str = "Request") -> Optional[str]:
+    """Load a request body (or a response) into the SDK's model for the action, unknown fields
+    as errors."""
     from tencentcloud.tione.v20211111 import models
-    cls = getattr(models, f"{action}Request", None)
+    cls = getattr(models, f"{action}{kind}", None)
     if cls is None:
         return None
     with warnings.catch_warnings():
@@ -270,5 +275,5 @@ def validate_model(action: str, params: dict) -> Optional[str]:
         try:
             cls()._deserialize(params)
         except Exception as exc:  # the SDK's "<Key> fileds are useless" warning, raised
-            return f"{action}: {exc}"
+            return f"{action}{kind}: {exc}"
     return None
