@@ -5,4 +5,6 @@ from cloudtrain.hookspecs import hookimpl
 @hookimpl
 def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
-    pass
+    register("cloudtrain_aws.sagemaker:SageMakerProvider", name="sagemaker")
+    register("cloudtrain_aws.ec2:Ec2Provider", name="ec2")
+    register("cloudtrain_aws.eks:EksProvider", name="eks")

@@ -75,6 +75,21 @@ CASES = {
          {"node_rank": 2, "num_nodes": 3, "master_addr": "10.0.0.4", "master_port": 2222,
           "hosts": ["10.0.0.4", "10.0.0.5", "10.0.0.6"]}),
     ],
+    # SageMaker (platforms.md §5.2): resourceconfig.json (here as the toolkit's SM_RESOURCE_CONFIG),
+    # or the toolkit's SM_HOSTS / SM_CURRENT_HOST; no master port from the platform: 7777 (the SDK's).
+    "sagemaker": [
+        ({"SM_RESOURCE_CONFIG": '{"current_host": "algo-3", "current_instance_type": "ml.p4d.24xlarge", '
+                                '"current_group_name": "homogeneousCluster", "hosts": ["algo-1", "algo-2", "algo-3"], '
+                                '"network_interface_name": "eth0"}',
+          "SM_NUM_GPUS": "8", "TRAINING_JOB_NAME": "digits-ddp-0123456789ab"},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "algo-1", "master_port": 7777, "nproc_per_node": 8,
+          "hosts": ["algo-1", "algo-2", "algo-3"], "output_dir": "/opt/ml/model",
+          "env": {"NCCL_SOCKET_IFNAME": "eth0"}}),
+        ({"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_MASTER_ADDR": "algo-1",
+          "SM_MASTER_PORT": "7777", "SM_NUM_GPUS": "0", "SM_MODEL_DIR": "/opt/ml/model", "SM_HOST_COUNT": "2"},
+         {"node_rank": 1, "num_nodes": 2, "master_addr": "algo-1", "master_port": 7777, "nproc_per_node": None,
+          "hosts": ["algo-1", "algo-2"]}),
+    ],
     # The generic environment: CLOUDTRAIN_* variables, or torchrun's PET_* ones.
     "local": [
         ({"CLOUDTRAIN_NUM_NODES": "3", "CLOUDTRAIN_NODE_RANK": "2", "CLOUDTRAIN_MASTER_ADDR": "h0",

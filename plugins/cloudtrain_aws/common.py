@@ -1,0 +1,370 @@
+"""What the AWS providers share: boto3 clients (retries, regions), error translation, the spec
+hash, the content-addressed code upload, EFA facts from EC2 and a CloudWatch Logs follower.
+
+Imports no SDK at module level: ``cloudtrain render`` of any provider must not pay for boto3.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Provider, Rendered
+
+# Placeholders a render shows for what only submit knows (filled in by ``fill``).
+SPEC_HASH = "<spec-hash>"
+CODE_DIGEST = "<code-digest>"
+NODE_MODULE = "cloudtrain_aws.node:main"  # shipped in the launcher bundle next to the detector
+# EFA presets for libfabric / NCCL on EFA instances (SageMaker's and the AWS DLAMI's choices;
+# libfabric >= 1.18 turns on device RDMA by itself where the instance has it).
+EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1"}
+S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/.*)?$")
+TAG_JOB, TAG_NAME, TAG_HASH = "cloudtrain:job-id", "cloudtrain:name", "cloudtrain:spec-hash"
+
+_HINTS = (
+    (("AccessDenied", "UnauthorizedOperation", "AuthFailure", "AccessDeniedException"),
+     "grant the calling IAM identity this permission, or use other credentials (AWS_PROFILE)"),
+    (("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+      "SignatureDoesNotMatch", "InvalidSignatureException"),
+     "refresh or fix your AWS credentials (aws sso login, aws configure, AWS_PROFILE)"),
+    (("ResourceLimitExceeded", "InstanceLimitExceeded", "InsufficientInstanceCapacity", "VcpuLimitExceeded",
+      "MaxSpotInstanceCountExceeded"),
+     "ask AWS for a quota increase, or use fewer or other instances"),
+    (("ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown"),
+     "try again later (cloudtrain already retried with backoff; AWS_MAX_ATTEMPTS raises the number of tries)"),
+    (("NoSuchBucket",), "create the bucket or fix the s3:// option"),
+)
+
+
+def hint_for(code: str) -> str:
+    for codes, hint in _HINTS:
+        if code in codes:
+            return hint
+    if code.startswith("Invalid") or code in ("ValidationException", "ValidationError", "MissingParameter"):
+        return "fix the request (`cloudtrain render -p PROVIDER JOB.yaml` shows it)"
+    return "see AWS's message above"
+
+
+def parse_s3(uri: str) -> Tuple[str, str]:
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``."""
+    m = S3_URI.match(uri or "")
+    if not m:
+        raise BadInput(f"{uri!r} is not an s3://bucket/prefix URI; fix the option")
+    return m.group(1), (m.group(2) or "").strip("/")
+
+
+def join_s3(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def job_name(job: JobSpec, spec_hash: str) -> str:
+    """``<name>-<12 hex>``: at most 63 characters, the same for the same spec."""
+    return f"{job.name[:50].rstrip('-')}-{spec_hash[:12]}"
+
+
+def spec_hash(rendered: Rendered, code_digest: str) -> str:
+    """sha256 of the rendered envelope (placeholders and masks as rendered) and the code."""
+    return hashlib.sha256(rendered.to_json().encode() + b"\0" + code_digest.encode()).hexdigest()
+
+
+def fill(content: Any, values: Mapping[str, str]) -> Any:
+    """``content`` (JSON-able) with every placeholder replaced (a JSON round trip)."""
+    text = json.dumps(content)
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, json.dumps(value)[1:-1])
+    return json.loads(text)
+
+
+def option_line(job: JobSpec, provider: str, *field: str) -> dict:
+    """``file``/``line``/``field`` for a JobFileError about ``providers.<provider>.<field>``."""
+    loc = ("providers", provider, *field)
+    source = job.source
+    return {"file": str(source.path) if source and source.path else None,
+            "line": source.line_of(loc) if source else None,
+            "field": ".".join(loc)}
+
+
+def check_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> None:
+    unknown = sorted(set(ids) - set(job.secrets))
+    if unknown:
+        raise JobFileError(f"{', '.join(unknown)} is not among the job's secrets; map only names listed "
+                           "under `secrets`", **option_line(job, provider, "secrets_manager"))
+
+
+def secrets_artifact(job: JobSpec, provider: str, ids: Mapping[str, str]):
+    """What every node reads from Secrets Manager at start (``cloudtrain_aws.node``): the ids,
+    and the values masked; None without secrets."""
+    from cloudtrain.provider import Artifact
+    from cloudtrain.secrets import MASK
+    if not job.secrets:
+        return None
+    return Artifact("secretsmanager/GetSecretValue", "node", {
+        name: {"SecretId": ids.get(name) or f"<providers.{provider}.secrets_manager.{name}>", "SecretString": MASK}
+        for name in sorted(job.secrets)})
+
+
+def require_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> None:
+    """Submit-time: every secret must come from Secrets Manager (AWS has no secret variables)."""
+    missing = sorted(set(job.secrets) - set(ids))
+    if missing:
+        raise JobFileError(
+            f"{provider} has no secret environment variables and cloudtrain never puts a secret's value "
+            f"in the request; store {', '.join(missing)} in AWS Secrets Manager and map it: "
+            f"providers.{provider}.secrets_manager: {{{missing[0]}: arn:aws:secretsmanager:...}}",
+            **option_line(job, provider, "secrets_manager"))
+
+
+# -- per-process caches shared by provider instances (a benchmark submits from many threads) --
+_lock = threading.RLock()
+_archives: Dict[tuple, Tuple[bytes, str]] = {}
+_uploaded: set = set()
+_efa: Dict[tuple, Optional[dict]] = {}
+
+
+def code_archive(job: JobSpec, targets: Iterable[str], code_digest: str) -> Tuple[bytes, str]:
+    """The job's code with the launcher bundle (``shipping.archive``) and its sha256, built once
+    per code digest in a process."""
+    from cloudtrain import shipping
+    key = (str(job.code_path), code_digest, tuple(targets))
+    with _lock:
+        if key not in _archives:
+            if not job.code_path.is_dir():
+                raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+            data = shipping.archive(job, list(targets))
+            _archives[key] = (data, hashlib.sha256(data).hexdigest())
+        return _archives[key]
+
+
+class AwsProvider(Provider):
+    """Base of the AWS providers: clients from boto3's default credential chain, or injected
+    (``Provider(sagemaker=client, s3=client, ...)``) for tests and embedding applications."""
+
+    extra = "aws"
+    sdk_modules = ("boto3",)
+
+    def __init__(self, **clients: Any):
+        super().__init__(**clients)
+        self._made: Dict[tuple, Any] = {}
+        self._cache: Dict[tuple, Tuple[float, Any]] = {}
+        self._clients_lock = threading.Lock()
+
+    # -- clients ------------------------------------------------------------------------------
+    @property
+    def poll_seconds(self) -> float:
+        """How often status is read from AWS while following a job (the CLI asks more often)."""
+        return float(os.environ.get("CLOUDTRAIN_AWS_POLL_SECONDS", "5"))
+
+    @staticmethod
+    def retry_config():
+        """botocore's standard (or adaptive) retry mode: throttling, 5xx and dropped connections
+        are retried with backoff (``AWS_RETRY_MODE``, ``AWS_MAX_ATTEMPTS`` change it)."""
+        from botocore.config import Config
+        return Config(retries={"mode": os.environ.get("AWS_RETRY_MODE") or "standard",
+                               "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 8)},
+                      connect_timeout=10, read_timeout=70, user_agent_extra="cloudtrain/0.1.0")
+
+    def client(self, service: str, region: Optional[str] = None):
+        if service in self.clients:
+            return self.clients[service]
+        key = (service, region)
+        with self._clients_lock:
+            if key not in self._made:
+                boto3 = self.require_sdk("boto3")
+                from botocore.exceptions import NoRegionError
+                try:
+                    self._made[key] = boto3.session.Session().client(
+                        service, region_name=region, config=self.retry_config())
+                except NoRegionError:
+                    raise BadInput(f"no AWS region: set providers.{self.name}.region, AWS_REGION or a "
+                                   "profile's region (aws configure)") from None
+            return self._made[key]
+
+    def region_of(self, region: Optional[str]) -> str:
+        """The region a job goes to (for its handle): the option, else boto3's default chain."""
+        if region:
+            return region
+        injected = next(iter(self.clients.values()), None)
+        if injected is not None:
+            return injected.meta.region_name
+        boto3 = self.require_sdk("boto3")
+        found = boto3.session.Session().region_name
+        if not found:
+            raise BadInput(f"no AWS region: set providers.{self.name}.region, AWS_REGION or a profile's "
+                           "region (aws configure)")
+        return found
+
+    @staticmethod
+    def split_id(job_id: str) -> Tuple[Optional[str], str]:
+        """``region/name`` -> (region, name); a bare name uses the default region."""
+        region, sep, name = job_id.rpartition("/")
+        return (region or None) if sep else None, name
+
+    @contextmanager
+    def api(self, what: str, not_found: Optional[Callable[[str, str], bool]] = None, job_id: Optional[str] = None):
+        """Translate boto errors into cloudtrain's: PlatformError (exit 3) with AWS's code, message
+        and request id; an error ``not_found(code, message)`` recognises into JobNotFound (exit 2)."""
+        from botocore.exceptions import (BotoCoreError, ClientError, ConnectionClosedError, EndpointConnectionError,
+                                         NoCredentialsError, ReadTimeoutError)
+        try:
+            yield
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            code, message = str(err.get("Code", "?")), str(err.get("Message", ""))
+            if not_found is not None and not_found(code, message):
+                raise JobNotFound(f"no {self.name} job {job_id!r} ({message}); cloudtrain list -p {self.name} "
+                                  "shows the jobs") from None
+            request_id = exc.response.get("ResponseMetadata", {}).get("RequestId")
+            raise PlatformError(f"{what}: AWS refused: {code}: {message}; {hint_for(code)}",
+                                request_id=request_id) from None
+        except NoCredentialsError:
+            raise PlatformError(f"{what}: no AWS credentials found; configure them (aws configure, aws sso login, "
+                                "AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") from None
+        except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError) as exc:
+            raise PlatformError(f"{what}: cannot reach AWS ({exc}) after retries; check the network, the "
+                                "region and AWS_ENDPOINT_URL") from None
+        except BotoCoreError as exc:
+            raise PlatformError(f"{what}: {exc}; check the AWS configuration") from None
+
+    def cached(self, key: tuple, fetch: Callable[[], Any], fresh: bool = False) -> Any:
+        """``fetch()``, reused for ``poll_seconds`` (the CLI's follower asks every 0.2 s)."""
+        now = time.monotonic()
+        hit = self._cache.get(key)
+        if not fresh and hit is not None and now - hit[0] < self.poll_seconds:
+            return hit[1]
+        value = fetch()
+        self._cache[key] = (time.monotonic(), value)
+        return value
+
+    # -- code ---------------------------------------------------------------------------------
+    def upload_code(self, job: JobSpec, bucket: str, key: str, targets: Iterable[str], code_digest: str,
+                    region: Optional[str]) -> None:
+        """Put the archive at ``bucket/key`` unless it is there already (content-addressed: the
+        key holds the archive's sha256), once per process."""
+        data, _ = code_archive(job, targets, code_digest)
+        if (bucket, key) in _uploaded:
+            return
+        s3 = self.client("s3", region)
+        from botocore.exceptions import ClientError
+        with self.api(f"upload the code to s3://{bucket}/{key}"):
+            try:
+                s3.head_object(Bucket=bucket, Key=key)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                    raise
+                s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip")
+        with _lock:
+            _uploaded.add((bucket, key))
+
+    # -- EFA ----------------------------------------------------------------------------------
+    def efa_info(self, instance_type: str, region: Optional[str]) -> Optional[dict]:
+        """EC2's network facts for an instance type (``ml.`` dropped): ``{"supported": bool,
+        "max_interfaces": n, "network_cards": n}``; None when EC2 cannot be asked (no permission).
+        One DescribeInstanceTypes call per type and region in a process."""
+        ec2_type = instance_type[3:] if instance_type.startswith("ml.") else instance_type
+        key = (ec2_type, region)
+        with _lock:
+            if key in _efa:
+                return _efa[key]
+        from botocore.exceptions import ClientError
+        ec2 = self.client("ec2", region)
+        try:
+            with self.api(f"look up {ec2_type} in EC2"):
+                try:
+                    found = ec2.describe_instance_types(InstanceTypes=[ec2_type])["InstanceTypes"]
+                except ClientError as exc:
+                    code = exc.response.get("Error", {}).get("Code", "")
+                    if code in ("InvalidInstanceType", "InvalidParameterValue"):
+                        found = []
+                    else:
+                        raise
+        except PlatformError:
+            return None  # e.g. no ec2:DescribeInstanceTypes permission: the caller decides
+        if not found:
+            info = {"supported": False, "max_interfaces": 0, "network_cards": 0, "unknown": True}
+        else:
+            net = found[0].get("NetworkInfo", {})
+            info = {"supported": bool(net.get("EfaSupported")),
+                    "max_interfaces": int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
+                    "network_cards": int(net.get("MaximumNetworkCards") or 1)}
+        with _lock:
+            _efa[key] = info
+        return info
+
+    def use_efa(self, job: JobSpec, instance_type: str, region: Optional[str]) -> Optional[dict]:
+        """Whether the job gets EFA: ``network.rdma: off`` never; ``on`` always (exit 2 if EC2 says
+        the type has no EFA); ``auto`` when EC2 says the type supports it.  Returns the EFA facts
+        (None: no EFA)."""
+        rdma = job.network.rdma
+        if rdma == "off":
+            return None
+        info = self.efa_info(instance_type, region)
+        if rdma == "on":
+            if info is not None and not info["supported"]:
+                raise JobFileError(f"{instance_type} has no EFA (EC2 DescribeInstanceTypes: EfaSupported false); "
+                                   "use an EFA instance type (e.g. p4d.24xlarge, p5.48xlarge, trn1.32xlarge) or "
+                                   "set network.rdma to auto or off",
+                                   file=str(job.source.path) if job.source and job.source.path else None,
+                                   line=job.source.line_of(("network", "rdma")) if job.source else None,
+                                   field="network.rdma")
+            return info or {"supported": True, "max_interfaces": 1, "network_cards": 1}
+        return info if info and info["supported"] else None
+
+    # -- CloudWatch Logs ----------------------------------------------------------------------
+    def cloudwatch_lines(self, region: Optional[str], group: str, prefix: str, label: Callable[[str], str],
+                         follow: bool, ended: Callable[[], bool]) -> Iterator[str]:
+        """Every event of the streams ``group/prefix*``, oldest first, each line as ``[label]
+        message``; with ``follow``, new streams and events every ``poll_seconds`` until ``ended()``
+        (then one last read)."""
+        logs = self.client("logs", region)
+        from botocore.exceptions import ClientError
+        tokens: Dict[str, Optional[str]] = {}
+        while True:
+            done = follow and ended()
+            batch: List[tuple] = []
+            with self.api(f"read the logs {group}/{prefix}"):
+                try:
+                    streams = []
+                    for page in logs.get_paginator("describe_log_streams").paginate(
+                            logGroupName=group, logStreamNamePrefix=prefix):
+                        streams += [s["logStreamName"] for s in page.get("logStreams", [])]
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                        raise
+                    streams = []
+                for order, stream in enumerate(sorted(streams)):
+                    token = tokens.get(stream)
+                    while True:
+                        kwargs = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
+                        if token:
+                            kwargs["nextToken"] = token
+                        page = logs.get_log_events(**kwargs)
+                        for event in page.get("events", []):
+                            batch.append((event.get("timestamp", 0), order, label(stream), event.get("message", "")))
+                        new = page.get("nextForwardToken")
+                        if not new or new == token:
+                            break
+                        token = new
+                    tokens[stream] = token
+            for _, _, name, message in sorted(batch, key=lambda b: (b[0], b[1])):
+                for line in message.rstrip("\n").split("\n"):
+                    yield f"[{name}] {line}\n"
+            if not follow or done:
+                return
+            time.sleep(self.poll_seconds)
+
+
+def strip_empty(request: dict) -> dict:
+    """Drop keys whose value is None, an empty dict or an empty list (boto3 rejects None)."""
+    return {k: v for k, v in request.items() if v is not None and v != {} and v != []}
+
+
+def not_set(job: JobSpec, provider: str, field: str, example: str) -> JobFileError:
+    return JobFileError(f"is not set; {provider} needs it to submit, e.g. {example}",
+                        **option_line(job, provider, field))

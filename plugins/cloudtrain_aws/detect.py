@@ -1,0 +1,80 @@
+"""SageMaker's node environment -> the neutral topology (``cloudtrain launch`` runs this in the node).
+
+Standard library only, Python 3.8 grammar: the launcher bundle ships it inside the code archive.
+
+Where SageMaker says where a node stands, in the order read here:
+
+1. ``$SM_RESOURCE_CONFIG``: the content of ``resourceconfig.json`` as JSON (the SageMaker training
+   toolkit exports it; ``environment()`` sets it to emulate SageMaker);
+2. the file itself, ``/opt/ml/input/config/resourceconfig.json`` (every SageMaker training
+   container has it, with or without the toolkit; ``$CLOUDTRAIN_SM_RESOURCECONFIG`` names another
+   path, for tests);
+3. the toolkit's ``SM_HOSTS`` (a JSON list) and ``SM_CURRENT_HOST``.
+
+``SM_CURRENT_HOST_RANK`` (toolkit) wins over the index of the current host in the host list, so
+that emulated nodes sharing one address still know their rank.  SageMaker gives no master port:
+the SageMaker SDK's drivers use 7777, and so does cloudtrain unless ``SM_MASTER_PORT`` says
+otherwise.  Outputs go to ``SM_MODEL_DIR``, else ``/opt/ml/model`` (uploaded to S3 as
+``model.tar.gz`` when the job ends).
+"""
+import json
+import os
+
+from cloudtrain.launch.topology import Topology, env_int
+
+RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+MASTER_PORT = 7777
+MODEL_DIR = "/opt/ml/model"
+
+
+def _json(text, name):
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ValueError("%s is not valid JSON: %r" % (name, text[:200]))
+
+
+def resource_config(environ):
+    """The node's resourceconfig.json as a dict, or None when this is not a SageMaker node."""
+    text = environ.get("SM_RESOURCE_CONFIG", "").strip()
+    if text:
+        return _json(text, "SM_RESOURCE_CONFIG")
+    path = environ.get("CLOUDTRAIN_SM_RESOURCECONFIG") or RESOURCE_CONFIG
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            return _json(f.read(), path)
+    return None
+
+
+def detect_sagemaker(environ):
+    config = resource_config(environ)
+    if config is not None:
+        hosts = [str(h) for h in config.get("hosts") or []]
+        current = str(config.get("current_host", ""))
+        iface = config.get("network_interface_name") or environ.get("SM_NETWORK_INTERFACE_NAME")
+    elif environ.get("SM_HOSTS") and environ.get("SM_CURRENT_HOST"):
+        hosts = [str(h) for h in _json(environ["SM_HOSTS"], "SM_HOSTS")]
+        current = environ["SM_CURRENT_HOST"]
+        iface = environ.get("SM_NETWORK_INTERFACE_NAME")
+    else:
+        return None
+    if not hosts:
+        raise ValueError("SageMaker's resource config lists no hosts")
+    rank = env_int(environ, "SM_CURRENT_HOST_RANK")
+    if rank is None:
+        if current not in hosts:
+            raise ValueError("current host %r is not among SageMaker's hosts %s" % (current, hosts))
+        rank = hosts.index(current)
+    gpus = env_int(environ, "SM_NUM_GPUS") or env_int(environ, "SM_NUM_NEURONS")
+    env = {"NCCL_SOCKET_IFNAME": iface} if iface else {}
+    return Topology(
+        platform="sagemaker",
+        node_rank=rank,
+        num_nodes=len(hosts),
+        master_addr=environ.get("SM_MASTER_ADDR") or hosts[0],
+        master_port=env_int(environ, "SM_MASTER_PORT") or MASTER_PORT,
+        hosts=hosts,
+        nproc_per_node=gpus or None,
+        output_dir=environ.get("SM_MODEL_DIR") or MODEL_DIR,
+        env=env,
+    )

@@ -1,0 +1,619 @@
+"""``ec2``: plain EC2 instances, one per node, run through AWS Systems Manager (SSM).
+
+Rendering gives the ``RunInstances`` request (N instances, a cluster placement group, EFA
+interfaces when RDMA applies, the job's tags), the code upload, and each node's launch script
+(``shell/script``): host names, the job's code fetched from S3, ``cloudtrain launch`` with the
+node's rank; for mpi/horovod, ssh from node 0 to the others with seed 003's lessons (``-x``
+forwarding and ``btl_tcp_if_include`` come from the launcher; thread variables default to 1;
+a non-default ssh port when asked).  Submitting starts the instances, waits until SSM sees
+them, then sends every node its script with ``SendCommand``.  Status comes from the command
+invocations and the instances' states, logs from SSM's output (or CloudWatch Logs), and
+``cancel`` terminates only instances tagged with the job's id.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudtrain import shipping
+from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, JobStatus, Rendered, State
+
+from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
+                     check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, not_set, option_line, parse_s3,
+                     require_secret_ids, spec_hash, strip_empty)
+
+JOB_ID = "<job-id>"
+MASTER_IP = "<master-ip>"
+NODE_IPS = "<node-ips>"
+HOSTS_LINES = "<hosts-lines>"
+CODE_URL = "<code-url>"
+SSH_KEY = "<ssh-public-key>"
+INSTANCE_ID = "<instance-id>"
+NODE_SCRIPT = "<node-script>"
+EFA_MARK = "# <efa-env>: filled in at submit: EFA presets if EC2 says the instance type has EFA (network.rdma: auto)"
+TAG_NODE, TAG_COMMAND, TAG_CANCELLED, TAG_LOGS = ("cloudtrain:node", "cloudtrain:command", "cloudtrain:cancelled",
+                                                  "cloudtrain:log-group")
+IMAGE_PLACEHOLDER = "<providers.ec2.image_id>"
+PROFILE_PLACEHOLDER = "<providers.ec2.instance_profile>"
+CODE_PLACEHOLDER = "s3://<providers.ec2.code_s3>"
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")
+ENDED = ("shutting-down", "terminated", "stopping", "stopped")
+
+
+class Ec2Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    image_id: Optional[str] = Field(None, description="AMI with Python 3.8+, the job's framework and the SSM agent, e.g. an AWS Deep Learning AMI (needed to submit)")
+    instance_type: Optional[str] = Field(None, description="EC2 instance type (default: resources.instance_type without ml., else m5.xlarge without GPUs)")
+    instance_profile: Optional[str] = Field(None, description="IAM instance profile (name or ARN) with AmazonSSMManagedInstanceCore (needed to submit)")
+    code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives; nodes fetch theirs with a presigned URL (needed to submit)")
+    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_REGION, the profile's region)")
+    subnet_id: Optional[str] = Field(None, description="subnet of every node (needed for EFA)")
+    security_group_ids: List[str] = Field(default_factory=list, description="security groups; nodes must reach each other on every port (a self-referencing rule)")
+    key_name: Optional[str] = Field(None, description="EC2 key pair for your own ssh access")
+    placement_group: Optional[str] = Field(None, description="an existing placement group to launch into")
+    create_placement_group: bool = Field(True, description="with more than one node and no placement_group: a cluster placement group for the job, cloudtrain-<job id>")
+    spot: bool = Field(False, description="spot instances (one-time requests)")
+    root_volume_gb: Optional[int] = Field(None, ge=8, le=16384, description="size of the root volume (default: the AMI's)")
+    root_device: str = Field("/dev/xvda", description="the AMI's root device name, with root_volume_gb (Ubuntu AMIs: /dev/sda1)")
+    python: str = Field("python3", description="the AMI's Python, which runs `cloudtrain launch`")
+    setup: List[str] = Field(default_factory=list, description="shell lines every node runs before the launcher, e.g. `. /opt/conda/etc/profile.d/conda.sh && conda activate pytorch`")
+    workdir: str = Field("/opt/cloudtrain", description="directory on each node for the job's code and outputs (<workdir>/<job id>)")
+    master_port: int = Field(29500, ge=1024, le=65000, description="the master's port (the next two are used too)")
+    ssh_port: int = Field(22, ge=1, le=65535, description="mpi/horovod: the port node 0 reaches the others' sshd on; another than 22 starts an extra sshd there")
+    ifname: Optional[str] = Field(None, description="network interface for MPI and gloo (btl_tcp_if_include), e.g. ens5 (default: the one that routes to node 0)")
+    max_runtime_seconds: int = Field(86400, ge=60, le=172800, description="SSM executionTimeout of each node's script")
+    ready_timeout_seconds: int = Field(900, ge=10, description="how long submit waits for the instances to run and register with SSM")
+    terminate_when_done: bool = Field(True, description="each instance shuts down (and so terminates) a minute after its node ends")
+    code_url_expires_seconds: int = Field(3600, ge=60, le=604800, description="validity of the presigned code URL")
+    log_group: Optional[str] = Field(None, description="CloudWatch Logs group for live output (SSM CloudWatchOutputConfig; the instance role needs CloudWatch Logs permissions); default: SSM's output, available when a node ends")
+    secrets_manager: Dict[str, str] = Field(default_factory=dict, description="where each of the job's secrets is read on the node: NAME -> Secrets Manager ARN or name (ARN#key for a JSON key)")
+    tags: Dict[str, str] = Field(default_factory=dict, description="extra tags of the instances")
+    run_label: Optional[str] = Field(None, description="any label: changing it makes an otherwise identical job a new one (the spec hash changes)")
+
+
+class Ec2Provider(AwsProvider):
+    name = "ec2"
+    description = "EC2 instances run through AWS Systems Manager"
+    Options = Ec2Options
+    # The one table: an instance's state, or its node's SSM command invocation status -> neutral.
+    states = {
+        "pending": State.PENDING, "running": State.STARTING, "shutting-down": State.FAILED,
+        "terminated": State.FAILED, "stopping": State.FAILED, "stopped": State.FAILED,
+        "Pending": State.STARTING, "InProgress": State.RUNNING, "Delayed": State.RUNNING,
+        "Cancelling": State.RUNNING, "Success": State.SUCCEEDED, "Cancelled": State.CANCELLED,
+        "TimedOut": State.FAILED, "Failed": State.FAILED, "cancelled": State.CANCELLED,
+    }
+
+    # -- render (pure) -------------------------------------------------------------------------
+    @staticmethod
+    def instance_type(job: JobSpec, options: Ec2Options) -> str:
+        kind = options.instance_type or job.resources.instance_type
+        if kind:
+            return kind[3:] if kind.startswith("ml.") else kind
+        if job.resources.gpus_per_node:
+            raise JobFileError("is not set and the job asks for GPUs; name an instance type with "
+                               f"{job.resources.gpus_per_node} GPUs, e.g. g5.12xlarge",
+                               **option_line(job, "ec2", "instance_type"))
+        return "m5.xlarge"
+
+    def check(self, job: JobSpec, options: Ec2Options) -> None:
+        self.instance_type(job, options)
+        if job.max_restarts:
+            raise JobFileError("the ec2 provider does not restart jobs; set it to 0 (or use sagemaker)",
+                               file=str(job.source.path) if job.source and job.source.path else None,
+                               line=job.source.line_of(("max_restarts",)) if job.source else None,
+                               field="max_restarts")
+        if job.network.rdma == "on" and not options.subnet_id:
+            raise JobFileError("EFA (network.rdma: on) needs a subnet for its interfaces; set it",
+                               **option_line(job, "ec2", "subnet_id"))
+        check_secret_ids(job, "ec2", options.secrets_manager)
+
+    @staticmethod
+    def uses_ssh(job: JobSpec) -> bool:
+        return job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1
+
+    def placement_group(self, job: JobSpec, options: Ec2Options) -> Optional[str]:
+        if options.placement_group:
+            return options.placement_group
+        if options.create_placement_group and job.distribution.nodes > 1:
+            return f"cloudtrain-{JOB_ID}"
+        return None
+
+    @staticmethod
+    def tags(job: JobSpec, options: Ec2Options) -> List[dict]:
+        tags = [{"Key": TAG_JOB, "Value": JOB_ID}, {"Key": TAG_NAME, "Value": job.name},
+                {"Key": TAG_HASH, "Value": SPEC_HASH}, {"Key": "Name", "Value": JOB_ID}]
+        if options.log_group:
+            tags.append({"Key": TAG_LOGS, "Value": options.log_group})
+        if options.run_label:
+            tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
+        return tags + [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
+
+    def run_instances(self, job: JobSpec, options: Ec2Options) -> dict:
+        n = job.distribution.nodes
+        profile = options.instance_profile or PROFILE_PLACEHOLDER
+        group = self.placement_group(job, options)
+        request = {
+            "ImageId": options.image_id or IMAGE_PLACEHOLDER,
+            "InstanceType": self.instance_type(job, options),
+            "MinCount": n, "MaxCount": n,  # all or nothing: a distributed job needs every node
+            "ClientToken": JOB_ID,  # idempotent: a retried RunInstances returns the first reservation
+            "IamInstanceProfile": {"Arn": profile} if profile.startswith("arn:") else {"Name": profile},
+            "KeyName": options.key_name,
+            "Placement": {"GroupName": group} if group else None,
+            "InstanceInitiatedShutdownBehavior": "terminate" if options.terminate_when_done else None,
+            "InstanceMarketOptions": {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}}
+            if options.spot else None,
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+            "BlockDeviceMappings": [{"DeviceName": options.root_device,
+                                     "Ebs": {"VolumeSize": options.root_volume_gb, "VolumeType": "gp3",
+                                             "DeleteOnTermination": True}}] if options.root_volume_gb else None,
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": self.tags(job, options)},
+                                  {"ResourceType": "volume", "Tags": self.tags(job, options)}],
+        }
+        if job.network.rdma == "on":
+            request["NetworkInterfaces"] = efa_interfaces(options, 1)
+        else:
+            request["SubnetId"] = options.subnet_id
+            request["SecurityGroupIds"] = list(options.security_group_ids)
+        return strip_empty(request)
+
+    def node_script(self, job: JobSpec, options: Ec2Options, node: int) -> str:
+        """Node ``node``'s launch script (POSIX sh, run as root by SSM's AWS-RunShellScript)."""
+        n = job.distribution.nodes
+        py = shlex.quote(options.python)
+        q = shlex.quote
+        lines = [
+            "#!/bin/sh",
+            f"# cloudtrain: node {node} of {n} of job {JOB_ID} ({job.name}), sent by SSM SendCommand; runs as root",
+            "set -eu",
+            f"JOB='{JOB_ID}'",
+            f"WORK={q(options.workdir)}/\"$JOB\"",
+            'mkdir -p "$WORK/output" && cd "$WORK"',
+            "# host names of the job's nodes (node 0 first)",
+            'if ! grep -q "cloudtrain $JOB" /etc/hosts; then',
+            "cat >>/etc/hosts <<'CLOUDTRAIN_HOSTS'",
+            HOSTS_LINES,
+            "CLOUDTRAIN_HOSTS",
+            "fi",
+            "# the job's code with the launcher, from S3 (a presigned URL: the node needs no S3 permission)",
+            "if [ ! -d code/.cloudtrain ]; then",
+            "  rm -rf code.part && mkdir code.part",
+            f"  {py} -c 'import io,sys,tarfile,urllib.request as u; "
+            "t=tarfile.open(fileobj=io.BytesIO(u.urlopen(sys.argv[1], timeout=900).read())); "
+            "t.extractall(sys.argv[2], **({\"filter\": \"data\"} if hasattr(tarfile, \"data_filter\") else {}))' "
+            f"'{CODE_URL}' code.part",
+            "  rm -rf code && mv code.part code",
+            "fi",
+        ]
+        if self.uses_ssh(job):
+            port = options.ssh_port
+            lines += [
+                "# mpirun on node 0 reaches the other nodes over ssh with the job's own key",
+                "install -d -m 700 /root/.ssh && touch /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys",
+                f"grep -qF '{SSH_KEY}' /root/.ssh/authorized_keys || echo '{SSH_KEY}' >>/root/.ssh/authorized_keys",
+                'if ! grep -q "cloudtrain $JOB" /root/.ssh/config 2>/dev/null; then',
+                "cat >>/root/.ssh/config <<CLOUDTRAIN_SSH",
+                "# cloudtrain $JOB",
+                f"Host ct-node-* $(echo '{NODE_IPS}' | tr , ' ')",
+                "  User root",
+                f"  Port {port}",
+                "  IdentityFile /root/.ssh/cloudtrain-$JOB",
+                "  StrictHostKeyChecking no",
+                "  UserKnownHostsFile /dev/null",
+                "CLOUDTRAIN_SSH",
+                "chmod 600 /root/.ssh/config",
+                "fi",
+            ]
+            if port != 22:  # seed 003: keep off port 22 when asked (e.g. a host-network container owns it)
+                lines += [f"if ! (ss -ltn 2>/dev/null | grep -q ':{port} '); then mkdir -p /run/sshd && "
+                          f"/usr/sbin/sshd -p {port}; fi"]
+            lines += [f"export OMPI_MCA_plm_rsh_args='-p {port} -i /root/.ssh/cloudtrain-{JOB_ID} "
+                      "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'"]
+        if options.setup:
+            lines += ["# providers.ec2.setup", *options.setup]
+        env = dict(job.env)
+        if job.distribution.type in ("mpi", "horovod"):
+            for name in THREAD_VARS:  # seed 003: one thread per rank unless the job says otherwise
+                env.setdefault(name, "1")
+        env.update({
+            "CLOUDTRAIN_PLATFORM": "ec2", "CLOUDTRAIN_NUM_NODES": str(n), "CLOUDTRAIN_NODE_RANK": str(node),
+            "CLOUDTRAIN_MASTER_ADDR": MASTER_IP, "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
+            "CLOUDTRAIN_HOSTS": NODE_IPS, "CLOUDTRAIN_NPROC_PER_NODE": str(job.procs_per_node),
+            "CLOUDTRAIN_JOB_ID": JOB_ID, "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
+        })
+        if options.ifname:
+            env["CLOUDTRAIN_IFNAME"] = options.ifname
+        if options.secrets_manager:
+            env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
+        if job.network.rdma == "on":
+            env.update({k: v for k, v in EFA_ENV.items() if k not in job.env})
+        lines += ["# the job's environment"]
+        lines += [f"export {k}={q(v)}" for k, v in env.items()]
+        lines += ['export CLOUDTRAIN_OUTPUT_DIR="$WORK/output"']
+        if job.network.rdma == "auto":
+            lines.append(EFA_MARK)
+        launch = [options.python, "-m", NODE_MODULE.partition(":")[0], "--",
+                  *shipping.launch_argv(job, python=options.python)]
+        lines += [
+            'cd "$WORK/code"',
+            "set +e",
+            'PYTHONPATH=.cloudtrain${PYTHONPATH:+:$PYTHONPATH} ' + shlex.join(launch),
+            "code=$?",
+            f'echo "[cloudtrain] node {node} exited with code $code"',
+        ]
+        if options.terminate_when_done:
+            lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
+        lines.append('exit "$code"')
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def keygen_script() -> str:
+        return ("set -eu\ninstall -d -m 700 /root/.ssh\n"
+                f"k=/root/.ssh/cloudtrain-{JOB_ID}\n"
+                f"[ -f \"$k\" ] || ssh-keygen -q -t ed25519 -N '' -C 'cloudtrain {JOB_ID}' -f \"$k\"\n"
+                'cat "$k.pub"\n')
+
+    def send_command(self, options: Ec2Options, comment: str, script: str) -> dict:
+        request = {
+            "DocumentName": "AWS-RunShellScript",
+            "InstanceIds": [INSTANCE_ID],
+            "Comment": comment[:100],
+            "TimeoutSeconds": max(30, options.ready_timeout_seconds),
+            "Parameters": {"commands": [script], "executionTimeout": [str(options.max_runtime_seconds)]},
+        }
+        if options.log_group:
+            request["CloudWatchOutputConfig"] = {"CloudWatchOutputEnabled": True,
+                                                 "CloudWatchLogGroupName": options.log_group}
+        return request
+
+    def code_location(self, options: Ec2Options) -> Tuple[str, str]:
+        uri = join_s3(options.code_s3 or CODE_PLACEHOLDER, CODE_DIGEST, "code.tar.gz")
+        if options.code_s3:
+            return parse_s3(uri)
+        return "<providers.ec2.code_s3>", f"{CODE_DIGEST}/code.tar.gz"
+
+    def artifacts(self, job: JobSpec, options: Ec2Options) -> List[Artifact]:
+        bucket, key = self.code_location(options)
+        out = [Artifact("s3/PutObject", "code", {"Bucket": bucket, "Key": key, "ContentType": "application/gzip"})]
+        group = self.placement_group(job, options)
+        if group and not options.placement_group:
+            out.append(Artifact("ec2/CreatePlacementGroup", group, {
+                "GroupName": group, "Strategy": "cluster",
+                "TagSpecifications": [{"ResourceType": "placement-group", "Tags": self.tags(job, options)}]}))
+        out.append(Artifact("ec2/RunInstances", JOB_ID, self.run_instances(job, options)))
+        if self.uses_ssh(job):
+            out.append(Artifact("shell/script", "ssh-key", {"node": 0, "shell": "/bin/sh",
+                                                            "script": self.keygen_script()}))
+        out += [Artifact("shell/script", f"node-{i}", {"node": i, "shell": "/bin/sh",
+                                                      "script": self.node_script(job, options, i)})
+                for i in range(job.distribution.nodes)]
+        out.append(Artifact("ssm/SendCommand", "per-node", self.send_command(
+            options, f"cloudtrain {JOB_ID} node <i>", NODE_SCRIPT)))
+        secrets = secrets_artifact(job, self.name, options.secrets_manager)
+        return out + ([secrets] if secrets else [])
+
+    # -- submit --------------------------------------------------------------------------------
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        job, options = rendered.job, rendered.options
+        for field, example in (("image_id", "ami-0123456789abcdef0"), ("instance_profile", "cloudtrain-node"),
+                               ("code_s3", "s3://my-bucket/cloudtrain")):
+            if not getattr(options, field):
+                raise not_set(job, "ec2", field, example)
+        require_secret_ids(job, "ec2", options.secrets_manager)
+        region = self.region_of(options.region)
+        digest = shipping.code_digest(job)
+        spec = spec_hash(rendered, digest)
+        name = job_name(job, spec)
+        targets = [NODE_MODULE]
+        _, archive_sha = code_archive(job, targets, digest)
+        values = {SPEC_HASH: spec, CODE_DIGEST: archive_sha, JOB_ID: name}
+        arts = [Artifact(a.kind, fill(a.name, values), fill(a.content, values)) for a in rendered.artifacts]
+        job_id = f"{region}/{name}"
+        ec2 = self.client("ec2", region)
+
+        instances = self._instances(region, name)
+        if instances and (all(tag(i, TAG_COMMAND) for i in instances) or any(i["State"]["Name"] in ENDED
+                                                                             for i in instances)):
+            return job_id  # the same spec was submitted before: attach to it
+        if not instances:
+            request = next(a.content for a in arts if a.kind == "ec2/RunInstances")
+            efa = self.use_efa(job, request["InstanceType"], region)
+            if efa and "NetworkInterfaces" not in request and options.subnet_id:
+                request["NetworkInterfaces"] = efa_interfaces(options, min(efa["max_interfaces"] or 1,
+                                                                           efa["network_cards"] or 1))
+                request.pop("SubnetId", None)
+                request.pop("SecurityGroupIds", None)
+            elif efa and "NetworkInterfaces" in request:
+                count = min(efa["max_interfaces"] or 1, efa["network_cards"] or 1)
+                request["NetworkInterfaces"] = efa_interfaces(options, count)
+            upload = next(a.content for a in arts if a.kind == "s3/PutObject")
+            self.upload_code(job, upload["Bucket"], upload["Key"], targets, digest, region)
+            for pg in (a.content for a in arts if a.kind == "ec2/CreatePlacementGroup"):
+                from botocore.exceptions import ClientError
+                with self.api(f"create the placement group {pg['GroupName']}"):
+                    try:
+                        ec2.create_placement_group(**pg)
+                    except ClientError as exc:
+                        if exc.response.get("Error", {}).get("Code") != "InvalidPlacementGroup.Duplicate":
+                            raise
+            with self.api(f"start {request['MinCount']} {request['InstanceType']} instance(s) for {name}"):
+                started = ec2.run_instances(**request)["Instances"]
+            instances = sorted(started, key=lambda i: i.get("AmiLaunchIndex", 0))
+            for index, inst in enumerate(instances):
+                with self.api(f"tag {inst['InstanceId']}"):
+                    ec2.create_tags(Resources=[inst["InstanceId"]], Tags=[{"Key": TAG_NODE, "Value": str(index)}])
+        self._launch(job, options, arts, region, name, instances, efa=self._efa_env_needed(job, options, region))
+        return job_id
+
+    def _efa_env_needed(self, job: JobSpec, options: Ec2Options, region: str) -> bool:
+        if job.network.rdma != "auto":
+            return False
+        return bool(self.use_efa(job, self.instance_type(job, options), region) and options.subnet_id)
+
+    def _launch(self, job, options, arts, region, name, instances, efa: bool) -> None:
+        """Wait for the instances and SSM, then send every node its script."""
+        ec2, ssm = self.client("ec2", region), self.client("ssm", region)
+        ids = [i["InstanceId"] for i in sorted(instances, key=node_index)]
+        try:
+            ips = self._wait_running(region, name, ids, options.ready_timeout_seconds)
+            self._wait_ssm(region, ids, options.ready_timeout_seconds)
+            upload = next(a.content for a in arts if a.kind == "s3/PutObject")
+            with self.api("presign the code URL"):
+                url = self.client("s3", region).generate_presigned_url(
+                    "get_object", Params={"Bucket": upload["Bucket"], "Key": upload["Key"]},
+                    ExpiresIn=options.code_url_expires_seconds)
+            values = {MASTER_IP: ips[0], NODE_IPS: ",".join(ips), CODE_URL: url,
+                      HOSTS_LINES: "\n".join(f"{ip} ct-node-{i}  # cloudtrain {name}" for i, ip in enumerate(ips))}
+            if efa:
+                values[EFA_MARK] = "export " + " ".join(f"{k}={v}" for k, v in EFA_ENV.items() if k not in job.env)
+            if self.uses_ssh(job):
+                keygen = next(a.content["script"] for a in arts if a.kind == "shell/script" and a.name == "ssh-key")
+                values[SSH_KEY] = self._run_and_read(region, ids[0], options, f"cloudtrain {name} ssh key",
+                                                     keygen).strip().splitlines()[-1]
+            template = next(a.content for a in arts if a.kind == "ssm/SendCommand")
+            scripts = {a.name: a.content["script"] for a in arts if a.kind == "shell/script"}
+            for index, instance_id in enumerate(ids):
+                script = fill(scripts[f"node-{index}"], values)
+                request = fill(template, {"<i>": str(index), INSTANCE_ID: instance_id, NODE_SCRIPT: script})
+                with self.api(f"send node {index}'s script to {instance_id} (SSM)"):
+                    command = ssm.send_command(**request)["Command"]["CommandId"]
+                    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": TAG_COMMAND, "Value": command}])
+        except BaseException:
+            # nothing runs the job: do not leave instances that cost money
+            try:
+                ec2.terminate_instances(InstanceIds=ids)
+            except Exception:
+                pass
+            raise
+
+    def _wait_running(self, region: str, name: str, ids: List[str], timeout: float) -> List[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            by_id = {i["InstanceId"]: i for i in self._instances(region, name, fresh=True)}
+            states = [by_id.get(i, {}).get("State", {}).get("Name", "pending") for i in ids]
+            if any(s in ENDED for s in states):
+                raise PlatformError(f"instance(s) of {name} ended while starting ({', '.join(states)}); "
+                                    "see the EC2 console (capacity, spot interruption) and submit again")
+            if all(s == "running" for s in states) and all(by_id[i].get("PrivateIpAddress") for i in ids):
+                return [by_id[i]["PrivateIpAddress"] for i in ids]
+            if time.monotonic() > deadline:
+                raise PlatformError(f"the instances of {name} were not running after {timeout:.0f} s "
+                                    "(terminated); raise providers.ec2.ready_timeout_seconds or check capacity")
+            time.sleep(self.poll_seconds)
+
+    def _wait_ssm(self, region: str, ids: List[str], timeout: float) -> None:
+        ssm = self.client("ssm", region)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.api("ask SSM which instances are online"):
+                infos = ssm.describe_instance_information(
+                    Filters=[{"Key": "InstanceIds", "Values": ids}])["InstanceInformationList"]
+            online = {i["InstanceId"] for i in infos if i.get("PingStatus") == "Online"}
+            if all(i in online for i in ids):
+                return
+            if time.monotonic() > deadline:
+                raise PlatformError(
+                    f"{len(set(ids) - online)} instance(s) did not register with SSM within {timeout:.0f} s "
+                    "(terminated); the AMI needs the SSM agent, the instance profile "
+                    "AmazonSSMManagedInstanceCore, and the subnet a route to SSM (NAT or VPC endpoints)")
+            time.sleep(self.poll_seconds)
+
+    def _run_and_read(self, region: str, instance_id: str, options: Ec2Options, comment: str, script: str) -> str:
+        """Run a short script through SSM and return its standard output."""
+        ssm = self.client("ssm", region)
+        from botocore.exceptions import ClientError
+        with self.api(f"run '{comment}' on {instance_id} (SSM)"):
+            command = ssm.send_command(DocumentName="AWS-RunShellScript", InstanceIds=[instance_id],
+                                       Comment=comment[:100], Parameters={"commands": [script]})["Command"]["CommandId"]
+            deadline = time.monotonic() + options.ready_timeout_seconds
+            while True:
+                try:
+                    inv = ssm.get_command_invocation(CommandId=command, InstanceId=instance_id)
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") != "InvocationDoesNotExist":
+                        raise
+                    inv = {"Status": "Pending"}
+                if inv["Status"] == "Success":
+                    return inv.get("StandardOutputContent", "")
+                if inv["Status"] in ("Failed", "TimedOut", "Cancelled") or time.monotonic() > deadline:
+                    raise PlatformError(f"'{comment}' on {instance_id} ended {inv['Status']}: "
+                                        f"{inv.get('StandardErrorContent', '')[-500:]}; check the AMI (ssh-keygen)")
+                time.sleep(self.poll_seconds)
+
+    # -- follow --------------------------------------------------------------------------------
+    def _instances(self, region: Optional[str], name: str, fresh: bool = True) -> List[dict]:
+        ec2 = self.client("ec2", region)
+
+        def fetch():
+            found = []
+            with self.api(f"describe the instances of {name}"):
+                for page in ec2.get_paginator("describe_instances").paginate(
+                        Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [name]}]):
+                    for reservation in page.get("Reservations", []):
+                        found += reservation.get("Instances", [])
+            return found
+        return self.cached(("instances", region, name), fetch, fresh)
+
+    def _invocation(self, region: Optional[str], command: str, instance_id: str) -> dict:
+        from botocore.exceptions import ClientError
+        with self.api(f"read SSM command {command} on {instance_id}"):
+            try:
+                return self.client("ssm", region).get_command_invocation(CommandId=command, InstanceId=instance_id)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "InvocationDoesNotExist":
+                    raise
+                return {"Status": "Pending"}
+
+    def _ec2_status(self, job_id: str, instances: List[dict]) -> JobStatus:
+        region, name = self.split_id(job_id)
+        if not instances:
+            raise JobNotFound(f"no ec2 job {job_id!r} (no instance tagged {TAG_JOB}={name}); "
+                              "cloudtrain list -p ec2 shows the jobs")
+        nodes = sorted(instances, key=node_index)
+        per_node = []
+        for index, inst in enumerate(nodes):
+            state = inst["State"]["Name"]
+            command = tag(inst, TAG_COMMAND)
+            if command:
+                inv = self._invocation(region, command, inst["InstanceId"])
+                raw = inv["Status"]
+                # an instance that ended before its node did: the node failed
+                if raw in ("Pending", "InProgress", "Delayed") and state in ENDED:
+                    raw = state
+                per_node.append((index, raw, inv.get("ResponseCode")))
+            else:
+                per_node.append((index, state, None))
+        cancelled = any(tag(i, TAG_CANCELLED) for i in instances)
+        mapped = [(i, raw, code, self.map_state(raw)) for i, raw, code in per_node]
+        order = [State.FAILED, State.CANCELLED, State.UNKNOWN, State.PENDING, State.STARTING, State.RUNNING]
+        if all(m[3] is State.SUCCEEDED for m in mapped):
+            state, raw = State.SUCCEEDED, "Success"
+        else:
+            worst = min((m for m in mapped if m[3] is not State.SUCCEEDED), key=lambda m: order.index(m[3]))
+            state, raw = worst[3], worst[1]
+        if cancelled and state is not State.SUCCEEDED:
+            state, raw = State.CANCELLED, "cancelled"
+        message = ", ".join(f"node {i} {r}" + (f" (exit {c})" if c not in (None, -1) and r in ("Failed", "Success")
+                                              else "") for i, r, c, _ in mapped)
+        up = sum(1 for m in mapped if m[3] in (State.RUNNING, State.SUCCEEDED))
+        launched = [i.get("LaunchTime") for i in instances if i.get("LaunchTime")]
+        created = min(launched).timestamp() if launched and hasattr(launched[0], "timestamp") else None
+        return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw, name=tag(nodes[0], TAG_NAME) or name,
+                         message=message, nodes=len(nodes), nodes_up=up,
+                         exit_code=state.exit_code if state.terminal else None, created_at=created)
+
+    def status(self, job_id: str) -> JobStatus:
+        region, name = self.split_id(job_id)
+
+        def fetch():
+            return self._ec2_status(job_id, self._instances(region, name))
+        return self.cached(("status", job_id), fetch)
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        region, name = self.split_id(job_id)
+        instances = sorted(self._instances(region, name), key=node_index)
+        if not instances:
+            raise JobNotFound(f"no ec2 job {job_id!r}; cloudtrain list -p ec2 shows the jobs")
+        group = tag(instances[0], TAG_LOGS)
+        ended = lambda: self.status(job_id).terminal  # noqa: E731
+        if group:
+            nodes = {tag(i, TAG_COMMAND): node_index(i) for i in instances if tag(i, TAG_COMMAND)}
+
+            def label(stream: str) -> str:  # <command-id>/<instance-id>/aws-runShellScript/stdout
+                return f"node{nodes.get(stream.split('/')[0], '?')}"
+            prefixes = sorted(nodes)
+            if len(prefixes) == 1:
+                return self.cloudwatch_lines(region, group, prefixes[0] + "/", label, follow, ended)
+            return self._merged(region, group, prefixes, label, follow, ended)
+        return self._ssm_output(job_id, follow, ended)
+
+    def _merged(self, region, group, prefixes, label, follow, ended) -> Iterator[str]:
+        # one CloudWatch prefix per node's command: the common prefix is empty, so read the group
+        yield from self.cloudwatch_lines(region, group, "", label, follow, ended)
+
+    def _ssm_output(self, job_id: str, follow: bool, ended) -> Iterator[str]:
+        """SSM keeps a node's output (its first 24,000 characters) once the node's script ends."""
+        region, name = self.split_id(job_id)
+        shown: Dict[str, int] = {}
+        while True:
+            done = follow and ended()
+            for inst in sorted(self._instances(region, name), key=node_index):
+                command = tag(inst, TAG_COMMAND)
+                if not command:
+                    continue
+                inv = self._invocation(region, command, inst["InstanceId"])
+                text = inv.get("StandardOutputContent", "") + inv.get("StandardErrorContent", "")
+                key = inst["InstanceId"]
+                if len(text) > shown.get(key, 0):
+                    for line in text[shown.get(key, 0):].splitlines():
+                        yield f"[node{node_index(inst)}] {line}\n"
+                    shown[key] = len(text)
+            if not follow or done:
+                return
+            time.sleep(self.poll_seconds)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        """Stop the job's commands and terminate its instances (those tagged with its id, and no
+        other); an ended job keeps its state, but its instances still running are terminated."""
+        region, name = self.split_id(job_id)
+        ec2, ssm = self.client("ec2", region), self.client("ssm", region)
+        instances = self._instances(region, name)
+        current = self._ec2_status(job_id, instances)
+        live = [i["InstanceId"] for i in instances if i["State"]["Name"] not in ("shutting-down", "terminated")]
+        from botocore.exceptions import ClientError
+        if not current.terminal and live:
+            with self.api(f"mark {name} cancelled"):
+                ec2.create_tags(Resources=live, Tags=[{"Key": TAG_CANCELLED, "Value": "true"}])
+            for command in sorted({tag(i, TAG_COMMAND) for i in instances if tag(i, TAG_COMMAND)}):
+                try:
+                    ssm.cancel_command(CommandId=command)
+                except ClientError:
+                    pass  # it ended meanwhile; the instances go anyway
+        if live:
+            with self.api(f"terminate the instances of {name}"):
+                ec2.terminate_instances(InstanceIds=live)
+        group = next((i.get("Placement", {}).get("GroupName") for i in instances
+                      if i.get("Placement", {}).get("GroupName") == f"cloudtrain-{name}"), None)
+        if group:
+            try:
+                ec2.delete_placement_group(GroupName=group)
+            except ClientError:
+                pass  # in use until its instances have terminated; empty groups cost nothing
+        return self._ec2_status(job_id, self._instances(region, name))
+
+    def list(self) -> List[JobStatus]:
+        region = self.region_of(None)
+        ec2 = self.client("ec2", region)
+        by_job: Dict[str, List[dict]] = {}
+        with self.api("list the instances cloudtrain started"):
+            for page in ec2.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": "tag-key", "Values": [TAG_JOB]}]):
+                for reservation in page.get("Reservations", []):
+                    for inst in reservation.get("Instances", []):
+                        by_job.setdefault(tag(inst, TAG_JOB), []).append(inst)
+        return [self._ec2_status(f"{region}/{name}", insts) for name, insts in sorted(by_job.items())]
+
+
+def tag(instance: dict, key: str) -> Optional[str]:
+    return next((t["Value"] for t in instance.get("Tags") or [] if t["Key"] == key), None)
+
+
+def node_index(instance: dict) -> int:
+    value = tag(instance, TAG_NODE)
+    return int(value) if value is not None and value.isdigit() else int(instance.get("AmiLaunchIndex", 0))
+
+
+def efa_interfaces(options: Ec2Options, count: int) -> List[dict]:
+    """One EFA interface per network card (card 0 is the primary, device index 0)."""
+    return [strip_empty({"DeviceIndex": 0 if card == 0 else 1, "NetworkCardIndex": card, "InterfaceType": "efa",
+                         "SubnetId": options.subnet_id or "<providers.ec2.subnet_id>",
+                         "Groups": list(options.security_group_ids), "DeleteOnTermination": True})
+            for card in range(max(1, count))]

@@ -1,0 +1,128 @@
+"""``eks``: the ``kubeflow`` provider's manifests on an EKS cluster found by name.
+
+No kubeconfig: the cluster's endpoint and CA come from ``eks.describe_cluster`` and the bearer
+token is a presigned STS ``GetCallerIdentity`` URL (what ``aws eks get-token`` makes), signed
+with boto3's default credential chain and renewed before it expires.  With ``network.rdma``
+the pods ask for EFA devices (``vpc.amazonaws.com/efa``, from the EFA device plugin) and get
+libfabric's EFA settings.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from pydantic import Field
+
+from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.job import JobSpec
+from cloudtrain_kubernetes import manifests as m
+from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions
+
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+TOKEN_PREFIX = "k8s-aws-v1."
+TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
+
+
+class EksOptions(PodOptions):
+    cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
+    region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_REGION, the profile)")
+
+
+def eks_token(session, cluster: str, region: str) -> str:
+    """A bearer token for ``cluster``: a presigned STS GetCallerIdentity URL (no request is sent)."""
+    from botocore.signers import RequestSigner
+    sts = session.client("sts", region_name=region)
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise PlatformError("no AWS credentials found; configure them (aws configure, aws sso login, AWS_PROFILE)")
+    signer = RequestSigner(sts.meta.service_model.service_id, region, "sts", "v4", credentials, session.events)
+    url = signer.generate_presigned_url(
+        {"method": "GET", "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
+         "body": {}, "headers": {"x-k8s-aws-id": cluster}, "context": {}},
+        region_name=region, expires_in=60, operation_name="")
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+class EksProvider(KubeflowProvider):
+    name = "eks"
+    extra = "aws"
+    description = "Kubeflow PyTorchJob / MPIJob / TFJob on an EKS cluster found by name"
+    sdk_modules = ("boto3", "kubernetes")
+    detector = "cloudtrain_aws.eks_detect:detect"
+    Options = EksOptions
+    target_keys = ("cluster", "region")
+
+    def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
+        from dataclasses import replace
+        mopts = super().manifest_options(job, options)
+        # the EKS detector builds on Kubeflow's: both modules go into the launcher bundle
+        mopts = replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow", self.detector_target()))
+        if job.network.rdma == "on" and not options.rdma_resource:
+            mopts = replace(mopts, rdma_resource=EFA_RESOURCE)
+        return mopts
+
+    def platform_name(self) -> str:
+        return "eks"
+
+    def target(self, options: EksOptions) -> Dict[str, Any]:
+        if not options.cluster:
+            raise BadInput("providers.eks.cluster is not set; name the EKS cluster to run on "
+                           "(aws eks list-clusters shows them)")
+        return {"cluster": options.cluster, "region": options.region or self._session().region_name}
+
+    def _session(self):
+        boto3 = self.require_sdk("boto3")
+        return self.clients.get("session") or boto3.session.Session()
+
+    def _eks(self, region: str):
+        if "eks" in self.clients:
+            return self.clients["eks"]
+        return self._session().client("eks", region_name=region)
+
+    def connect(self, target: Dict[str, Any]):
+        kubernetes = self.require_sdk("kubernetes")
+        from botocore.exceptions import BotoCoreError, ClientError
+        cluster, region = target.get("cluster"), target.get("region")
+        if not cluster or not region:
+            raise BadInput("this eks job's cluster is unknown on this machine; run the command where it was "
+                           "submitted, or set AWS_REGION and submit again to attach")
+        session = self._session()
+        try:
+            info = self._eks(region).describe_cluster(name=cluster)["cluster"]
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            fix = ("check providers.eks.cluster and region (aws eks list-clusters)"
+                   if err.get("Code") == "ResourceNotFoundException" else "check your AWS credentials and permissions")
+            raise PlatformError(f"eks DescribeCluster {cluster} in {region} failed: {err.get('Code')}: "
+                                f"{err.get('Message')}; {fix}",
+                                request_id=exc.response.get("ResponseMetadata", {}).get("RequestId")) from None
+        except BotoCoreError as exc:
+            raise PlatformError(f"cannot reach EKS in {region} ({exc}); check the network and region") from None
+        if info.get("status") not in (None, "ACTIVE", "UPDATING"):
+            raise PlatformError(f"EKS cluster {cluster} is {info.get('status')}; wait until it is ACTIVE")
+        cfg = kubernetes.client.Configuration()
+        cfg.host = info["endpoint"]
+        ca = (info.get("certificateAuthority") or {}).get("data")
+        if ca:
+            fd, path = tempfile.mkstemp(prefix="cloudtrain-eks-ca-", suffix=".crt")
+            with os.fdopen(fd, "wb") as f:
+                f.write(base64.b64decode(ca))
+            cfg.ssl_ca_cert = path
+        made = [0.0]
+
+        def refresh(config) -> None:
+            if time.monotonic() - made[0] > TOKEN_TTL:
+                config.api_key["authorization"] = eks_token(session, cluster, region)
+                made[0] = time.monotonic()
+
+        cfg.api_key_prefix = {"authorization": "Bearer"}
+        cfg.api_key = {}
+        cfg.refresh_api_key_hook = refresh
+        return kubernetes.client.ApiClient(cfg)
+
+    def list_targets(self) -> List[Dict[str, Any]]:
+        """The EKS clusters this machine submitted to (``list`` needs a cluster to ask)."""
+        return self.store.recalled_targets(self.name, self.target_keys) or []

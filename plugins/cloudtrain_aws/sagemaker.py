@@ -1,0 +1,373 @@
+"""``sagemaker``: a SageMaker training job (CreateTrainingJob through boto3).
+
+Rendering gives the exact request boto3's ``create_training_job`` takes (``sagemaker/CreateTrainingJob``)
+and the code upload (``s3/PutObject``).  Every node runs the launcher shipped in the code archive
+(``ContainerEntrypoint``/``ContainerArguments``), which reads SageMaker's node environment
+(``cloudtrain_aws.detect``) and starts torchrun / mpirun / deepspeed / ray / TF_CONFIG.  Submitting
+is idempotent: the job's name carries the hash of its spec, and a create that finds the name
+taken attaches to that job.
+"""
+from __future__ import annotations
+
+import json
+from typing import Dict, Iterator, List, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudtrain import shipping
+from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
+
+from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
+                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, not_set, option_line, parse_s3,
+                     require_secret_ids, spec_hash, strip_empty)
+
+DETECTOR = "cloudtrain_aws.detect:detect_sagemaker"
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+CODE_CHANNEL = "code"
+ROLE_PLACEHOLDER = "<providers.sagemaker.role_arn>"
+OUTPUT_PLACEHOLDER = "s3://<providers.sagemaker.output_s3>"
+# The container's first step: unpack the code channel's archive and exec the launcher ("$@").
+# ContainerEntrypoint items are limited to 256 characters each, so this stays short.
+BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; mkdir -p "$d"; '
+        'tar -xzf "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" -C "$d"; cd "$d"; '
+        'export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
+MAX_ARG = 256
+NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+
+
+class SageMakerOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role_arn: Optional[str] = Field(None, description="IAM role the job runs as (needed to submit), e.g. arn:aws:iam::123456789012:role/train")
+    output_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the job's outputs: model.tar.gz holds what the job wrote to CLOUDTRAIN_OUTPUT_DIR (needed to submit)")
+    code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives (default: <output_s3>/cloudtrain-code)")
+    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_REGION, the profile's region)")
+    image: Optional[str] = Field(None, description="training image, e.g. an ECR URI (default: the job's image)")
+    instance_type: Optional[str] = Field(None, description="ml.* instance type (default: resources.instance_type with ml. added, else ml.m5.xlarge without GPUs)")
+    volume_gb: int = Field(30, ge=1, le=16384, description="EBS volume per instance, GiB")
+    max_runtime_seconds: int = Field(86400, ge=1, le=2419200, description="StoppingCondition.MaxRuntimeInSeconds: SageMaker stops the job after this")
+    spot: bool = Field(False, description="managed spot training (EnableManagedSpotTraining); checkpoints default to <output_s3>/<name>/checkpoints")
+    max_wait_seconds: Optional[int] = Field(None, ge=1, le=2419200, description="spot: MaxWaitTimeInSeconds, run time plus waiting for capacity (default: 2 x max_runtime_seconds)")
+    checkpoint_s3: Optional[str] = Field(None, description="s3:// URI SageMaker syncs checkpoint_dir with (CheckpointConfig)")
+    checkpoint_dir: str = Field("/opt/ml/checkpoints", description="checkpoint directory in the container (CLOUDTRAIN_CHECKPOINT_DIR)")
+    inputs: Dict[str, str] = Field(default_factory=dict, description="input channels: name -> s3:// URI, downloaded to /opt/ml/input/data/<name>")
+    subnets: List[str] = Field(default_factory=list, max_length=16, description="VpcConfig subnets (with security_group_ids)")
+    security_group_ids: List[str] = Field(default_factory=list, max_length=5, description="VpcConfig security groups (with subnets)")
+    network_isolation: bool = Field(False, description="EnableNetworkIsolation: the container has no network access")
+    encrypt_inter_node_traffic: bool = Field(False, description="EnableInterContainerTrafficEncryption")
+    keep_alive_seconds: Optional[int] = Field(None, ge=0, le=3600, description="warm pool: keep the instances this long after the job (KeepAlivePeriodInSeconds)")
+    secrets_manager: Dict[str, str] = Field(default_factory=dict, description="where each of the job's secrets is read in the node: NAME -> Secrets Manager ARN or name (ARN#key for a JSON key)")
+    tags: Dict[str, str] = Field(default_factory=dict, description="extra tags of the training job")
+    python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
+    run_label: Optional[str] = Field(None, description="any label: changing it makes an otherwise identical job a new one (the spec hash changes)")
+
+
+class SageMakerProvider(AwsProvider):
+    name = "sagemaker"
+    description = "Amazon SageMaker training jobs (CreateTrainingJob)"
+    Options = SageMakerOptions
+    detector = DETECTOR
+    # The one table: SageMaker's status -> neutral.  While InProgress, the SecondaryStatus is
+    # looked up; a terminal status is looked up as "Status/SecondaryStatus" first (a job stopped
+    # for exceeding its run time failed, it was not cancelled), then as the status.
+    states = {
+        "Pending": State.PENDING, "Starting": State.STARTING, "LaunchingMLInstances": State.STARTING,
+        "PreparingTrainingStack": State.STARTING, "Downloading": State.STARTING,
+        "DownloadingTrainingImage": State.STARTING, "Restarting": State.STARTING,
+        "Interrupted": State.STARTING, "Training": State.RUNNING, "Uploading": State.RUNNING,
+        "Updating": State.RUNNING, "Stopping": State.RUNNING, "InProgress": State.RUNNING,
+        "Completed": State.SUCCEEDED, "Failed": State.FAILED, "Stopped": State.CANCELLED,
+        "Stopped/MaxRuntimeExceeded": State.FAILED, "Stopped/MaxWaitTimeExceeded": State.FAILED,
+        "Deleting": State.CANCELLED,
+    }
+
+    @classmethod
+    def map_state(cls, raw: Optional[str]) -> State:
+        if raw is None:
+            return State.UNKNOWN
+        if raw in cls.states:
+            return cls.states[raw]
+        status, _, secondary = raw.partition("/")
+        if status == "InProgress" and secondary in cls.states:
+            return cls.states[secondary]
+        return cls.states.get(status, State.UNKNOWN)
+
+    # -- render (pure) -------------------------------------------------------------------------
+    @staticmethod
+    def instance_type(job: JobSpec, options: SageMakerOptions) -> str:
+        kind = options.instance_type or job.resources.instance_type
+        if kind:
+            return kind if kind.startswith("ml.") else "ml." + kind
+        if job.resources.gpus_per_node:
+            raise JobFileError("is not set and the job asks for GPUs; name an instance type with "
+                               f"{job.resources.gpus_per_node} GPUs, e.g. ml.g5.12xlarge",
+                               **option_line(job, "sagemaker", "instance_type"))
+        return "ml.m5.xlarge"
+
+    def check(self, job: JobSpec, options: SageMakerOptions) -> None:
+        if not (options.image or job.image):
+            raise JobFileError("sagemaker needs a training image; set `image` or providers.sagemaker.image "
+                               "(an ECR image URI)", **option_line(job, "sagemaker", "image"))
+        self.instance_type(job, options)
+        if job.max_restarts > 30:
+            raise JobFileError(f"SageMaker retries a job at most 30 times, got {job.max_restarts}; lower it",
+                               file=str(job.source.path) if job.source and job.source.path else None,
+                               line=job.source.line_of(("max_restarts",)) if job.source else None,
+                               field="max_restarts")
+        if bool(options.subnets) != bool(options.security_group_ids):
+            raise JobFileError("subnets and security_group_ids go together (VpcConfig); set both or neither",
+                               **option_line(job, "sagemaker", "subnets"))
+        if options.spot and options.max_wait_seconds is not None and options.max_wait_seconds < options.max_runtime_seconds:
+            raise JobFileError(f"must be >= max_runtime_seconds ({options.max_runtime_seconds})",
+                               **option_line(job, "sagemaker", "max_wait_seconds"))
+        check_secret_ids(job, "sagemaker", options.secrets_manager)
+        if options.network_isolation and job.secrets:
+            raise JobFileError("a network-isolated container cannot read Secrets Manager; drop the job's "
+                               "secrets or network_isolation", **option_line(job, "sagemaker", "network_isolation"))
+        for name in options.inputs:
+            if name == CODE_CHANNEL or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+                raise JobFileError(f"channel name {name!r} is taken or invalid (letters, digits, . - _; not 'code')",
+                                   **option_line(job, "sagemaker", "inputs", name))
+        argv = self.container_arguments(job, options)
+        long = [a for a in argv if len(a) > MAX_ARG]
+        if long or len(argv) > 100:
+            raise JobFileError("SageMaker takes at most 100 container arguments of at most 256 characters each"
+                               + (f"; {long[0][:40]!r}... is {len(long[0])}" if long else f"; this job has {len(argv)}")
+                               + ": shorten the command (e.g. put options in a file)",
+                               file=str(job.source.path) if job.source and job.source.path else None,
+                               line=job.source.line_of(("command",)) if job.source else None, field="command")
+        env = self.environment_request(job, options)
+        if len(env) > 100:
+            raise JobFileError(f"SageMaker takes at most 100 environment variables; this job has {len(env)}",
+                               file=str(job.source.path) if job.source and job.source.path else None,
+                               line=job.source.line_of(("env",)) if job.source else None, field="env")
+
+    @staticmethod
+    def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:
+        launch = shipping.launch_argv(job, platform="sagemaker", python=options.python)
+        flags = ["--sshd"] if job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1 else []
+        # the node prelude: job id, Secrets Manager, sshd for mpirun; then the launcher
+        return [options.python, "-m", NODE_MODULE.partition(":")[0], *flags, "--", *launch]
+
+    def environment_request(self, job: JobSpec, options: SageMakerOptions, efa: bool = False) -> Dict[str, str]:
+        env = dict(job.env)
+        env.update({
+            "CLOUDTRAIN_DETECTORS": f"sagemaker={DETECTOR}",
+            "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
+        })
+        if self.checkpoint_s3(job, options):
+            env["CLOUDTRAIN_CHECKPOINT_DIR"] = options.checkpoint_dir
+        if options.secrets_manager:
+            env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
+        if job.distribution.type in ("mpi", "horovod"):
+            env.setdefault("OMPI_MCA_plm_rsh_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null")
+        if efa or job.network.rdma == "on":
+            for key, value in EFA_ENV.items():
+                env.setdefault(key, value)
+        return env
+
+    @staticmethod
+    def checkpoint_s3(job: JobSpec, options: SageMakerOptions) -> Optional[str]:
+        if options.checkpoint_s3:
+            return options.checkpoint_s3
+        if options.spot:
+            return join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, job.name, "checkpoints")
+        return None
+
+    @staticmethod
+    def code_location(options: SageMakerOptions) -> str:
+        base = options.code_s3 or join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, "cloudtrain-code")
+        return join_s3(base, CODE_DIGEST, "code.tar.gz")
+
+    def request(self, job: JobSpec, options: SageMakerOptions) -> dict:
+        code_uri = self.code_location(options)
+        channels = [{"ChannelName": CODE_CHANNEL, "InputMode": "File", "CompressionType": "None",
+                     "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": code_uri,
+                                                     "S3DataDistributionType": "FullyReplicated"}}}]
+        for name, uri in sorted(options.inputs.items()):
+            channels.append({"ChannelName": name, "InputMode": "File",
+                             "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
+                                                             "S3DataDistributionType": "FullyReplicated"}}})
+        resources = {"InstanceType": self.instance_type(job, options), "InstanceCount": job.distribution.nodes,
+                     "VolumeSizeInGB": options.volume_gb}
+        if options.keep_alive_seconds is not None:
+            resources["KeepAlivePeriodInSeconds"] = options.keep_alive_seconds
+        stopping = {"MaxRuntimeInSeconds": options.max_runtime_seconds}
+        if options.spot:
+            stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, 2419200)
+        checkpoint = self.checkpoint_s3(job, options)
+        tags = [{"Key": TAG_NAME, "Value": job.name}, {"Key": TAG_HASH, "Value": SPEC_HASH}]
+        tags += [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
+        if options.run_label:
+            tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
+        return strip_empty({
+            "TrainingJobName": f"{job.name[:50].rstrip('-')}-{SPEC_HASH}",
+            "RoleArn": options.role_arn or ROLE_PLACEHOLDER,
+            "AlgorithmSpecification": {
+                "TrainingImage": options.image or job.image,
+                "TrainingInputMode": "File",
+                "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain"],
+                "ContainerArguments": self.container_arguments(job, options),
+            },
+            "InputDataConfig": channels,
+            "OutputDataConfig": {"S3OutputPath": options.output_s3 or OUTPUT_PLACEHOLDER},
+            "ResourceConfig": resources,
+            "StoppingCondition": stopping,
+            "Environment": self.environment_request(job, options),
+            "RetryStrategy": {"MaximumRetryAttempts": job.max_restarts} if job.max_restarts else None,
+            "CheckpointConfig": {"S3Uri": checkpoint, "LocalPath": options.checkpoint_dir} if checkpoint else None,
+            "VpcConfig": {"SecurityGroupIds": list(options.security_group_ids), "Subnets": list(options.subnets)}
+            if options.subnets else None,
+            "EnableNetworkIsolation": options.network_isolation or None,
+            "EnableInterContainerTrafficEncryption": options.encrypt_inter_node_traffic or None,
+            "EnableManagedSpotTraining": options.spot or None,
+            "Tags": tags,
+        })
+
+    def artifacts(self, job: JobSpec, options: SageMakerOptions) -> List[Artifact]:
+        bucket, key = parse_s3(self.code_location(options)) if (options.code_s3 or options.output_s3) \
+            else ("<providers.sagemaker.output_s3>", f"cloudtrain-code/{CODE_DIGEST}/code.tar.gz")
+        upload = {"Bucket": bucket, "Key": key, "ContentType": "application/gzip"}
+        out = [Artifact("s3/PutObject", "code", upload),
+               Artifact("sagemaker/CreateTrainingJob", job.name, self.request(job, options))]
+        secrets = secrets_artifact(job, self.name, options.secrets_manager)
+        return out + ([secrets] if secrets else [])
+
+    # -- submit --------------------------------------------------------------------------------
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        job, options = rendered.job, rendered.options
+        if not options.role_arn:
+            raise not_set(job, "sagemaker", "role_arn", "arn:aws:iam::123456789012:role/train")
+        if not options.output_s3:
+            raise not_set(job, "sagemaker", "output_s3", "s3://my-bucket/cloudtrain")
+        require_secret_ids(job, "sagemaker", options.secrets_manager)
+        region = self.region_of(options.region)
+        digest = shipping.code_digest(job)
+        spec = spec_hash(rendered, digest)
+        targets = [DETECTOR, NODE_MODULE]
+        from .common import code_archive
+        _, archive_sha = code_archive(job, targets, digest)
+        values = {SPEC_HASH: spec, CODE_DIGEST: archive_sha}
+        upload = fill(next(a.content for a in rendered.artifacts if a.kind == "s3/PutObject"), values)
+        request = fill(next(a.content for a in rendered.artifacts if a.kind == "sagemaker/CreateTrainingJob"), values)
+        request["TrainingJobName"] = name = job_name(job, spec)
+        efa = self.use_efa(job, request["ResourceConfig"]["InstanceType"], region)
+        if efa:
+            for key, value in EFA_ENV.items():
+                request.setdefault("Environment", {}).setdefault(key, value)
+        self.upload_code(job, upload["Bucket"], upload["Key"], targets, digest, region)
+        from botocore.exceptions import ClientError
+        with self.api(f"create the SageMaker training job {name}"):
+            try:
+                self.client("sagemaker", region).create_training_job(**request)
+            except ClientError as exc:
+                err = exc.response.get("Error", {})
+                taken = err.get("Code") == "ResourceInUse" or (
+                    err.get("Code") == "ValidationException" and "already exists" in err.get("Message", ""))
+                if not taken:
+                    raise
+                # The name holds the spec's hash: this is the same job, created by an earlier
+                # attempt (a retried create whose first response was lost, or a second submit).
+        return f"{region}/{name}"
+
+    # -- follow --------------------------------------------------------------------------------
+    def _describe(self, job_id: str, fresh: bool = False) -> dict:
+        region, name = self.split_id(job_id)
+
+        def fetch():
+            with self.api(f"describe the SageMaker training job {name}", job_id=job_id,
+                          not_found=lambda code, msg: code == "ValidationException" and "not find" in msg.lower()):
+                return self.client("sagemaker", region).describe_training_job(TrainingJobName=name)
+        return self.cached(("describe", job_id), fetch, fresh)
+
+    def _job_status(self, job_id: str, d: dict) -> JobStatus:
+        status, secondary = d.get("TrainingJobStatus", "?"), d.get("SecondaryStatus") or ""
+        raw = f"{status}/{secondary}" if secondary else status
+        transitions = d.get("SecondaryStatusTransitions") or []
+        detail = d.get("FailureReason") or (transitions[-1].get("StatusMessage") if transitions else "")
+        message = f"{secondary}: {detail}" if secondary and detail else (secondary or detail or "")
+        state = self.map_state(raw)
+
+        def ts(key):
+            value = d.get(key)
+            return value.timestamp() if hasattr(value, "timestamp") else None
+        return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw, name=d.get("TrainingJobName"),
+                         message=message, nodes=(d.get("ResourceConfig") or {}).get("InstanceCount"),
+                         exit_code=state.exit_code if state.terminal else None,
+                         created_at=ts("CreationTime"), started_at=ts("TrainingStartTime"),
+                         ended_at=ts("TrainingEndTime") if state.terminal else None)
+
+    def status(self, job_id: str) -> JobStatus:
+        return self._job_status(job_id, self._describe(job_id))
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        region, name = self.split_id(job_id)
+        self._describe(job_id)  # a job that does not exist is an error, not an empty log
+
+        def host(stream: str) -> str:  # "<job>/algo-1-1700000000" -> "algo-1"
+            return stream[len(name) + 1:].rsplit("-", 1)[0] or stream
+        return self.cloudwatch_lines(region, LOG_GROUP, name + "/", host, follow,
+                                     lambda: self.status(job_id).terminal)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        region, name = self.split_id(job_id)
+        current = self._job_status(job_id, self._describe(job_id, fresh=True))
+        if current.terminal or current.raw_state.endswith("/Stopping"):
+            return current
+        from botocore.exceptions import ClientError
+        with self.api(f"stop the SageMaker training job {name}"):
+            try:
+                self.client("sagemaker", region).stop_training_job(TrainingJobName=name)
+            except ClientError as exc:  # it ended between the describe and the stop
+                if exc.response.get("Error", {}).get("Code") != "ValidationException":
+                    raise
+        return self._job_status(job_id, self._describe(job_id, fresh=True))
+
+    def list(self) -> List[JobStatus]:
+        """The region's 100 most recent training jobs that cloudtrain named (``<name>-<12 hex>``)."""
+        import re
+        region = self.region_of(None)
+        sm = self.client("sagemaker", region)
+        out = []
+        with self.api("list SageMaker training jobs"):
+            page = sm.list_training_jobs(SortBy="CreationTime", SortOrder="Descending", MaxResults=100)
+        for s in page.get("TrainingJobSummaries", []):
+            if not re.search(r"-[0-9a-f]{12}$", s["TrainingJobName"]):
+                continue
+            raw = s.get("TrainingJobStatus", "?") + (f"/{s['SecondaryStatus']}" if s.get("SecondaryStatus") else "")
+            state = self.map_state(raw)
+            created = s.get("CreationTime")
+            out.append(JobStatus(handle=self.handle(f"{region}/{s['TrainingJobName']}"), state=state, raw_state=raw,
+                                 name=s["TrainingJobName"], message=s.get("SecondaryStatus") or "",
+                                 created_at=created.timestamp() if hasattr(created, "timestamp") else None))
+        return out
+
+    # -- the data plane: what SageMaker's nodes see --------------------------------------------
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        """SageMaker's node environment as its training toolkit exports it: the content of
+        resourceconfig.json in ``SM_RESOURCE_CONFIG`` and the ``SM_*`` variables derived from it."""
+        cluster = cluster or Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
+        hosts = list(cluster.hosts)
+        options = job.providers.get("sagemaker") or {}
+        kind = options.get("instance_type") or job.resources.instance_type or "ml.m5.xlarge"
+        kind = kind if kind.startswith("ml.") else "ml." + kind
+        config = {"current_host": hosts[node_index], "current_instance_type": kind, "current_group_name": "homogeneousCluster",
+                  "hosts": hosts}
+        env = {
+            "SM_RESOURCE_CONFIG": json.dumps(config),
+            "SM_HOSTS": json.dumps(hosts),
+            "SM_CURRENT_HOST": hosts[node_index],
+            "SM_CURRENT_HOST_RANK": str(node_index),
+            "SM_HOST_COUNT": str(len(hosts)),
+            "SM_CURRENT_INSTANCE_TYPE": kind,
+            "SM_MASTER_ADDR": hosts[0],
+            "SM_MASTER_PORT": str(cluster.master_port),
+            "SM_NUM_GPUS": str(job.resources.gpus_per_node),
+            "TRAINING_JOB_NAME": job.name,
+        }
+        if cluster.output_dir:
+            env["SM_MODEL_DIR"] = cluster.output_dir
+        return env
