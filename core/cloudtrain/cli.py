@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("logs", help="print a job's logs")
     p.add_argument("handle", help="PROVIDER://ID")
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the job ends")
+    p.add_argument("--check-rdma", action="store_true",
+                   help="read NCCL's log lines and say whether RDMA was used (exit 0 yes, 1 no or unknown)")
 
     p = sub.add_parser("list", help="list jobs")
     p.add_argument("-p", "--provider", help="only this provider's jobs (default: every installed provider)")
@@ -202,6 +204,13 @@ def cmd_cancel(args) -> int:
 
 def cmd_logs(args) -> int:
     from .api import attach
+    if args.check_rdma:
+        from .rdma_check import analyse
+        report = analyse(attach(args.handle).stream_logs(follow=args.follow))
+        print(report.summary())
+        for line in report.evidence:
+            print(f"  {line}")
+        return 0 if report.ok else 1
     for item in attach(args.handle).stream_logs(follow=args.follow):
         sys.stdout.write(item if item.endswith("\n") else item + "\n")
         sys.stdout.flush()

@@ -111,7 +111,9 @@ class TioneProvider(Provider):
     name = "tione"
     extra = "tione"
     description = "Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray)"
-    sdk_modules = (SDK,)
+    # find_spec of a submodule imports its parents; `cloudtrain providers` must import no SDK, so
+    # the top-level package is named here and the tione module is checked on first use
+    sdk_modules = ("tencentcloud",)
     Options = TioneOptions
     detector = rq.DETECTOR
     # THE table: every TrainingTaskDetail.Status -> neutral state.
