@@ -297,16 +297,21 @@ class ModelartsLiteProvider(VolcanoProvider):
                           cert_days=options.cert_days)
         return target
 
-    def api_client(self, target: Dict[str, Any]):
-        if self._api_client is None and target.get("cluster_id") and not target.get("kubeconfig"):
-            from kubernetes import config
-            kubeconfig = self.cce_kubeconfig(target)
-            try:
-                self._api_client = config.new_client_from_config_dict(kubeconfig, context=target.get("context"))
-            except config.ConfigException as exc:
-                raise PlatformError(f"CCE's kubeconfig for cluster {target['cluster_id']} is not usable ({exc}); "
-                                    "set providers.modelarts-lite.context (internal or external)") from None
-        return super().api_client(target)
+    target_keys = ("kubeconfig", "context", "region", "cluster_id", "project_id")
+
+    def connect(self, target: Dict[str, Any]):
+        """The kubeconfig's cluster, or (``cluster_id`` without ``kubeconfig``) the pool's CCE cluster
+        through a client certificate that CCE issues now; it is kept in memory, never written."""
+        if not (target.get("cluster_id") and not target.get("kubeconfig")):
+            return super().connect(target)
+        self.require_sdk("kubernetes")
+        from kubernetes import config
+        kubeconfig = self.cce_kubeconfig(target)
+        try:
+            return config.new_client_from_config_dict(kubeconfig, context=target.get("context"))
+        except config.ConfigException as exc:
+            raise PlatformError(f"CCE's kubeconfig for cluster {target['cluster_id']} is not usable ({exc}); "
+                                "set providers.modelarts-lite.context (internal or external)") from None
 
     def cce_client(self, region: str, project_id: Optional[str]):
         if self.clients.get("cce") is not None:
