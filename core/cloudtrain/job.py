@@ -81,6 +81,12 @@ class Network(Strict):
 
     rdma: Literal["auto", "on", "off"] = Field("auto", description="RDMA / InfiniBand / EFA presets per provider")
 
+    @field_validator("rdma", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, v):
+        # YAML 1.1 reads a bare `on`/`off` as a boolean: take it as the user meant it
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
 
 class JobSpec(Strict):
     """A distributed training job, the same for every provider."""

@@ -82,6 +82,21 @@ class Store:
             row = db.execute("SELECT target FROM remote_jobs WHERE handle = ?", (handle,)).fetchone()
         return json.loads(row["target"]) if row else None
 
+    def recalled_targets(self, provider: str, keys) -> List[Dict[str, Any]]:
+        """The distinct targets (only ``keys`` of each) remembered for ``provider``'s jobs."""
+        import json
+        with self._connect() as db:
+            rows = db.execute("SELECT target FROM remote_jobs WHERE handle LIKE ? ORDER BY created_at DESC",
+                              (provider + "://%",)).fetchall()
+        seen, out = set(), []
+        for row in rows:
+            target = {k: json.loads(row["target"]).get(k) for k in keys}
+            key = json.dumps(target, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(target)
+        return out
+
     def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str) -> None:
         with self._connect() as db:
             db.execute("INSERT INTO jobs (id, provider, name, state, nodes, run_dir, created_at) "

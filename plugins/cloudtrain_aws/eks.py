@@ -120,6 +120,7 @@ class EksProvider(KubeflowProvider):
 
         cfg.api_key_prefix = {"authorization": "Bearer"}
         cfg.api_key = {}
+        refresh(cfg)  # the client only asks the hook once a key is there
         cfg.refresh_api_key_hook = refresh
         return kubernetes.client.ApiClient(cfg)
 

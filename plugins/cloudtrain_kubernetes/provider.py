@@ -42,13 +42,12 @@ RESOURCES = {
 FOLLOW_POLL = 1.0
 
 
-class KubeOptions(BaseModel):
-    """Where the job goes and what its pods get, for any Kubernetes-based provider."""
+class PodOptions(BaseModel):
+    """What a job's pods get, for any Kubernetes-based provider (``eks`` and ``modelarts-lite``
+    add how to reach their cluster)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kubeconfig: Optional[str] = Field(None, description="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
-    context: Optional[str] = Field(None, description="kubeconfig context (default: the current context)")
     namespace: str = Field("default", description="namespace of the job and its objects")
     name: Optional[str] = Field(None, description="object name (default: the job's name, shortened to fit pod names)")
     image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it must contain the job's code and Python >= 3.8")
@@ -68,6 +67,13 @@ class KubeOptions(BaseModel):
     rdma_count: int = Field(1, ge=1, description="how many RDMA devices each pod requests")
     rdma_env: Optional[Dict[str, str]] = Field(None, description="NCCL/UCX variables with RDMA (default: the preset for rdma_resource)")
     queue: Optional[str] = Field(None, description="Volcano queue (Kubeflow: enables gang scheduling through runPolicy.schedulingPolicy)")
+
+
+class KubeOptions(PodOptions):
+    """A cluster reached through a kubeconfig."""
+
+    kubeconfig: Optional[str] = Field(None, description="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+    context: Optional[str] = Field(None, description="kubeconfig context (default: the current context)")
 
 
 class VolcanoOptions(KubeOptions):
@@ -103,10 +109,11 @@ class KubernetesProvider(Provider):
     def __init__(self, api_client=None, store=None, **clients):
         super().__init__(**clients)
         self._api_client = api_client
+        self._clients: Dict[str, Any] = {}
         self._store = store
 
     # -- rendering (pure) --------------------------------------------------------------------
-    def manifest_options(self, job: JobSpec, options: KubeOptions) -> m.ManifestOptions:
+    def manifest_options(self, job: JobSpec, options: PodOptions) -> m.ManifestOptions:
         fields = {k: getattr(options, k) for k in (
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
@@ -120,7 +127,7 @@ class KubernetesProvider(Provider):
     def build(self, job: JobSpec, mopts: m.ManifestOptions) -> List[dict]:
         raise NotImplementedError
 
-    def check(self, job: JobSpec, options: KubeOptions) -> None:
+    def check(self, job: JobSpec, options: PodOptions) -> None:
         if not (options.image or job.image):
             raise BadInput(f"{self.where(job)}the job has no image; set `image` (or providers.{self.name}.image) "
                            "to an image that contains the code and Python >= 3.8")
@@ -133,7 +140,7 @@ class KubernetesProvider(Provider):
     def where(job: JobSpec) -> str:
         return f"{job.source.path}: " if job.source and job.source.path else ""
 
-    def artifacts(self, job: JobSpec, options: KubeOptions) -> List[Artifact]:
+    def artifacts(self, job: JobSpec, options: PodOptions) -> List[Artifact]:
         objects = self.build(job, self.manifest_options(job, options))
         return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
 
@@ -143,22 +150,35 @@ class KubernetesProvider(Provider):
         return {"kubeconfig": options.kubeconfig, "context": options.context}
 
     def api_client(self, target: Dict[str, Any]):
+        """The client for ``target``'s cluster (an injected one wins), made once per cluster."""
         if self._api_client is not None:
             return self._api_client
+        import json
+        key = json.dumps({k: target.get(k) for k in sorted(self.target_keys)}, sort_keys=True)
+        if key not in self._clients:
+            self._clients[key] = self.connect(target)
+        return self._clients[key]
+
+    target_keys: Tuple[str, ...] = ("kubeconfig", "context")
+
+    def connect(self, target: Dict[str, Any]):
+        """A new ``kubernetes.client.ApiClient`` for ``target``: here, from a kubeconfig."""
         kubernetes = self.require_sdk("kubernetes")
         from kubernetes import config
         try:
             if target.get("kubeconfig") or target.get("context") or not _in_cluster():
                 import os  # KUBECONFIG read now, not when the client was imported
                 path = target.get("kubeconfig") or os.environ.get("KUBECONFIG") or "~/.kube/config"
-                self._api_client = config.new_client_from_config(config_file=path, context=target.get("context"))
-            else:
-                config.load_incluster_config()
-                self._api_client = kubernetes.client.ApiClient()
+                return config.new_client_from_config(config_file=path, context=target.get("context"))
+            config.load_incluster_config()
+            return kubernetes.client.ApiClient()
         except (config.ConfigException, OSError) as exc:
             raise PlatformError(f"cannot load the kubeconfig ({exc}); set providers.{self.name}.kubeconfig/context "
                                 "or KUBECONFIG") from None
-        return self._api_client
+
+    def list_targets(self) -> List[Dict[str, Any]]:
+        """The clusters ``list`` looks at: here, the kubeconfig's current context."""
+        return [{}]
 
     @property
     def store(self):
@@ -418,10 +438,14 @@ class KubernetesProvider(Provider):
         return self.status(job_id)
 
     def list(self) -> List[JobStatus]:
-        from kubernetes.client.exceptions import ApiException
-        target: Dict[str, Any] = {}
-        custom, _ = self._apis(target)
         selector = f"{m.LABEL_PROVIDER}={self.name}"
+        out: List[JobStatus] = []
+        for target in self.list_targets():
+            out += self._list_one(self._apis(target)[0], selector)
+        return sorted(out, key=lambda s: s.created_at or 0, reverse=True)
+
+    def _list_one(self, custom, selector: str) -> List[JobStatus]:
+        from kubernetes.client.exceptions import ApiException
         out = []
         for kind in self.kinds:
             group, version, plural = RESOURCES[kind]
@@ -437,7 +461,7 @@ class KubernetesProvider(Provider):
                 out.append(JobStatus(self.handle(f"{meta['namespace']}/{meta['name']}"), self.map_state(raw), raw,
                                      meta["name"], message=message, nodes=self.node_count(obj),
                                      created_at=_ts(meta.get("creationTimestamp"))))
-        return sorted(out, key=lambda s: s.created_at or 0, reverse=True)
+        return out
 
 
 def _in_cluster() -> bool:

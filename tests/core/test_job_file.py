@@ -107,3 +107,11 @@ def test_schema_is_valid_and_accepts_every_example():
         load_job(path)  # and pydantic agrees
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"name": "x", "command": "c", "distribution": {"nodes": 0}}, schema)
+
+
+def test_rdma_on_and_off_unquoted_mean_what_they_say(tmp_path):
+    # YAML 1.1 reads bare on/off as booleans; the job file takes them as the words
+    from cloudtrain.loading import load_job
+    for word in ("on", "off", "auto"):
+        path = write_job(tmp_path / word, f"name: r\ncommand: python t.py\nnetwork: {{rdma: {word}}}\n")
+        assert load_job(path).network.rdma == word

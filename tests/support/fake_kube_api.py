@@ -3,7 +3,8 @@
 It stores objects (custom resources, ConfigMaps, Secrets, Pods) as the API server would:
 ``metadata.uid``/``resourceVersion``/``creationTimestamp`` on create, 409 ``AlreadyExists``,
 404 ``NotFound`` as ``Status`` objects, label selectors on lists, merge patches, deletes that
-garbage-collect what the deleted object owns.  It checks the bearer token on every request.
+garbage-collect what the deleted object owns.  It checks the bearer token on every request (``token``: the expected token, or a function
+that judges the ``Authorization`` header, e.g. an EKS token's shape).
 
 Tests play the operator: ``start_pods`` makes a job's pods (named as each operator names
 them) and marks the job running, ``log`` appends lines to a pod's log (``follow=true`` streams
@@ -208,7 +209,8 @@ class FakeKube:
                 url = urlparse(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
                 fake.calls.append((method, url.path + ("?" + url.query if url.query else "")))
-                if self.headers.get("Authorization") != "Bearer " + fake.token:
+                auth = self.headers.get("Authorization") or ""
+                if not (fake.token(auth) if callable(fake.token) else auth == "Bearer " + fake.token):
                     return self._status(401, "Unauthorized", "Unauthorized")
                 for i, (m, code) in enumerate(fake.fail_next):
                     if m == method:

@@ -1,0 +1,120 @@
+"""eks: Kubeflow manifests on an EKS cluster found by name -- describe_cluster through moto (server
+mode, the aws_double), the bearer token a presigned STS call, the cluster the loopback API server."""
+import base64
+from urllib.parse import parse_qs, urlparse
+
+import boto3
+import pytest
+from moto.core import DEFAULT_ACCOUNT_ID
+
+from aws_double import CREDENTIALS, REGION, AwsDouble
+from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.loading import load_job
+from cloudtrain.plugins import get_provider
+from cloudtrain.provider import State
+from cloudtrain_aws.eks import EksProvider, eks_token
+from conftest import run_cli, write_job
+from crd_schemas import validate
+from fake_kube_api import FakeKube
+
+
+def session():
+    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
+                                 aws_session_token="testing", region_name=REGION)
+
+
+def token_ok(header: str, cluster="train") -> bool:
+    """An EKS bearer token: k8s-aws-v1.<base64url of a presigned STS GetCallerIdentity URL>."""
+    if not header.startswith("Bearer k8s-aws-v1."):
+        return False
+    raw = header[len("Bearer k8s-aws-v1."):]
+    url = urlparse(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode())
+    q = {k: v[0] for k, v in parse_qs(url.query).items()}
+    return (url.netloc == f"sts.{REGION}.amazonaws.com" and q["Action"] == "GetCallerIdentity"
+            and "x-k8s-aws-id" in q["X-Amz-SignedHeaders"].split(";") and q["X-Amz-Expires"] == "60"
+            and q["X-Amz-Credential"].startswith("testing/"))
+
+
+@pytest.fixture
+def cloud():
+    with AwsDouble() as aws, FakeKube(token=token_ok) as kube:
+        eks = aws.client("eks")
+        eks.create_cluster(name="train", roleArn="arn:aws:iam::123456789012:role/eks",
+                           resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+        # moto gives every cluster a made-up https endpoint: point this one at the API server
+        from moto.eks.models import eks_backends
+        eks_backends[DEFAULT_ACCOUNT_ID][REGION].clusters["train"].endpoint = kube.url
+        yield aws, kube
+
+
+def job(tmp_path, cluster="train", extra=""):
+    return write_job(tmp_path, f"""
+        name: ekjob
+        command: python train.py
+        image: 123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1
+        distribution: {{type: ddp, nodes: 2, procs_per_node: 8}}
+        resources: {{gpus_per_node: 8}}
+        providers:
+          eks: {{cluster: {cluster}, region: {REGION}, namespace: ml}}
+        {extra}
+        """)
+
+
+def test_the_token_is_a_presigned_sts_call_and_nothing_is_sent():
+    assert token_ok("Bearer " + eks_token(session(), "train", REGION))
+
+
+def test_rdma_on_asks_for_efa_devices_and_validates_against_the_crd(tmp_path):
+    rendered = get_provider("eks").render(load_job(job(tmp_path, extra="network: {rdma: on}")))
+    for artifact in rendered.artifacts:
+        validate(artifact.content)
+    pod = rendered.artifacts[-1].content["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1"}
+    assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
+    assert c["command"][:5] == ["python3", "-m", "cloudtrain.launch", "--platform", "eks"]
+    # the EKS detector builds on Kubeflow's: both ship in the launcher ConfigMap
+    data = rendered.artifacts[0].content["data"]
+    assert "cloudtrain_aws.eks_detect.py" in data and "cloudtrain_kubernetes.detect.py" in data
+
+
+def test_submit_status_logs_cancel_list(tmp_path, cloud, home):
+    aws, kube = cloud
+    eks, described = aws.client("eks"), []
+    eks.meta.events.register("before-call.eks.DescribeCluster", lambda **kw: described.append(1))
+    provider = EksProvider(eks=eks, session=session())
+    run = provider.submit(load_job(job(tmp_path)))
+    assert run.handle == "eks://ml/ekjob"
+    assert kube.find("pytorchjobs", "ml", "ekjob")["metadata"]["labels"]["cloudtrain.io/provider"] == "eks"
+    assert len(described) == 1
+    assert run.status().state is State.PENDING
+    kube.start_pods("ml", "ekjob")
+    kube.log("ml", "ekjob-master-0", "loss 0.1")
+    assert run.logs() == "[node0] loss 0.1\n"
+    assert [s.handle for s in provider.list()] == ["eks://ml/ekjob"]
+    assert run.cancel().state is State.CANCELLED
+    assert len(described) == 1                                   # one client per cluster, reused
+
+
+def test_an_unknown_cluster_is_a_platform_error_with_the_fix(tmp_path, cloud, home):
+    aws, _ = cloud
+    provider = EksProvider(eks=aws.client("eks"), session=session())
+    with pytest.raises(PlatformError, match=r"ResourceNotFoundException.*check providers.eks.cluster and region"):
+        provider.submit(load_job(job(tmp_path, cluster="nope")))
+
+
+def test_submit_without_a_cluster_names_the_option(tmp_path, home):
+    path = write_job(tmp_path, "name: x\ncommand: python t.py\nimage: i:1\n")
+    with pytest.raises(BadInput, match="providers.eks.cluster is not set"):
+        EksProvider(session=session()).submit(load_job(path))
+
+
+def test_cli_submit_and_status_through_the_default_credential_chain(tmp_path, cloud, home):
+    aws, kube = cloud
+    env = aws.env()
+    proc = run_cli("submit", "-p", "eks", job(tmp_path), "--detach", env=env, check=0)
+    assert "eks://ml/ekjob" in proc.stdout + proc.stderr
+    kube.start_pods("ml", "ekjob")
+    assert "RUNNING" in run_cli("status", "eks://ml/ekjob", env=env, check=0).stdout
+    assert "eks://ml/ekjob" in run_cli("list", "-p", "eks", env=env, check=0).stdout
