@@ -90,6 +90,29 @@ CASES = {
          {"node_rank": 1, "num_nodes": 2, "master_addr": "algo-1", "master_port": 7777, "nproc_per_node": None,
           "hosts": ["algo-1", "algo-2"]}),
     ],
+    # ModelArts Standard (platforms.md §3.3): MA_NUM_HOSTS nodes, VC_TASK_INDEX this node, the master
+    # is the first of VC_WORKER_HOSTS, MA_NUM_GPUS cards; no master port: cloudtrain's request sets one.
+    "modelarts": [
+        ({"MA_NUM_HOSTS": "3", "VC_TASK_INDEX": "1", "VC_WORKER_NUM": "3", "MA_NUM_GPUS": "8", "MA_TASK_NAME": "worker",
+          "MA_CURRENT_IP": "172.16.0.11", "CLOUDTRAIN_MASTER_PORT": "29500",
+          "VC_WORKER_HOSTS": "job-a1-worker-0.job-a1,job-a1-worker-1.job-a1,job-a1-worker-2.job-a1"},
+         {"node_rank": 1, "num_nodes": 3, "master_addr": "job-a1-worker-0.job-a1", "master_port": 29500,
+          "nproc_per_node": 8, "hosts": ["job-a1-worker-0.job-a1", "job-a1-worker-1.job-a1", "job-a1-worker-2.job-a1"]}),
+        ({"MA_NUM_HOSTS": "1", "VC_TASK_INDEX": "0", "MA_NUM_GPUS": "0", "MA_CURRENT_IP": "172.16.0.9"},
+         {"node_rank": 0, "num_nodes": 1, "master_addr": "172.16.0.9", "nproc_per_node": None}),
+    ],
+    # ModelArts Lite, seed 001: ranktable routing renumbers the pods; NODE_RANK is RANK_AFTER_ACC (not
+    # VC_TASK_INDEX) and the master is pod MA_MASTER_INDEX (${MA_VJ_NAME}-${MA_TASK_NAME}-<i>.${MA_VJ_NAME}).
+    "modelarts-lite": [
+        ({"VC_TASK_INDEX": "1", "VC_WORKER_HOSTS": "vj-worker-0.vj,vj-worker-1.vj,vj-worker-2.vj,vj-worker-3.vj",
+          "VC_WORKER_NUM": "4", "MA_NUM_HOSTS": "4", "MA_NUM_GPUS": "8", "MA_VJ_NAME": "vj", "MA_TASK_NAME": "worker",
+          "RANK_AFTER_ACC": "3", "MA_MASTER_INDEX": "2", "CLOUDTRAIN_RANK_ROUTED": "1", "CLOUDTRAIN_MASTER_PORT": "39888"},
+         {"node_rank": 3, "num_nodes": 4, "master_addr": "vj-worker-2.vj", "master_port": 39888, "nproc_per_node": 8,
+          "hosts": []}),
+        ({"VC_TASK_INDEX": "2", "MA_NUM_HOSTS": "3", "MA_NUM_GPUS": "8", "MA_VJ_NAME": "vj", "MA_TASK_NAME": "worker",
+          "RANK_AFTER_ACC": "2", "MA_MASTER_INDEX": "0", "CLOUDTRAIN_MASTER_PORT": "39888"},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "vj-worker-0.vj", "master_port": 39888}),
+    ],
     # The generic environment: CLOUDTRAIN_* variables, or torchrun's PET_* ones.
     "local": [
         ({"CLOUDTRAIN_NUM_NODES": "3", "CLOUDTRAIN_NODE_RANK": "2", "CLOUDTRAIN_MASTER_ADDR": "h0",
