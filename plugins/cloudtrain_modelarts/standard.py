@@ -42,6 +42,7 @@ POOL_FLAVORS = {1: "modelarts.pool.visual.xlarge", 2: "modelarts.pool.visual.2xl
                 16: "modelarts.pool.visual.16xlarge"}
 TERMINAL_PHASES = ("Completed", "Failed", "Terminated", "Abnormal")
 LOG_POLL = 5.0
+STATUS_INTERVAL = 2.0
 
 
 class ObsData(BaseModel):
@@ -125,6 +126,10 @@ class ModelartsProvider(Provider):
         self._clients: Dict[str, Any] = {}
         self.project_id: Optional[str] = None  # schedule's option; else the environment's
         self.poll = LOG_POLL
+        # `cloudtrain submit` follows a job by asking its status every 0.2 s; ModelArts' API is
+        # rate-limited, so a running job's status is asked at most once per `status_interval`.
+        self.status_interval = STATUS_INTERVAL
+        self._recent: Dict[str, Tuple[float, JobStatus]] = {}
 
     # -- render (pure) ------------------------------------------------------------------------
     def check(self, job: JobSpec, options: ModelartsOptions) -> None:
@@ -341,11 +346,24 @@ class ModelartsProvider(Provider):
 
     def status(self, job_id: str) -> JobStatus:
         region, training_id, _ = self.split_id(job_id)
-        return self._status_of(f"{region}/{training_id}", self._details(job_id))
+        seen = self._recent.get(f"{region}/{training_id}")
+        if seen and time.monotonic() - seen[0] < self.status_interval:
+            return seen[1]
+        return self.fresh_status(job_id)
+
+    def fresh_status(self, job_id: str) -> JobStatus:
+        region, training_id, _ = self.split_id(job_id)
+        key = f"{region}/{training_id}"
+        status = self._status_of(key, self._details(job_id))
+        if status.terminal:
+            self._recent.pop(key, None)
+        else:
+            self._recent[key] = (time.monotonic(), status)
+        return status
 
     def cancel(self, job_id: str) -> JobStatus:
         region, training_id, _ = self.split_id(job_id)
-        current = self.status(job_id)
+        current = self.fresh_status(job_id)
         if current.terminal or current.raw_state and current.raw_state.startswith("Terminating"):
             return current
         v1 = self.models()
@@ -354,11 +372,11 @@ class ModelartsProvider(Provider):
                 self.client(region).stop_training_job(v1.StopTrainingJobRequest(
                     training_job_id=training_id, body=v1.JobActionType(action_type="terminate")))
         except PlatformError:
-            after = self.status(job_id)
+            after = self.fresh_status(job_id)
             if after.terminal:  # it ended between the two calls: nothing to stop
                 return after
             raise
-        return self.status(job_id)
+        return self.fresh_status(job_id)
 
     def list(self) -> List[JobStatus]:
         region = sdk.region_of(None)
