@@ -33,6 +33,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not job.code_path.is_dir():
             raise CloudtrainError(f"code directory {job.code_path} does not exist; fix `code` in the job file")
         dest = Path(args.dest)
+        if dest.resolve() == job.code_path or job.code_path in dest.resolve().parents:
+            raise CloudtrainError(f"{dest} is inside the code directory {job.code_path}; stage it elsewhere")
         if args.archive:
             dest.write_bytes(archive(job, [DETECTOR]))
         else:
