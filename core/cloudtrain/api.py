@@ -55,11 +55,12 @@ def cancel(handle: str) -> JobStatus:
 
 
 def list_jobs(provider: Optional[str] = None, on_error=None) -> List[JobStatus]:
-    """Jobs of one provider, or of every installed one; ``on_error(name, exc)`` is told of a
-    provider that cannot list (SDK missing, platform unreachable) and the others go on."""
+    """Jobs of one provider, or of every provider that keeps its jobs on this machine (local,
+    docker: no network call); ``on_error(name, exc)`` is told of a provider that cannot list
+    (SDK missing, platform unreachable) and the others go on."""
     from .errors import CloudtrainError
-    from .plugins import providers
-    names = [provider] if provider else list(providers())
+    from .plugins import get_provider_class, providers
+    names = [provider] if provider else [n for n in providers() if get_provider_class(n).local_state]
     out: List[JobStatus] = []
     for name in names:
         try:

@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read NCCL's log lines and say whether RDMA was used (exit 0 yes, 1 no or unknown)")
 
     p = sub.add_parser("list", help="list jobs")
-    p.add_argument("-p", "--provider", help="only this provider's jobs (default: every installed provider)")
+    p.add_argument("-p", "--provider", help="this provider's jobs (default: the providers that run on this machine: local, docker; "
+                   "a cloud's jobs need -p, e.g. -p sagemaker)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
     p = sub.add_parser("providers", help="installed plugins, their providers, whether each SDK is present")

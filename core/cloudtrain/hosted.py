@@ -106,6 +106,8 @@ class HostedProvider(Provider):
     """Base of providers whose supervisor runs here; subclasses name the supervisor module and
     say how to ``release`` what a job left when its supervisor is gone."""
 
+    local_state = True
+
     supervisor_module: ClassVar[str]
     cancel_timeout: ClassVar[float] = 30.0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from typing import Dict, Iterable, List, Optional, Type
 
 import pluggy
@@ -53,14 +54,24 @@ class ProviderInfo:
 
     def sdk_missing(self) -> List[str]:
         """The provider's SDK modules that cannot be imported (found without importing them)."""
-        missing = []
-        for module in self.cls.sdk_modules:
-            try:
-                if importlib.util.find_spec(module) is None:
-                    missing.append(module)
-            except (ImportError, ValueError):
-                missing.append(module)
-        return missing
+        return [module for module in self.cls.sdk_modules if not module_installed(module)]
+
+
+def module_installed(name: str) -> bool:
+    """Whether ``name`` (dotted) can be imported, found on sys.path without importing anything
+    (``importlib.util.find_spec("a.b")`` would import ``a``: for ``azure.ai.ml``, the package)."""
+    from importlib.machinery import PathFinder
+    if name in sys.modules:
+        return True
+    path = None
+    for part in name.split("."):
+        spec = PathFinder.find_spec(part, path)
+        if spec is None:
+            return False
+        path = spec.submodule_search_locations
+        if path is None and part != name.rsplit(".", 1)[-1]:
+            return False  # a module, not a package, where a package was needed
+    return True
 
 
 def _blocked_names() -> set:

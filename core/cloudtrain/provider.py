@@ -142,6 +142,9 @@ class Provider(abc.ABC):
     states: ClassVar[Mapping[str, State]] = {}
     # "module:function" of a stdlib-only detector for `cloudtrain launch` (None: generic).
     detector: ClassVar[Optional[str]] = None
+    # Jobs are listed from this machine's state store, without asking a platform: `cloudtrain
+    # list` without -p covers these providers (local, docker); a cloud's needs `-p`.
+    local_state: ClassVar[bool] = False
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
     install_hint_text: ClassVar[Optional[str]] = None
 

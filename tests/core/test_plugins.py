@@ -156,3 +156,24 @@ def test_a_provider_registered_under_the_wrong_name_is_an_error(fresh_manager):
     plugins.register_plugin(Liar(), name="liar")
     with pytest.raises(Exception, match="registered as provider 'notlocal' but calls itself 'local'"):
         plugins.get_provider_class("notlocal")
+
+
+def test_list_without_a_provider_asks_no_cloud(fresh_manager, home):
+    from cloudtrain.api import list_jobs
+
+    class Cloud(LocalProvider):
+        name = "somecloud"
+        local_state = False
+
+        def list(self):
+            raise AssertionError("a cloud provider was asked without -p")
+
+    class Plugin:
+        @hookimpl
+        def cloudtrain_register_providers(self, register):
+            register(Cloud)
+
+    plugins.register_plugin(Plugin(), name="cloud-plugin")
+    assert list_jobs() == []
+    with pytest.raises(AssertionError, match="without -p"):
+        list_jobs("somecloud")
