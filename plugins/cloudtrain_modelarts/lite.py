@@ -271,6 +271,12 @@ class ModelartsLiteProvider(VolcanoProvider):
                                    "routing fails when the script runs in a shared directory: use a directory of the "
                                    "image (or a host_path) as workdir and read data from the volume",
                                    file=file, line=line, field=f"providers.{self.name}.workdir")
+        if d.min_nodes is not None and d.min_nodes < d.nodes:
+            file, line = _where(job, "distribution", "min_nodes")
+            raise JobFileError("ranktable routing needs fixed node ranks (RANK_AFTER_ACC), but a node range makes "
+                               "torchrun rank nodes in rendezvous order; drop min_nodes or set "
+                               f"providers.{self.name}.routing: false", file=file, line=line,
+                               field="distribution.min_nodes")
         spawn = lint.find_spawn(job)
         if spawn:
             path, lineno, call = spawn

@@ -357,6 +357,10 @@ def test_shape_errors(tmp_path):
                                                                 "providers.modelarts-lite.routing": True}))
     with pytest.raises(JobFileError, match=r"emulate_rank_after_acc: must be a permutation of 0..5"):
         get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.emulate_rank_after_acc": [0, 1]}))
+    with pytest.raises(JobFileError, match=r"distribution.min_nodes: ranktable routing needs fixed node ranks"):
+        get_provider("modelarts-lite").validate(load_job(path, {"distribution.min_nodes": 4}))
+    get_provider("modelarts-lite").validate(load_job(path, {"distribution.min_nodes": 4,
+                                                            "providers.modelarts-lite.routing": False}))
     with pytest.raises(JobFileError, match="give exactly one of pvc, nfs or host_path"):
         get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.volumes": [
             {"name": "v", "mount_path": "/v", "pvc": "a", "nfs": "s:/p"}]}))
