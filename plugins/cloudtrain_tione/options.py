@@ -41,7 +41,7 @@ class TioneOptions(BaseModel):
     gpus: Optional[float] = Field(None, gt=0, description="resource groups: GPUs per node, fractions allowed (0.5 = half a card); default: resources.gpus_per_node")
     hcc: Optional[bool] = Field(None, description="the nodes are HCC machines with RDMA NICs (default: instance_type contains 'HCC')")
     image: Optional[str] = Field(None, description="image of every node (default: the job's image)")
-    image_type: Optional[Literal["TCR", "CCR", "PreSet", "CUSTOM"]] = Field(None, description="registry type (default: TCR for *.tencentcloudcr.com, CCR for ccr.ccs.tencentyun.com, else CUSTOM)")
+    image_type: Optional[Literal["TCR", "CCR", "PreSet", "CUSTOM"]] = Field(None, description="registry type (default: TCR for hosts ending in .tencentcloudcr.com, CCR for ccr.ccs.tencentyun.com, else CUSTOM)")
     registry_id: Optional[str] = Field(None, description="TCR: the registry instance id")
     registry_region: Optional[str] = Field(None, description="TCR: the registry's region (default: region)")
     framework: Optional[Framework] = Field(None, description="a platform framework image instead of `image`")
