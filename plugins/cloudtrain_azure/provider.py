@@ -122,9 +122,12 @@ class AzureProvider(Provider):
     def __init__(self, **clients: Any):
         """``clients``: ``ml_client`` (a ready MLClient), or ``credential`` (default:
         DefaultAzureCredential) and ``client_kwargs`` for MLClient (e.g. ``transport``);
-        ``poll`` (seconds between log polls, default 5)."""
+        ``poll`` (seconds between log polls, default 5) and ``status_interval`` (seconds a
+        status is reused, default 5: a follower asks several times a second, ARM allows a few
+        reads per second per subscription)."""
         super().__init__(**clients)
         self._ml_clients: Dict[Any, Any] = {}
+        self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
 
     # -- render (pure) ---------------------------------------------------------------------
     @staticmethod
@@ -287,6 +290,7 @@ class AzureProvider(Provider):
             from azure.identity import DefaultAzureCredential
             credential = DefaultAzureCredential()
         kwargs = dict(self.clients.get("client_kwargs") or {})
+        kwargs.setdefault("show_progress", False)  # the upload's progress bar; the CLI has its own status line
         given = [v for v in (subscription_id, resource_group, workspace) if v]
         with _quiet_sdk():
             if len(given) == 3:
@@ -361,7 +365,7 @@ class AzureProvider(Provider):
             staged = shipping.stage(job, Path(tmp) / (job.code_path.name or "code"), [self.detector])
             content["code"] = str(staged)
             azure_job = self.load(content, Path(tmp) / "job.yml")
-            with _platform_errors(f"creating job {name}"):
+            with _platform_errors(f"creating job {name}"), _stderr_of_upload():
                 ml.jobs.create_or_update(azure_job)
         return self._qualified(ml, name)
 
@@ -391,16 +395,23 @@ class AzureProvider(Provider):
 
     def _status(self, job_id: str, job) -> JobStatus:
         raw = getattr(job, "status", None)
+        raw = None if raw is None else str(getattr(raw, "value", raw))
         resources = getattr(job, "resources", None)
         created = getattr(getattr(job, "creation_context", None), "created_at", None)
+        with _quiet_sdk():  # studio_url logs at INFO
+            url = getattr(job, "studio_url", None) or ""
         return JobStatus(handle=self.handle(job_id), state=self.map_state(raw), raw_state=raw,
-                         name=getattr(job, "display_name", None) or getattr(job, "name", None),
-                         message=getattr(job, "studio_url", None) or "",
+                         name=getattr(job, "display_name", None) or getattr(job, "name", None), message=url,
                          nodes=getattr(resources, "instance_count", None), created_at=_timestamp(created))
 
     def status(self, job_id: str) -> JobStatus:
+        cached = self._statuses.get(job_id)
+        if cached and time.monotonic() - cached[0] < float(self.clients.get("status_interval", 5.0)):
+            return cached[1]
         ml, name = self._client_for(job_id)
-        return self._status(job_id, self._get(ml, name))
+        status = self._status(job_id, self._get(ml, name))
+        self._statuses[job_id] = (time.monotonic(), status)
+        return status
 
     def cancel(self, job_id: str) -> JobStatus:
         ml, name = self._client_for(job_id)
@@ -409,6 +420,7 @@ class AzureProvider(Provider):
             return current
         with _platform_errors(f"cancelling job {name}"):
             ml.jobs.begin_cancel(name).result()
+        self._statuses.pop(job_id, None)
         return self.status(job_id)
 
     def list(self) -> List[JobStatus]:
@@ -441,6 +453,7 @@ class AzureProvider(Provider):
                     yield prefix + line + "\n"
                 done[key] = max(done.get(key, 0), len(lines))
             if final:
+                self._statuses.pop(job_id, None)  # the job ended: the next status() asks again
                 return
             time.sleep(poll)
 
@@ -469,12 +482,29 @@ def _quiet_sdk():
 
 
 @contextlib.contextmanager
+def _stderr_of_upload():
+    """The code upload prints colour codes to stderr even without a progress bar: drop them,
+    pass anything else on."""
+    import io
+    import sys
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):
+            yield
+    finally:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue())
+        if text.strip():
+            sys.stderr.write(text)
+
+
+@contextlib.contextmanager
 def _platform_errors(what: str, not_found: Optional[str] = "re-check the name"):
     """Azure's errors as ``PlatformError`` (exit 3) with code, message and request id."""
     from azure.core.exceptions import (ClientAuthenticationError, HttpResponseError, ResourceNotFoundError,
                                        ServiceRequestError)
     try:
-        yield
+        with _quiet_sdk():
+            yield
     except ClientAuthenticationError as exc:
         raise PlatformError(f"Azure refused the credentials while {what}: {_first_line(exc)}; sign in with "
                             "`az login`, or set AZURE_TENANT_ID/AZURE_CLIENT_ID/AZURE_CLIENT_SECRET "

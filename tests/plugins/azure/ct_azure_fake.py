@@ -1,0 +1,305 @@
+"""A small fake of the Azure services ``MLClient`` talks to, on 127.0.0.1.
+
+- ``FakeAzure``: the state (jobs, code and environment versions, computes, blobs, run logs) and
+  one router for every request; it records each request and checks what it must (the job body
+  ``jobs.create_or_update`` PUTs, the bearer token, https).
+- ``FakeAzure.start()`` serves it with ``http.server`` in a thread.
+- ``LoopbackTransport``: an azure-core ``HttpTransport`` (requests) that sends every request
+  MLClient makes -- ARM (management.azure.com), the workspace's discovery and run-history hosts,
+  log downloads -- to that server instead, with the original host in a header.  The network is
+  replaced at the transport; MLClient, its pipelines, policies and (de)serialisers are real.
+- The code upload goes through azure-storage-blob's own client, which takes no transport from
+  MLClient: the fake's ``startPendingUpload`` answer (the service's real mechanism for telling
+  the SDK where to upload) hands out a SAS URL on the same loopback server, so the blob calls
+  (get properties, put blob, set metadata) are real HTTP too.
+
+Used in-process by the tests, and from a ``cloudtrain`` subprocess through ``ct_azure_loopback``
+(``CT_AZURE_FAKE_PORT``), which is why the state lives behind HTTP and not in the test's memory.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Dict, List, Optional
+from urllib.parse import parse_qs, urlsplit
+
+from azure.core.pipeline.transport import RequestsTransport
+
+ORIGINAL_HOST = "X-Fake-Original-Host"
+ARM = "management.azure.com"
+API = "fakeregion.api.azureml.ms"
+LOGS = "fakelogs.blob.core.windows.net"
+STORE = "fakestore"  # blob "account" on the loopback server (path-style, like Azurite)
+WS = re.compile(r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
+                r"Microsoft\.MachineLearningServices/workspaces/(?P<ws>[^/]+)(?P<rest>/.*)?$", re.I)
+
+
+class LoopbackTransport(RequestsTransport):
+    """Sends every request to the fake on 127.0.0.1:``port``, keeping the original host."""
+
+    def __init__(self, port: int, **kwargs):
+        super().__init__(**kwargs)
+        self.port = port
+
+    def send(self, request, **kwargs):
+        parts = urlsplit(request.url)
+        if parts.hostname not in ("127.0.0.1", "localhost"):
+            assert parts.scheme == "https", f"MLClient must use https, got {request.url}"
+            request.headers[ORIGINAL_HOST] = parts.hostname
+            request.url = f"http://127.0.0.1:{self.port}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+        kwargs.pop("connection_verify", None)
+        return super().send(request, **kwargs)
+
+
+class FakeCredential:
+    """A TokenCredential: MLClient's bearer-token policy asks it for a token."""
+
+    token = "fake-token-for-tests"
+
+    def get_token(self, *scopes, **kwargs):
+        from azure.core.credentials import AccessToken
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes, **kwargs):
+        from azure.core.credentials import AccessTokenInfo
+        return AccessTokenInfo(self.token, int(time.time()) + 3600)
+
+
+class FakeAzure:
+    def __init__(self, subscription: str = "00000000-0000-0000-0000-000000000000", resource_group: str = "rg",
+                 workspace: str = "ws"):
+        self.scope = (subscription, resource_group, workspace)
+        self.lock = threading.Lock()
+        self.requests: List[dict] = []
+        self.jobs: Dict[str, dict] = {}
+        self.codes: Dict[str, dict] = {}
+        self.environments: Dict[str, dict] = {}
+        self.computes: Dict[str, str] = {"gpu-cluster": "Standard_NC24rs_v3", "v100-no-ib": "Standard_NC24s_v3"}
+        self.blobs: Dict[str, dict] = {}
+        self.logs: Dict[str, Dict[str, str]] = {}
+        # per job: statuses the run-history "details" call steps through, and log text added at each step
+        self.script: Dict[str, List[tuple]] = {}
+        self.default_script: List[tuple] = []  # the script of every job created from now on
+        # (method, path substring) -> (HTTP status, error code, message): answer with that error
+        self.failures: Dict[tuple, tuple] = {}
+        self.port: Optional[int] = None
+        self._server = None
+
+    # -- serving ----------------------------------------------------------------------------
+    def start(self) -> "FakeAzure":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _serve(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, headers, payload = fake.handle(self.command, self.path, dict(self.headers), body)
+                self.send_response(status)
+                headers.setdefault("Content-Length", str(len(payload)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = _serve
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def transport(self) -> LoopbackTransport:
+        return LoopbackTransport(self.port)
+
+    # -- routing ----------------------------------------------------------------------------
+    def handle(self, method: str, raw_path: str, headers: Dict[str, str], body: bytes):
+        parts = urlsplit(raw_path)
+        host = headers.get(ORIGINAL_HOST) or headers.get(ORIGINAL_HOST.lower()) or "127.0.0.1"
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        record = {"method": method, "host": host, "path": parts.path, "query": query,
+                  "auth": headers.get("Authorization") or headers.get("authorization"),
+                  "body": json.loads(body) if body[:1] in (b"{", b"[") else None}
+        with self.lock:
+            self.requests.append(record)
+            try:
+                if host == "127.0.0.1":
+                    return self._blob(method, parts.path, query, headers, body)
+                if host == ARM or (host == API and parts.path != "/discovery"):  # discovery is anonymous
+                    assert record["auth"] == f"Bearer {FakeCredential.token}", f"no bearer token on {raw_path}"
+                for (method_, part), (status, code, message) in self.failures.items():
+                    if method == method_ and part in parts.path:
+                        return self._error(status, code, message)
+                if host == LOGS:
+                    return self._log_file(parts.path)
+                if host == API and parts.path == "/discovery":
+                    return self._json(200, {"api": f"https://{API}", "history": f"https://{API}"})
+                path = parts.path[len("/history/v1.0"):] if parts.path.startswith("/history/v1.0/") else parts.path
+                match = WS.match(path)
+                if not match or tuple(match.group("sub", "rg", "ws")) != self.scope:
+                    return self._error(404, "ResourceNotFound", f"no such resource {parts.path}")
+                rest = match.group("rest") or ""
+                base = path[:match.start("rest")] if match.group("rest") else path
+                if host == API:
+                    return self._history(method, rest)
+                return self._arm(method, base, rest, query, record["body"])
+            except AssertionError as exc:
+                return self._error(400, "FakeAzureAssertion", str(exc))
+
+    @staticmethod
+    def _json(status: int, payload, headers: Optional[dict] = None):
+        out = {"Content-Type": "application/json", "x-ms-request-id": str(uuid.uuid4())}
+        out.update(headers or {})
+        return status, out, json.dumps(payload).encode()
+
+    def _error(self, status: int, code: str, message: str):
+        return self._json(status, {"error": {"code": code, "message": message}},
+                          {"x-ms-request-id": "fake-request-0001"})
+
+    # -- ARM: workspace, jobs, codes, environments, computes ----------------------------------
+    def _arm(self, method: str, base: str, rest: str, query: dict, body):
+        if rest == "":
+            return self._json(200, {"id": base, "name": self.scope[2], "location": "westeurope",
+                                    "properties": {"discoveryUrl": f"https://{API}/discovery",
+                                                   "workspaceId": "11111111-1111-1111-1111-111111111111"}})
+        m = re.match(r"^/computes/([^/]+)$", rest)
+        if m:
+            size = self.computes.get(m.group(1))
+            if size is None:
+                return self._error(404, "ResourceNotFound", f"compute {m.group(1)} not found")
+            return self._json(200, {"id": base + rest, "name": m.group(1), "location": "westeurope",
+                                    "properties": {"computeType": "AmlCompute", "provisioningState": "Succeeded",
+                                                   "properties": {"vmSize": size, "vmPriority": "Dedicated",
+                                                                  "scaleSettings": {"maxNodeCount": 4, "minNodeCount": 0}}}})
+        m = re.match(r"^/codes/([^/]+)/versions(?:/([^/]+))?(/startPendingUpload)?$", rest)
+        if m:
+            return self._code(method, base + rest, m.group(1), m.group(2), bool(m.group(3)), query, body)
+        m = re.match(r"^/environments/([^/]+)/versions/([^/]+)$", rest)
+        if m:
+            key = f"{m.group(1)}:{m.group(2)}"
+            if method == "PUT":
+                self.environments[key] = dict(body, id=base + rest, name=m.group(2))
+            if key not in self.environments:
+                return self._error(404, "ResourceNotFound", f"environment {key} not found")
+            return self._json(200, self.environments[key])
+        m = re.match(r"^/jobs(?:/([^/]+))?(/cancel)?$", rest)
+        if m:
+            return self._job(method, base, m.group(1), bool(m.group(2)), body)
+        m = re.match(r"^/operations/cancel-([^/]+)$", rest)
+        if m:  # the cancel LRO's Location: done at once
+            return self._json(200, {}, {})
+        return self._error(404, "NoRoute", f"fake Azure has no route for {method} {rest}")
+
+    def _code(self, method, path, name, version, pending, query, body):
+        if version is None:  # list, by content hash
+            found = [c for c in self.codes.values() if c["properties"].get("_hash") == query.get("hash")]
+            return self._json(200, {"value": found})
+        key = f"{name}:{version}"
+        if pending:
+            container = f"code-{uuid.uuid4().hex[:8]}"
+            sas = f"http://127.0.0.1:{self.port}/{STORE}/{container}?sv=2021-08-06&sig=fake"
+            return self._json(200, {"blobReferenceForConsumption": {
+                "blobUri": f"https://{STORE}.blob.core.windows.net/{container}",
+                "storageAccountArmId": "/subscriptions/x/resourceGroups/x/providers/Microsoft.Storage/storageAccounts/x",
+                "credential": {"credentialType": "SAS", "sasUri": sas}}, "pendingUploadId": None,
+                "pendingUploadType": "TemporaryBlobReference"})
+        if method == "PUT":
+            self.codes[key] = dict(body, id=path, name=version)
+            self.codes[key]["properties"]["_hash"] = body["properties"].get("properties", {}).get("hash_sha256")
+        if key not in self.codes:
+            return self._error(404, "ResourceNotFound", f"code {key} not found")
+        return self._json(200, self.codes[key])
+
+    def _job(self, method, base, name, cancel, body):
+        if name is None:  # list
+            return self._json(200, {"value": list(self.jobs.values())})
+        if method == "PUT":
+            props = body["properties"]
+            assert props.get("jobType") == "Command", props
+            assert props.get("codeId", "").startswith(base + "/codes/"), f"code not uploaded: {props.get('codeId')}"
+            assert "/environments/" in props.get("environmentId", ""), props.get("environmentId")
+            job = json.loads(json.dumps(body))
+            job.update(id=f"{base}/jobs/{name}", name=name, type="Microsoft.MachineLearningServices/workspaces/jobs")
+            job["properties"]["status"] = "NotStarted"
+            job["properties"]["services"] = {"Studio": {"jobServiceType": "Studio",
+                                                        "endpoint": f"https://ml.azure.com/runs/{name}?wsid=fake"}}
+            job["systemData"] = {"createdAt": "2025-01-02T03:04:05Z", "createdBy": "tester"}
+            self.jobs[name] = job
+            self.script.setdefault(name, list(self.default_script))
+            return self._json(201, job)
+        if name not in self.jobs:
+            return self._error(404, "UserError", f"job {name} not found")
+        if cancel:
+            assert method == "POST"
+            props = self.jobs[name]["properties"]
+            if props["status"] not in ("Completed", "Failed", "Canceled"):
+                props["status"] = "Canceled"
+            return self._json(202, {}, {"Location": f"https://{ARM}{base}/operations/cancel-{name}?api-version=2024-01-01-preview",
+                                        "Retry-After": "0"})
+        return self._json(200, self.jobs[name])
+
+    # -- run history and logs -----------------------------------------------------------------
+    def _history(self, method: str, rest: str):
+        m = re.match(r"^/runs/([^/]+)/details$", rest) or re.match(r"^/experiments/[^/]+/runs/([^/]+)/details$", rest)
+        if not m or m.group(1) not in self.jobs:
+            return self._error(404, "NotFound", f"no run for {rest}")
+        name = m.group(1)
+        props = self.jobs[name]["properties"]
+        if self.script.get(name):
+            status, add = self.script[name].pop(0)
+            props["status"] = status
+            for file, text in (add or {}).items():
+                self.logs.setdefault(name, {})[file] = self.logs.get(name, {}).get(file, "") + text
+        files = {f: f"https://{LOGS}/{name}/{f}?sv=fake&sig=fake" for f in self.logs.get(name, {})}
+        files["system_logs/lifecycler/execution-wrapper.log"] = f"https://{LOGS}/{name}/system.log?sig=fake"
+        return self._json(200, {"runId": name, "status": props["status"], "logFiles": files, "warnings": []})
+
+    def _log_file(self, path: str):
+        _, name, file = path.split("/", 2)
+        text = self.logs.get(name, {}).get(file, "system log line\n")
+        return 200, {"Content-Type": "text/plain"}, text.encode()
+
+    # -- blob storage (path-style, like Azurite) -------------------------------------------------
+    def _blob(self, method: str, path: str, query: dict, headers: Dict[str, str], body: bytes):
+        assert path.startswith(f"/{STORE}/"), f"unexpected loopback request {method} {path}"
+        assert query.get("sig") == "fake", "blob request without the SAS signature"
+        key = path[len(STORE) + 2:]
+        low = {k.lower(): v for k, v in headers.items()}
+        if method == "PUT" and query.get("comp") == "metadata":
+            if key not in self.blobs:
+                return 404, {"x-ms-error-code": "BlobNotFound"}, b""
+            self.blobs[key]["metadata"] = {k[len("x-ms-meta-"):]: v for k, v in low.items() if k.startswith("x-ms-meta-")}
+            return 200, {"ETag": '"1"', "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT"}, b""
+        if method == "PUT":
+            self.blobs[key] = {"data": body, "metadata": {}}
+            return 201, {"ETag": '"1"', "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT",
+                         "x-ms-request-server-encrypted": "true"}, b""
+        if method in ("HEAD", "GET"):
+            blob = self.blobs.get(key)
+            if blob is None:
+                return 404, {"x-ms-error-code": "BlobNotFound"}, b""
+            out = {"Content-Type": "application/octet-stream", "ETag": '"1"', "x-ms-blob-type": "BlockBlob",
+                   "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT", "Content-Length": str(len(blob["data"]))}
+            out.update({f"x-ms-meta-{k}": v for k, v in blob["metadata"].items()})
+            return 200, out, (blob["data"] if method == "GET" else b"")
+        return 400, {"x-ms-error-code": "UnsupportedHttpVerb"}, b""
+
+    # -- for the tests --------------------------------------------------------------------------
+    def calls(self, host: Optional[str] = None, method: Optional[str] = None, contains: str = "") -> List[dict]:
+        return [r for r in self.requests if (host is None or r["host"] == host)
+                and (method is None or r["method"] == method) and contains in r["path"]]

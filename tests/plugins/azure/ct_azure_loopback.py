@@ -1,0 +1,26 @@
+"""Test plugin: provider ``azure`` whose MLClient talks to the fake Azure on 127.0.0.1.
+
+For ``cloudtrain`` subprocesses: ``CLOUDTRAIN_PLUGINS=ct_azure_loopback``,
+``CLOUDTRAIN_DISABLE_PLUGINS=azure`` (the real registration) and ``CT_AZURE_FAKE_PORT``.  Only
+the injected clients differ from the real provider: a token credential, the loopback
+transport, and short poll intervals.
+"""
+import os
+
+from cloudtrain.hookspecs import hookimpl
+from cloudtrain_azure.provider import AzureProvider
+from ct_azure_fake import FakeCredential, LoopbackTransport
+
+
+class LoopbackAzureProvider(AzureProvider):
+    def __init__(self, **clients):
+        clients.setdefault("credential", FakeCredential())
+        clients.setdefault("client_kwargs", {"transport": LoopbackTransport(int(os.environ["CT_AZURE_FAKE_PORT"]))})
+        clients.setdefault("poll", 0.05)
+        clients.setdefault("status_interval", 0.0)
+        super().__init__(**clients)
+
+
+@hookimpl
+def cloudtrain_register_providers(register):
+    register(LoopbackAzureProvider)

@@ -1,0 +1,261 @@
+"""azure: the rendered job is what azure-ai-ml itself reads and would send.
+
+Every distribution type's render is loaded back with ``azure.ai.ml.load_job`` (the SDK's own
+schema validation) and turned into the REST body (``_to_rest_object``) that MLClient PUTs.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.loading import job_from_dict, load_job as load_ct_job
+from cloudtrain.plugins import get_provider
+from conftest import cli_env, run_cli, write_job
+
+azure_ml = pytest.importorskip("azure.ai.ml")
+from azure.ai.ml import MpiDistribution, PyTorchDistribution, RayDistribution, TensorFlowDistribution  # noqa: E402
+from azure.ai.ml.entities import Command  # noqa: E402
+
+WS = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.MachineLearningServices/workspaces/ws"
+
+# type -> (SDK distribution class or None, REST distribution, instance count) for 3 nodes x 2 processes
+EXPECTED = {
+    "ddp": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
+    "deepspeed": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
+    "mpi": (MpiDistribution, {"distributionType": "Mpi", "processCountPerInstance": 2}),
+    "horovod": (MpiDistribution, {"distributionType": "Mpi", "processCountPerInstance": 2}),
+    "ps-worker": (TensorFlowDistribution, {"distributionType": "TensorFlow", "parameterServerCount": 1,
+                                           "workerCount": 2}),
+    "ray": (RayDistribution, {"distributionType": "Ray", "includeDashboard": False}),
+    "none": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
+}
+
+
+def make_job(tmp_path, kind="ddp", nodes=3, procs=2, **extra):
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "train.py").write_text("print('hi')\n")
+    data = {"name": f"azure-{kind}", "code": "code", "command": "python train.py --epochs 1",
+            "image": "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest",
+            "distribution": {"type": kind, "nodes": nodes, "procs_per_node": procs},
+            "env": {"OMP_NUM_THREADS": "1"}}
+    data.update(extra)
+    return job_from_dict(data, path=tmp_path / "job.yaml")
+
+
+def render(job):
+    rendered = get_provider("azure").render(job)
+    [artifact] = rendered.artifacts
+    assert artifact.kind == "azureml/job"
+    return artifact.content
+
+
+def sdk_round_trip(content, tmp_path):
+    """load_job the render, resolve the assets as MLClient would, and build the REST body."""
+    path = tmp_path / "job.yml"
+    path.write_text(yaml.safe_dump(content, sort_keys=False))
+    loaded = azure_ml.load_job(path)
+    assert isinstance(loaded, Command)
+    job = loaded._to_job()
+    env = job.environment
+    if not isinstance(env, str):  # an anonymous environment from the image: created, then referenced
+        job.environment = f"{WS}/environments/{env.name}/versions/{env.version}"
+    job.code = f"{WS}/codes/anonymous/versions/1"
+    return loaded, job._to_rest_object().as_dict()["properties"]
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_every_distribution_round_trips_through_load_job_and_rest(kind, tmp_path):
+    ps = {"ps": 1} if kind == "ps-worker" else {}
+    job = make_job(tmp_path, kind, distribution={"type": kind, "nodes": 3, "procs_per_node": 2, **ps})
+    content = render(job)
+    loaded, rest = sdk_round_trip(content, tmp_path)
+    cls, rest_dist = EXPECTED[kind]
+    assert isinstance(loaded.distribution, cls)
+    assert loaded.resources.instance_count == 3
+    assert rest["jobType"] == "Command" and rest["resources"]["instanceCount"] == 3
+    assert rest["distribution"] == rest_dist
+    assert rest["environmentVariables"]["CLOUDTRAIN_DETECTORS"] == "azure=cloudtrain_azure.detect:detect"
+    assert rest["environmentVariables"]["OMP_NUM_THREADS"] == "1"
+    command = rest["command"]
+    if kind in ("mpi", "horovod"):
+        # Azure's mpirun starts every rank; each goes through the shipped rank shim
+        assert "python3 -m cloudtrain.launch.mpirank -- python train.py --epochs 1" in command
+        assert rest["environmentVariables"]["CLOUDTRAIN_NPROC_PER_NODE"] == "2"
+    elif kind == "ray":
+        assert command == "python train.py --epochs 1"
+        assert rest["environmentVariables"]["RAY_ADDRESS"] == "auto"
+    else:
+        assert command.startswith('PYTHONPATH=.cloudtrain"${PYTHONPATH:+:$PYTHONPATH}" python3 -m cloudtrain.launch '
+                                  f"--platform azure --type {kind} --nproc-per-node 2")
+        assert command.endswith("-- python train.py --epochs 1")
+
+
+def test_single_node_none_has_no_distribution(tmp_path):
+    content = render(make_job(tmp_path, "none", nodes=1, procs=1))
+    assert "distribution" not in content
+    loaded, rest = sdk_round_trip(content, tmp_path)
+    assert loaded.distribution is None and rest.get("distribution") is None
+    assert rest["resources"]["instanceCount"] == 1
+
+
+def test_options_map_to_the_job(tmp_path):
+    job = make_job(
+        tmp_path, command="python train.py --data ${{inputs.digits}} --out ${{outputs.model}}",
+        resources={"shm_gb": 8},
+        providers={"azure": {"compute": "gpu-cluster", "experiment_name": "exp", "timeout": 3600,
+                             "job_tier": "spot", "priority": "high", "identity": "managed",
+                             "tags": {"team": "ml"},
+                             "inputs": {"digits": "azureml://datastores/workspaceblobstore/paths/digits/"},
+                             "outputs": {"model": {"type": "uri_folder", "mode": "upload"}}}})
+    content = render(job)
+    assert content["compute"] == "azureml:gpu-cluster"
+    assert content["code"] == str(tmp_path / "code")  # the job's code; submit points it at the staged copy
+    assert "name" not in content  # the name carries the spec hash: submit sets it
+    assert content["display_name"] == "azure-ddp" and content["experiment_name"] == "exp"
+    assert content["tags"] == {"cloudtrain.job": "azure-ddp", "cloudtrain.distribution": "ddp", "team": "ml"}
+    assert "'${{inputs.digits}}'" in content["command"]
+    loaded, rest = sdk_round_trip(content, tmp_path)
+    assert rest["computeId"] == "gpu-cluster"
+    assert rest["resources"]["shmSize"] == "8g"
+    assert rest["limits"]["timeout"] == "PT1H"
+    assert rest["queueSettings"] == {"jobTier": "Spot", "priority": 3}
+    assert rest["identity"]["identityType"] == "Managed"
+    assert rest["inputs"]["digits"] == {"jobInputType": "uri_folder",
+                                        "uri": "azureml://datastores/workspaceblobstore/paths/digits/"}
+    assert rest["outputs"]["model"]["jobOutputType"] == "uri_folder" and rest["outputs"]["model"]["mode"] == "Upload"
+
+
+def test_serverless_compute_takes_the_instance_type(tmp_path):
+    content = render(make_job(tmp_path, resources={"instance_type": "Standard_NC24rs_v3", "shm_gb": 1.5}))
+    assert "compute" not in content
+    _, rest = sdk_round_trip(content, tmp_path)
+    assert rest["resources"]["instanceType"] == "Standard_NC24rs_v3"
+    assert rest["resources"]["shmSize"] == "1536m"
+    # an InfiniBand size with rdma auto: the NCCL/UCX presets are in the render
+    assert rest["environmentVariables"]["NCCL_IB_DISABLE"] == "0"
+    assert rest["environmentVariables"]["UCX_TLS"] == "rc"
+
+
+def test_rdma_presets_never_override_the_jobs_env(tmp_path):
+    job = make_job(tmp_path, env={"NCCL_SOCKET_IFNAME": "ib0"},
+                   providers={"azure": {"compute": "c", "vm_size": "Standard_ND96asr_v4"}})
+    env = render(job)["environment_variables"]
+    assert env["NCCL_SOCKET_IFNAME"] == "ib0" and env["NCCL_IB_PCI_RELAXED_ORDERING"] == "1"
+    off = render(make_job(tmp_path, network={"rdma": "off"}, providers={"azure": {"compute": "c"}}))
+    assert off["environment_variables"]["NCCL_IB_DISABLE"] == "1"
+    plain = render(make_job(tmp_path, providers={"azure": {"compute": "c", "vm_size": "Standard_NC24s_v3"}}))
+    assert not [k for k in plain["environment_variables"] if k.startswith(("NCCL_", "UCX_"))]
+
+
+def test_secrets_are_left_out_of_the_render(tmp_path, monkeypatch):
+    monkeypatch.setenv("CT_AZURE_TOKEN", "very-secret-value")
+    content = render(make_job(tmp_path, secrets={"HF_TOKEN": {"from_env": "CT_AZURE_TOKEN"}}))
+    text = json.dumps(content)
+    assert "very-secret-value" not in text and "HF_TOKEN" not in text
+
+
+def test_render_needs_an_image_or_an_environment(tmp_path):
+    with pytest.raises(JobFileError, match="needs an image"):
+        render(make_job(tmp_path, image=None))
+    content = render(make_job(tmp_path, image=None, providers={"azure": {"environment": "azureml:acpt-pytorch@latest"}}))
+    assert content["environment"] == "azureml:acpt-pytorch@latest"
+
+
+def test_undeclared_inputs_and_restarts_are_bad_input(tmp_path):
+    with pytest.raises(JobFileError, match=r"inputs\.data.*declare it"):
+        render(make_job(tmp_path, command="python train.py ${{inputs.data}}"))
+    with pytest.raises(JobFileError, match="max_restarts: 0"):
+        render(make_job(tmp_path, max_restarts=2))
+
+
+# -- the InfiniBand rule -------------------------------------------------------------------
+@pytest.mark.parametrize("size,ib", [
+    ("Standard_NC24rs_v3", True), ("Standard_NC24s_v3", False), ("Standard_NC24r", False),
+    ("Standard_ND96asr_v4", True), ("Standard_ND96amsr_A100_v4", True), ("Standard_ND96isr_H100_v5", True),
+    ("Standard_ND40rs_v2", True), ("Standard_HB120-96rs_v3", True), ("Standard_NC96ads_A100_v4", False),
+    ("Standard_D4s_v3", False), ("standard_nd96asr_v4", True)])
+def test_infiniband_sizes(size, ib):
+    from cloudtrain_azure import infiniband
+    assert infiniband.has_infiniband(size) is ib
+    assert (infiniband.rdma_problem(size) is None) is ib
+
+
+def test_rdma_on_with_a_size_without_infiniband_names_it_and_suggests_one(tmp_path):
+    job = make_job(tmp_path, network={"rdma": "on"}, providers={"azure": {"compute": "c", "vm_size": "Standard_NC24s_v3"}})
+    with pytest.raises(JobFileError) as info:
+        render(job)
+    message = str(info.value)
+    assert "Standard_NC24s_v3" in message and "Standard_NC24rs_v3" in message and "network.rdma" in message
+    with pytest.raises(JobFileError, match="lacks the SR-IOV"):
+        render(make_job(tmp_path, network={"rdma": "on"}, resources={"instance_type": "Standard_NC24r"}))
+    with pytest.raises(JobFileError, match="serverless compute has no VM size"):
+        render(make_job(tmp_path, network={"rdma": "on"}))
+    # a cluster whose size is unknown offline: checked at submit (compute.get), not at render
+    assert render(make_job(tmp_path, network={"rdma": "on"}, providers={"azure": {"compute": "c"}}))
+
+
+def test_cli_rdma_mismatch_is_exit_2_at_the_job_files_line(tmp_path):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    path = write_job(tmp_path, """
+        name: ib-check
+        command: python train.py
+        image: example/train:1
+        distribution: {type: ddp, nodes: 2}
+        network:
+          rdma: "on"   # quoted: YAML 1.1 reads a bare on as true
+        providers:
+          azure: {compute: gpu-cluster, vm_size: Standard_NC24s_v3}
+        """)
+    proc = run_cli("validate", "-p", "azure", path, check=2)
+    assert f"{path}:6: network.rdma: network.rdma is on, but VM size Standard_NC24s_v3 has no InfiniBand" in proc.stderr
+    assert "Standard_NC24rs_v3" in proc.stderr and proc.stdout == ""
+
+
+def test_cli_render_json(tmp_path):
+    job = load_ct_job(write_job(tmp_path, """
+        name: digits
+        command: python train.py
+        image: example/train:1
+        distribution: {type: mpi, nodes: 2, procs_per_node: 4}
+        providers: {azure: {compute: cpu-cluster}}
+        """))
+    proc = run_cli("render", "-p", "azure", "-o", "json", job.source.path, check=0)
+    envelope = json.loads(proc.stdout)
+    assert envelope["provider"] == "azure" and envelope["job"] == "digits"
+    [artifact] = envelope["artifacts"]
+    assert artifact["kind"] == "azureml/job"
+    assert artifact["content"]["distribution"] == {"type": "mpi", "process_count_per_instance": 4}
+    assert artifact["content"]["resources"]["instance_count"] == 2
+    assert "experimental" not in proc.stderr  # the SDK's chatter is kept out
+
+
+def test_render_of_another_provider_does_not_import_azure(tmp_path):
+    path = write_job(tmp_path, """
+        name: plain
+        command: python -c pass
+        distribution: {type: ddp, nodes: 2}
+        """)
+    code = ("import sys, io, contextlib\n"
+            "from cloudtrain.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['render', '-p', 'local', {str(path)!r}]) == 0\n"
+            "print(sorted(m for m in sys.modules if m.startswith('azure')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_submit_refuses_secrets_before_sending_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("CT_AZURE_TOKEN", "very-secret-value")
+    job = make_job(tmp_path, secrets={"HF_TOKEN": {"from_env": "CT_AZURE_TOKEN"}})
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError("nothing may be sent")
+
+    with pytest.raises(BadInput, match=r"secrets \(HF_TOKEN\).*Key Vault"):
+        get_provider("azure", ml_client=Untouchable()).submit(job)
