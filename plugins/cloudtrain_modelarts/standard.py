@@ -294,7 +294,8 @@ class ModelartsProvider(Provider):
             with sdk.api_errors(SERVICE, "create_training_job"):
                 response = client.create_training_job(request)
         except PlatformError as exc:
-            raise PlatformError(masker(str(exc))) from None
+            exc.args = (masker(str(exc)),)  # the service may quote a value back; keeps the request id
+            raise
         return f"{region}/{response.metadata.id}"
 
     def _find(self, client, name: str, description: str, workspace_id: Optional[str]) -> Optional[str]:

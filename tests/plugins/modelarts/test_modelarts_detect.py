@@ -11,7 +11,6 @@ import pytest
 
 from cloudtrain.launch import detectors
 from cloudtrain.loading import job_from_dict
-from cloudtrain.provider import Cluster
 from cloudtrain_modelarts import detect
 from cloudtrain_modelarts.lite import LiteOptions, start_line
 

@@ -259,6 +259,7 @@ def test_secrets_are_refused_unless_allowed_then_sent_only_to_the_platform(tmp_p
     with pytest.raises(PlatformError) as info:
         submit(tmp_path, extra=extra, extra_options="secrets_in_environment: true", command="python train.py")
     assert SECRET not in str(info.value) and "bad value ***" in str(info.value)
+    assert info.value.request_id.startswith("req-") and str(info.value).endswith(f"(request id {info.value.request_id})")
 
 
 def test_cli_lifecycle(tmp_path, ma, home):

@@ -13,7 +13,7 @@ import warnings
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
-from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
+from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_modelarts import sdk
