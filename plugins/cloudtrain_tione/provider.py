@@ -132,10 +132,15 @@ class TioneProvider(Provider):
     page_limit = 1000  # DescribeLogs' maximum
 
     def __init__(self, client=None, credential=None, endpoint: Optional[str] = None,
-                 region: Optional[str] = None, poll: Optional[float] = None, **clients):
+                 region: Optional[str] = None, poll: Optional[float] = None,
+                 status_ttl: float = 1.0, **clients):
         """``client``: a ready ``TioneClient`` (every region); ``credential`` / ``endpoint``
-        (``http://127.0.0.1:PORT`` or a host) to build one; ``region``: for ``list``."""
+        (``http://127.0.0.1:PORT`` or a host) to build one; ``region``: for ``list``;
+        ``status_ttl``: ``status`` answers from its last DescribeTrainingTask for this long (the
+        CLI's follower asks several times a second; TI-ONE's API is rate-limited)."""
         super().__init__(**clients)
+        self.status_ttl = status_ttl
+        self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
         self._client, self._credential = client, credential
         self._endpoint = endpoint
         self._region = region
@@ -247,22 +252,30 @@ class TioneProvider(Provider):
                          ended_at=parse_time(item.EndTime))
 
     def status(self, job_id: str) -> JobStatus:
-        return self.to_status(job_id, self.detail(job_id))
+        cached = self._statuses.get(job_id)
+        if cached and time.monotonic() - cached[0] < self.status_ttl:
+            return cached[1]
+        return self.fresh_status(job_id)
+
+    def fresh_status(self, job_id: str) -> JobStatus:
+        status = self.to_status(job_id, self.detail(job_id))
+        self._statuses[job_id] = (time.monotonic(), status)
+        return status
 
     def cancel(self, job_id: str) -> JobStatus:
         region, project, task = split_id(job_id)
-        status = self.status(job_id)
+        status = self.fresh_status(job_id)
         if status.terminal or status.raw_state == "STOPPING":
             return status
         try:
             self.call(region, "StopTrainingTask", {"Id": task, **({"TiProjectId": project} if project else {})},
                       f"stopping {self.handle(job_id)}")
         except PlatformError:
-            status = self.status(job_id)
+            status = self.fresh_status(job_id)
             if status.terminal:  # it ended while we were stopping it
                 return status
             raise
-        return self.status(job_id)
+        return self.fresh_status(job_id)
 
     def list(self) -> List[JobStatus]:
         region = self._region or os.environ.get("TENCENTCLOUD_REGION")

@@ -28,6 +28,7 @@ def fake():
 
 
 def provider(fake, key=SECRET_KEY, **kw):
+    kw.setdefault("status_ttl", 0)
     return TioneProvider(credential=Credential(SECRET_ID, key), endpoint=fake.url, poll=0.01, **kw)
 
 
@@ -241,6 +242,15 @@ def test_quota_errors_at_create(fake, tmp_path, monkeypatch):
     p = provider(fake)
     with pytest.raises(PlatformError, match="ResourceInsufficient.QuotaInsufficient: quota exceeded.*more quota"):
         p.submit(p.render(make_job(tmp_path)))
+
+
+def test_status_is_cached_briefly_for_fast_followers(fake):
+    task = fake.add_task("cache", script=["RUNNING", "SUCCEED"])
+    p = provider(fake, status_ttl=60)
+    assert [p.status(f"ap-shanghai/{task}").raw_state for _ in range(3)] == ["RUNNING"] * 3
+    assert fake.actions().count("DescribeTrainingTask") == 1
+    assert p.cancel(f"ap-shanghai/{task}").state is State.SUCCEEDED  # cancel looks afresh
+    assert "StopTrainingTask" not in fake.actions()
 
 
 def test_bad_handles():
