@@ -1,10 +1,8 @@
 """modelarts-lite: the rendered Volcano Job passes the upstream CRD schema and reproduces seed
 001's manifest (ranktable routing on a Lite pool) element by element; seed 001's constraints
 are reported by validate."""
-import importlib.util
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,21 +11,9 @@ from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from conftest import run_cli, write_job
+from crd_schemas import validate as validate_object  # the upstream CRDs, strict (tests/data/crds)
 
-ROOT = Path(__file__).resolve().parents[3]
 SECRET = "s3cr3t-lite-never-rendered-0915"
-
-
-def _k8s_validator():
-    """The kubernetes plugin's CRD validator (tests/plugins/kubernetes/test_manifests.py)."""
-    spec = importlib.util.spec_from_file_location("ct_k8s_manifest_checks",
-                                                  ROOT / "tests" / "plugins" / "kubernetes" / "test_manifests.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.validate
-
-
-validate_object = _k8s_validator()
 
 # Seed 001's config.yaml (comments dropped; "yourvcjobname" -> npu-ddp, the image -> the job's).
 SEED = yaml.safe_load("""
