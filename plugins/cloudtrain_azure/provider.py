@@ -32,9 +32,9 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain import shipping
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
@@ -72,13 +72,20 @@ class AzureOptions(BaseModel):
     vm_size: Optional[str] = Field(None, description="the compute cluster's VM size, for the InfiniBand check at render (default: read with compute.get at submit)")
     environment: Optional[str] = Field(None, description="a registered environment, e.g. azureml:acpt-pytorch-2.2-cuda12.1@latest (default: an anonymous one from the job's image)")
     experiment_name: Optional[str] = Field(None, description="experiment to file the job under (default: the job's name)")
-    inputs: Dict[str, Union[str, DataRef]] = Field(default_factory=dict, description="named inputs (URI or {path, type, mode}); the command refers to them as ${{inputs.NAME}}")
-    outputs: Dict[str, Union[str, DataRef]] = Field(default_factory=dict, description="named outputs (URI or {path, type, mode}); the command refers to them as ${{outputs.NAME}}")
+    inputs: Dict[str, DataRef] = Field(default_factory=dict, description="named inputs; a URI alone is short for {path: URI}; the command refers to them as ${{inputs.NAME}}")
+    outputs: Dict[str, DataRef] = Field(default_factory=dict, description="named outputs; a URI alone is short for {path: URI}; the command refers to them as ${{outputs.NAME}}")
     timeout: Optional[int] = Field(None, ge=1, description="cancel the job after this many seconds (limits.timeout)")
     job_tier: Optional[Literal["spot", "basic", "standard", "premium"]] = Field(None, description="queue_settings.job_tier (spot: low priority, can be preempted)")
     priority: Optional[Literal["low", "medium", "high"]] = Field(None, description="queue_settings.priority")
     identity: Optional[Literal["user_identity", "managed", "aml_token"]] = Field(None, description="identity the job uses for data access (default: Azure ML's)")
     tags: Dict[str, str] = Field(default_factory=dict, description="extra job tags")
+
+    @field_validator("inputs", "outputs", mode="before")
+    @classmethod
+    def _uri_alone(cls, value):
+        if isinstance(value, dict):
+            return {k: {"path": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
 
 
 def _scope_of(job_id: str) -> Tuple[Optional[Tuple[str, str, str]], str]:
@@ -169,7 +176,7 @@ class AzureProvider(Provider):
                     raise self._error(job, ("command",), f"refers to ${{{{{kind}.{ref}}}}}, but providers.azure.{kind} "
                                                          f"has no {ref!r}; declare it there")
         for name, ref in options.inputs.items():
-            if isinstance(ref, DataRef) and not ref.path:
+            if not ref.path:
                 raise self._error(job, ("providers", "azure", "inputs", name), "an input needs a path; set path")
 
     def environment_variables(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> Dict[str, str]:
@@ -212,9 +219,8 @@ class AzureProvider(Provider):
         return None
 
     @staticmethod
-    def _data(ref: Union[str, DataRef], output: bool):
+    def _data(ref: DataRef, output: bool):
         from azure.ai.ml import Input, Output
-        ref = DataRef(path=ref) if isinstance(ref, str) else ref
         fields = {k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v}
         return Output(type=ref.type, **fields) if output else Input(type=ref.type, **fields)
 
