@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sys
 import time
 import warnings
@@ -174,10 +175,18 @@ class TioneProvider(Provider):
         from tencentcloud.tione.v20211111 import tione_client
         cred = self._credential
         if cred is None:
+            # env, ~/.tencentcloud/credentials, then a CVM / TKE role: the CVM role's metadata
+            # request has no timeout of its own, and off Tencent Cloud it would hang for minutes
+            before = socket.getdefaulttimeout()
+            socket.setdefaulttimeout(3)
             try:
                 cred = tc_credential.DefaultCredentialProvider().get_credential()
-            except TencentCloudSDKException as exc:
+            except (TencentCloudSDKException, OSError) as exc:
+                if isinstance(exc, OSError):  # the TKE role provider, last in line, found no TKE_* variables
+                    exc = TencentCloudSDKException("ClientSideError", "no Tencent Cloud credentials found")
                 raise api_error(exc, "the credentials") from None
+            finally:
+                socket.setdefaulttimeout(before)
         endpoint = self._endpoint or os.environ.get(ENDPOINT_VAR)
         scheme, sep, host = (endpoint or "").partition("://")
         http = HttpProfile(protocol=scheme if sep else None, endpoint=(host if sep else endpoint or "").rstrip("/")
