@@ -170,17 +170,25 @@ class AwsProvider(Provider):
                                "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 8)},
                       connect_timeout=10, read_timeout=70, user_agent_extra="cloudtrain/0.1.0")
 
+    def session(self):
+        """boto3's default session (credentials and region from the default chain)."""
+        boto3 = self.require_sdk("boto3")
+        from botocore.exceptions import ProfileNotFound
+        try:
+            return boto3.session.Session()
+        except ProfileNotFound as exc:
+            raise BadInput(f"{exc}; fix AWS_PROFILE or the profiles in ~/.aws/config") from None
+
     def client(self, service: str, region: Optional[str] = None):
         if service in self.clients:
             return self.clients[service]
         key = (service, region)
         with self._clients_lock:
             if key not in self._made:
-                boto3 = self.require_sdk("boto3")
+                session = self.session()
                 from botocore.exceptions import NoRegionError
                 try:
-                    self._made[key] = boto3.session.Session().client(
-                        service, region_name=region, config=self.retry_config())
+                    self._made[key] = session.client(service, region_name=region, config=self.retry_config())
                 except NoRegionError:
                     raise BadInput(f"no AWS region: set providers.{self.name}.region, AWS_REGION or a "
                                    "profile's region (aws configure)") from None
@@ -193,8 +201,7 @@ class AwsProvider(Provider):
         injected = next(iter(self.clients.values()), None)
         if injected is not None:
             return injected.meta.region_name
-        boto3 = self.require_sdk("boto3")
-        found = boto3.session.Session().region_name
+        found = self.session().region_name
         if not found:
             raise BadInput(f"no AWS region: set providers.{self.name}.region, AWS_REGION or a profile's "
                            "region (aws configure)")
@@ -357,7 +364,7 @@ class AwsProvider(Provider):
                     yield f"[{name}] {line}\n"
             if not follow or done:
                 return
-            time.sleep(self.poll_seconds)
+            time.sleep(max(self.poll_seconds, 0.01))
 
 
 def strip_empty(request: dict) -> dict:

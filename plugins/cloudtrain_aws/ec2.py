@@ -407,7 +407,7 @@ class Ec2Provider(AwsProvider):
             if time.monotonic() > deadline:
                 raise PlatformError(f"the instances of {name} were not running after {timeout:.0f} s "
                                     "(terminated); raise providers.ec2.ready_timeout_seconds or check capacity")
-            time.sleep(self.poll_seconds)
+            time.sleep(max(self.poll_seconds, 0.01))
 
     def _wait_ssm(self, region: str, ids: List[str], timeout: float) -> None:
         ssm = self.client("ssm", region)
@@ -424,7 +424,7 @@ class Ec2Provider(AwsProvider):
                     f"{len(set(ids) - online)} instance(s) did not register with SSM within {timeout:.0f} s "
                     "(terminated); the AMI needs the SSM agent, the instance profile "
                     "AmazonSSMManagedInstanceCore, and the subnet a route to SSM (NAT or VPC endpoints)")
-            time.sleep(self.poll_seconds)
+            time.sleep(max(self.poll_seconds, 0.01))
 
     def _run_and_read(self, region: str, instance_id: str, options: Ec2Options, comment: str, script: str) -> str:
         """Run a short script through SSM and return its standard output."""
@@ -446,7 +446,7 @@ class Ec2Provider(AwsProvider):
                 if inv["Status"] in ("Failed", "TimedOut", "Cancelled") or time.monotonic() > deadline:
                     raise PlatformError(f"'{comment}' on {instance_id} ended {inv['Status']}: "
                                         f"{inv.get('StandardErrorContent', '')[-500:]}; check the AMI (ssh-keygen)")
-                time.sleep(self.poll_seconds)
+                time.sleep(max(self.poll_seconds, 0.01))
 
     # -- follow --------------------------------------------------------------------------------
     def _instances(self, region: Optional[str], name: str, fresh: bool = True) -> List[dict]:
@@ -558,7 +558,7 @@ class Ec2Provider(AwsProvider):
                     shown[key] = len(text)
             if not follow or done:
                 return
-            time.sleep(self.poll_seconds)
+            time.sleep(max(self.poll_seconds, 0.01))
 
     def cancel(self, job_id: str) -> JobStatus:
         """Stop the job's commands and terminate its instances (those tagged with its id, and no
