@@ -50,8 +50,8 @@ def _port(environ: Mapping[str, str], *names: str) -> int:
 # -- Kubeflow -----------------------------------------------------------------------------------
 def detect_kubeflow(environ: Mapping[str, str]) -> Optional[Topology]:
     kind = environ.get(KIND)
-    if kind == "MPIJob" or (not kind and HOSTFILE in environ and "PET_NNODES" not in environ):
-        return _mpijob(environ)
+    if kind == "MPIJob" or (not kind and os.path.isfile(environ.get(HOSTFILE, "")) and "PET_NNODES" not in environ):
+        return _mpijob(environ)  # a guess only with a readable hostfile: other MPI platforms set it too
     if kind == "TFJob" or (not kind and "TF_CONFIG" in environ):
         return _tfjob(environ)
     if kind == "PyTorchJob" or (not kind and "PET_NNODES" in environ and "MASTER_ADDR" in environ):

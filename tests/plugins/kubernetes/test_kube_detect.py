@@ -50,6 +50,8 @@ def test_other_platforms_are_not_taken_for_kubeflow_or_volcano():
     azure_like = {"MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "6105", "RANK": "1", "WORLD_SIZE": "4", "NODE_RANK": "0"}
     assert detect_kubeflow(azure_like) is None and detect_volcano(azure_like) is None
     assert detect_volcano({"VC_TASK_INDEX": "0"}) is None      # env plugin without svc: nothing to go on
+    # another platform's MPI node (its hostfile not readable here) is not claimed, nor an error
+    assert detect_kubeflow({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile-elsewhere"}) is None
 
 
 def test_volcano_task_order_without_cloudtrain_variables():
