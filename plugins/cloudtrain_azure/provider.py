@@ -80,6 +80,14 @@ class AzureOptions(BaseModel):
     identity: Optional[Literal["user_identity", "managed", "aml_token"]] = Field(None, description="identity the job uses for data access (default: Azure ML's)")
     tags: Dict[str, str] = Field(default_factory=dict, description="extra job tags")
 
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tag_scalars(cls, value):  # --set providers.azure.tags.attempt=2 gives an int
+        if isinstance(value, dict):
+            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) if isinstance(v, (bool, int, float)) else v
+                    for k, v in value.items()}
+        return value
+
     @field_validator("inputs", "outputs", mode="before")
     @classmethod
     def _uri_alone(cls, value):
@@ -527,6 +535,14 @@ def _platform_errors(what: str, not_found: Optional[str] = "re-check the name"):
     except ServiceRequestError as exc:
         raise PlatformError(f"cannot reach Azure ML while {what}: {_first_line(exc)}; check the network "
                             "(proxy, firewall) and try again") from None
+    except Exception as exc:
+        from azure.ai.ml.exceptions import ErrorCategory, MlException
+        if not isinstance(exc, MlException):
+            raise
+        if getattr(exc, "error_category", None) == ErrorCategory.USER_ERROR:
+            raise BadInput(f"Azure ML's SDK refused {what}: {_first_line(exc)}; fix the job file or "
+                           "providers.azure") from None
+        raise PlatformError(f"Azure ML failed while {what}: {_first_line(exc)}; try again later") from None
 
 
 def _error_text(exc) -> str:

@@ -112,7 +112,11 @@ def test_submitting_the_same_spec_again_attaches_to_the_job(fake, provider, tmp_
     changed = provider.submit(make_job(tmp_path, env='{OMP_NUM_THREADS: "2"}'))
     assert changed.id != first.id and len(job_puts(fake)) == 2
     (tmp_path / "project" / "train.py").write_text("print('new code')\n")  # the code is part of the spec
-    assert provider.submit(make_job(tmp_path)).id not in (first.id, changed.id)
+    new_code = provider.submit(make_job(tmp_path))
+    assert new_code.id not in (first.id, changed.id)
+    # running an unchanged job again: change something in the render, e.g. a tag (as the docs say)
+    job = load_job(make_job(tmp_path).source.path, ["providers.azure.tags.attempt=2"])
+    assert provider.submit(job).id not in (first.id, changed.id, new_code.id) and len(job_puts(fake)) == 4
 
 
 def test_rdma_on_a_cluster_without_infiniband_is_refused_before_anything_is_created(fake, provider, tmp_path):
@@ -227,3 +231,16 @@ def test_cli_submit_follows_then_status_and_cancel(fake, tmp_path):
     assert status["state"] == "SUCCEEDED" and status["raw_state"] == "Completed" and status["nodes"] == 2
     assert "SUCCEEDED" in run_cli("cancel", handle, env=env, check=0).stdout
     assert not fake.calls(ARM, "POST", "/cancel")  # an ended job is left alone
+
+
+def test_a_credential_that_cannot_sign_in_says_how_to(fake, tmp_path):
+    from azure.core.exceptions import ClientAuthenticationError
+
+    class NoLogin:
+        def get_token(self, *scopes, **kwargs):
+            raise ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token")
+
+    provider = get_provider("azure", credential=NoLogin(), client_kwargs={"transport": fake.transport()})
+    with pytest.raises(PlatformError, match="az login") as info:
+        provider.status(f"{SUB}/{RG}/{WSNAME}/some-job")
+    assert info.value.exit_code == 3 and not fake.requests
