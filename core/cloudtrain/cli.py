@@ -152,7 +152,8 @@ def follow(run) -> int:
             if time.monotonic() >= next_poll:
                 status = run.status()
                 line.update(status)
-                next_poll = time.monotonic() + 0.2  # one SQLite read: cheap, and the end shows at once
+                # local/docker: one SQLite read, cheap, and the end shows at once; clouds: their pace
+                next_poll = time.monotonic() + run.provider.status_poll
             if status.terminal and (logs_done or not reader.is_alive()):
                 break
     except KeyboardInterrupt:

@@ -107,6 +107,7 @@ class HostedProvider(Provider):
     say how to ``release`` what a job left when its supervisor is gone."""
 
     local_state = True
+    status_poll = 0.2
 
     supervisor_module: ClassVar[str]
     cancel_timeout: ClassVar[float] = 30.0

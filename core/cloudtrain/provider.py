@@ -145,6 +145,8 @@ class Provider(abc.ABC):
     # Jobs are listed from this machine's state store, without asking a platform: `cloudtrain
     # list` without -p covers these providers (local, docker); a cloud's needs `-p`.
     local_state: ClassVar[bool] = False
+    # Seconds between status reads while the CLI follows a job (a cloud API is rate-limited).
+    status_poll: ClassVar[float] = 2.0
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
     install_hint_text: ClassVar[Optional[str]] = None
 
