@@ -40,6 +40,9 @@ _HINTS = (
     (("ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown"),
      "try again later (cloudtrain already retried with backoff; AWS_MAX_ATTEMPTS raises the number of tries)"),
     (("NoSuchBucket",), "create the bucket or fix the s3:// option"),
+    (("NoSuchEntity", "InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidSubnetID.NotFound",
+      "InvalidGroup.NotFound", "InvalidKeyPair.NotFound", "InvalidParameterValue"),
+     "check the option's value: it does not exist in this account and region"),
 )
 
 

@@ -69,7 +69,7 @@ class Ec2Options(BaseModel):
     ssh_port: int = Field(22, ge=1, le=65535, description="mpi/horovod: the port node 0 reaches the others' sshd on; another than 22 starts an extra sshd there")
     ifname: Optional[str] = Field(None, description="network interface for MPI and gloo (btl_tcp_if_include), e.g. ens5 (default: the one that routes to node 0)")
     max_runtime_seconds: int = Field(86400, ge=60, le=172800, description="SSM executionTimeout of each node's script")
-    ready_timeout_seconds: int = Field(900, ge=10, description="how long submit waits for the instances to run and register with SSM")
+    ready_timeout_seconds: int = Field(900, ge=1, description="how long submit waits for the instances to run and register with SSM")
     terminate_when_done: bool = Field(True, description="each instance shuts down (and so terminates) a minute after its node ends")
     code_url_expires_seconds: int = Field(3600, ge=60, le=604800, description="validity of the presigned code URL")
     log_group: Optional[str] = Field(None, description="CloudWatch Logs group for live output (SSM CloudWatchOutputConfig; the instance role needs CloudWatch Logs permissions); default: SSM's output, available when a node ends")
@@ -178,7 +178,7 @@ class Ec2Provider(AwsProvider):
             f"WORK={q(options.workdir)}/\"$JOB\"",
             'mkdir -p "$WORK/output" && cd "$WORK"',
             "# host names of the job's nodes (node 0 first)",
-            'if ! grep -q "cloudtrain $JOB" /etc/hosts; then',
+            'if ! grep -qs "cloudtrain $JOB" /etc/hosts; then',
             "cat >>/etc/hosts <<'CLOUDTRAIN_HOSTS'",
             HOSTS_LINES,
             "CLOUDTRAIN_HOSTS",
@@ -372,8 +372,10 @@ class Ec2Provider(AwsProvider):
                     ExpiresIn=options.code_url_expires_seconds)
             values = {MASTER_IP: ips[0], NODE_IPS: ",".join(ips), CODE_URL: url,
                       HOSTS_LINES: "\n".join(f"{ip} ct-node-{i}  # cloudtrain {name}" for i, ip in enumerate(ips))}
-            if efa:
-                values[EFA_MARK] = "export " + " ".join(f"{k}={v}" for k, v in EFA_ENV.items() if k not in job.env)
+            if job.network.rdma == "auto":
+                values[EFA_MARK] = ("export " + " ".join(f"{k}={v}" for k, v in EFA_ENV.items() if k not in job.env)
+                                    if efa else f"# no EFA: EC2 says {self.instance_type(job, options)} has none "
+                                                "(or no subnet_id)")
             if self.uses_ssh(job):
                 keygen = next(a.content["script"] for a in arts if a.kind == "shell/script" and a.name == "ssh-key")
                 values[SSH_KEY] = self._run_and_read(region, ids[0], options, f"cloudtrain {name} ssh key",

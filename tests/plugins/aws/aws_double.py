@@ -64,6 +64,7 @@ class AwsDouble:
         self.dropped = 0
         # script -> (status, stdout) or None: what an SSM command does at once (e.g. ssh-keygen)
         self.run_command = lambda script: None
+        self.ssm_online = True  # False: instances never register with SSM (no agent, no role)
         self._server = None
         self.endpoint = ""
 
@@ -99,7 +100,7 @@ class AwsDouble:
     def __exit__(self, *exc):
         self.stop()
 
-    def reset(self, services=("sagemaker", "s3", "logs", "ssm", "secretsmanager", "ec2")) -> None:
+    def reset(self, services=("sagemaker", "s3", "logs", "ssm", "secretsmanager", "ec2", "iam")) -> None:
         """Forget every resource of ``services`` (moto's state) and every count."""
         from moto.backends import get_backend
         for service in services:
@@ -114,6 +115,8 @@ class AwsDouble:
             self.client_tokens.clear()
             self.stopping.clear()
             self.dropped = 0
+            self.ssm_online = True
+            self.run_command = lambda script: None
 
     # -- clients --------------------------------------------------------------------------------
     def env(self, **extra) -> Dict[str, str]:
@@ -473,7 +476,8 @@ class AwsDouble:
                 wanted.update(flt.get("Values") or flt.get("valueSet") or [])
         infos = [{"InstanceId": i.id, "PingStatus": "Online", "PlatformType": "Linux", "AgentVersion": "3.3.0.0",
                   "IPAddress": i.private_ip, "ResourceType": "EC2Instance"}
-                 for i in self.instances() if i.state == "running" and (not wanted or i.id in wanted)]
+                 for i in self.instances() if i.state == "running" and (not wanted or i.id in wanted)
+                 and self.ssm_online]
         return self._json(200, {"InstanceInformationList": infos})
 
     def _after_ssm_SendCommand(self, params, result):

@@ -1,0 +1,337 @@
+"""ec2: RunInstances, the placement group, SSM commands and the per-node launch scripts, rendered
+and validated with botocore's models; submit -> status -> logs -> cancel against moto in server
+mode with the double's EC2/SSM extensions; the scripts that SSM would run really train here."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import cloudtrain
+from aws_double import AwsDouble, validate_request
+from cloudtrain import plugins
+from cloudtrain.errors import JobFileError, PlatformError
+from cloudtrain.loading import job_from_dict
+from cloudtrain.provider import State
+from conftest import EXAMPLES, run_cli
+
+BUCKET = "ct-code"
+OPTIONS = {"image_id": "ami-12c6146b", "instance_profile": "cloudtrain-node", "code_s3": f"s3://{BUCKET}/code"}
+SETS = {f"providers.ec2.{k}": v for k, v in OPTIONS.items()}
+SSH_PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests cloudtrain"
+
+
+def job(**extra):
+    data = {"name": "ec2-job", "command": "python train.py", "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 1},
+            "env": {"OMP_NUM_THREADS": "2"}, "providers": {"ec2": dict(OPTIONS)}}
+    for key, value in extra.items():
+        if key == "options":
+            data["providers"]["ec2"].update(value)
+        else:
+            data[key] = value
+    return job_from_dict(data)
+
+
+def artifacts(j):
+    return plugins.get_provider("ec2").render(j).artifacts
+
+
+def filled(text):
+    for placeholder, value in (("<spec-hash>", "a" * 64), ("<job-id>", "ec2-job-aaaaaaaaaaaa"), ("<code-digest>", "f" * 64),
+                               ("<master-ip>", "10.0.0.4"), ("<node-ips>", "10.0.0.4,10.0.0.5"),
+                               ("<hosts-lines>", "10.0.0.4 ct-node-0\n10.0.0.5 ct-node-1"),
+                               ("<code-url>", "https://example.com/x"), ("<ssh-public-key>", SSH_PUB),
+                               ("<instance-id>", "i-0123456789abcdef0")):
+        text = text.replace(placeholder, value)
+    return text
+
+
+# -- render ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,nodes", [("ddp", 2), ("mpi", 2), ("horovod", 3), ("deepspeed", 2), ("ps-worker", 3),
+                                        ("ray", 2), ("none", 1)])
+def test_every_distribution_renders_valid_requests_and_scripts(kind, nodes):
+    arts = artifacts(job(distribution={"type": kind, "nodes": nodes}))
+    kinds = [a.kind for a in arts]
+    assert kinds.count("shell/script") == nodes + (1 if kind in ("mpi", "horovod") and nodes > 1 else 0)
+    assert ("ec2/CreatePlacementGroup" in kinds) == (nodes > 1)
+    for a in arts:
+        service, _, operation = a.kind.partition("/")
+        if service in ("ec2", "s3", "ssm"):
+            validate_request(service, operation, a.content, strict=False)
+            validate_request(service, operation, json.loads(filled(json.dumps(a.content))))
+    run = next(a.content for a in arts if a.kind == "ec2/RunInstances")
+    assert (run["MinCount"], run["MaxCount"], run["InstanceType"]) == (nodes, nodes, "m5.xlarge")
+    assert run["ClientToken"] == "<job-id>" and run["IamInstanceProfile"] == {"Name": "cloudtrain-node"}
+    tags = {t["Key"]: t["Value"] for t in run["TagSpecifications"][0]["Tags"]}
+    assert tags["cloudtrain:job-id"] == "<job-id>" and tags["cloudtrain:spec-hash"] == "<spec-hash>"
+    if nodes > 1:
+        assert run["Placement"] == {"GroupName": "cloudtrain-<job-id>"}
+    scripts = [a.content for a in arts if a.kind == "shell/script" and a.name.startswith("node-")]
+    for i, script in enumerate(scripts):
+        text = filled(script["script"])
+        assert script["node"] == i
+        for shell in ("sh", "dash", "bash"):
+            if shutil.which(shell):
+                check = subprocess.run([shell, "-n"], input=text, text=True, capture_output=True)
+                assert check.returncode == 0, (shell, check.stderr)
+        assert f"export CLOUDTRAIN_NODE_RANK={i}\n" in text
+        assert "export CLOUDTRAIN_MASTER_ADDR='10.0.0.4'\n" in text
+        assert "export CLOUDTRAIN_HOSTS='10.0.0.4,10.0.0.5'\n" in text
+        assert f"--type {kind}" in text and "python3 -m cloudtrain_aws.node -- python3 -m cloudtrain.launch" in text
+        assert "export OMP_NUM_THREADS=2\n" in text  # the job's own value wins over the MPI default
+
+
+def test_mpi_scripts_apply_the_seeds_lessons():
+    arts = artifacts(job(distribution={"type": "mpi", "nodes": 2, "procs_per_node": 2}, env={},
+                         options={"ssh_port": 2022, "ifname": "ens5"}))
+    node0 = filled(next(a.content["script"] for a in arts if a.name == "node-0"))
+    # one thread per rank on every node unless the job says otherwise; mpirun forwards them with -x
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"):
+        assert f"export {name}=1\n" in node0
+    assert "export CLOUDTRAIN_IFNAME=ens5\n" in node0  # the launcher's --mca btl_tcp_if_include
+    assert "export OMPI_MCA_plm_rsh_args='-p 2022 -i /root/.ssh/cloudtrain-ec2-job-aaaaaaaaaaaa" in node0
+    assert "/usr/sbin/sshd -p 2022" in node0 and "  Port 2022" in node0
+    assert SSH_PUB in node0 and "Host ct-node-* $(echo '10.0.0.4,10.0.0.5' | tr , ' ')" in node0
+    keygen = next(a.content["script"] for a in arts if a.name == "ssh-key")
+    assert "ssh-keygen -q -t ed25519" in keygen
+    ddp = filled(next(a.content["script"] for a in artifacts(job()) if a.name == "node-0"))
+    assert "ssh" not in ddp and "OPENBLAS_NUM_THREADS" not in ddp
+    # what the launcher makes of it on node 0: mpirun with -x forwarding and the interface pinned
+    from cloudtrain.launch import plans
+    from cloudtrain.launch.topology import Topology
+    topo = Topology(platform="ec2", node_rank=0, num_nodes=2, master_addr="10.0.0.4", hosts=["10.0.0.4", "10.0.0.5"])
+    settings = plans.Settings(distribution="mpi", command=["python", "train.py"], nproc_per_node=2, iface="ens5")
+    argv = plans.plan(topo, settings, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "GOTO_NUM_THREADS": "1",
+                                       "LD_LIBRARY_PATH": "/x", "PATH": "/bin"}).argv
+    line = " ".join(argv)
+    assert "--mca btl_tcp_if_include ens5" in line
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "LD_LIBRARY_PATH", "PATH"):
+        assert f"-x {name}" in line
+
+
+def test_rdma_on_asks_for_efa_interfaces_and_needs_a_subnet():
+    arts = artifacts(job(network={"rdma": "on"}, options={"subnet_id": "subnet-1", "security_group_ids": ["sg-1"]}))
+    run = next(a.content for a in arts if a.kind == "ec2/RunInstances")
+    assert run["NetworkInterfaces"] == [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa",
+                                         "SubnetId": "subnet-1", "Groups": ["sg-1"], "DeleteOnTermination": True}]
+    assert "SubnetId" not in run and "SecurityGroupIds" not in run
+    assert "export FI_PROVIDER=efa\n" in next(a.content["script"] for a in arts if a.name == "node-0")
+    with pytest.raises(JobFileError, match="providers.ec2.subnet_id"):
+        artifacts(job(network={"rdma": "on"}))
+
+
+def test_restarts_are_refused():
+    with pytest.raises(JobFileError, match="does not restart"):
+        artifacts(job(max_restarts=1))
+
+
+# -- lifecycle against the double --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server():
+    with AwsDouble() as aws:
+        yield aws
+
+
+@pytest.fixture
+def aws(server, monkeypatch):
+    import cloudtrain_aws.common as common
+    server.reset()
+    common._uploaded.clear()
+    common._efa.clear()
+    monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
+    server.client("s3").create_bucket(Bucket=BUCKET)
+    server.client("iam").create_instance_profile(InstanceProfileName="cloudtrain-node")
+    server.calls.clear()
+    return server
+
+
+def provider(aws):
+    return plugins.get_provider("ec2", **aws.clients())
+
+
+def digits(**sets):
+    return cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml", overrides={**SETS, **sets})
+
+
+def sent_scripts(aws):
+    return {p["InstanceIds"][0]: p["Parameters"]["commands"][0] for s, a, p in aws.requests
+            if a == "SendCommand" and "cloudtrain.launch" in p["Parameters"]["commands"][0]}
+
+
+def job_instances(aws, name):
+    ec2 = aws.client("ec2")
+    found = [i for r in ec2.describe_instances(Filters=[{"Name": "tag:cloudtrain:job-id", "Values": [name]}])
+             ["Reservations"] for i in r["Instances"]]
+    return sorted(found, key=lambda i: int(next(t["Value"] for t in i["Tags"] if t["Key"] == "cloudtrain:node")))
+
+
+def command_of(instance):
+    return next(t["Value"] for t in instance["Tags"] if t["Key"] == "cloudtrain:command")
+
+
+def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
+    run = provider(aws).submit(digits())
+    region, name = run.id.split("/")
+    assert region == "us-east-1" and re.fullmatch(r"digits-ddp-[0-9a-f]{12}", name)
+    nodes = job_instances(aws, name)
+    assert len(nodes) == 2 and aws.count("RunInstances") == 1
+    # a cluster placement group of the job's own, really used by the instances
+    groups = aws.client("ec2").describe_placement_groups(GroupNames=[f"cloudtrain-{name}"])["PlacementGroups"]
+    assert groups[0]["Strategy"] == "cluster"
+    assert {i["Placement"]["GroupName"] for i in nodes} == {f"cloudtrain-{name}"}
+    # each node got its own script, with the nodes' addresses and a URL of the code archive
+    scripts = sent_scripts(aws)
+    ips = [i["PrivateIpAddress"] for i in nodes]
+    for index, inst in enumerate(nodes):
+        script = scripts[inst["InstanceId"]]
+        assert f"export CLOUDTRAIN_NODE_RANK={index}\n" in script
+        assert f"export CLOUDTRAIN_MASTER_ADDR='{ips[0]}'\n" in script and f"{ips[1]} ct-node-1  # cloudtrain {name}" in script
+        assert "<" not in script.replace("<<", "")  # every placeholder filled
+    url = re.search(r"'(http[^']+)' code.part", scripts[nodes[0]["InstanceId"]]).group(1)
+    archive = urllib.request.urlopen(url).read()  # the presigned URL works (no S3 permission on the node)
+    assert len(archive) > 1000
+    for s, a, p in aws.requests:
+        if a == "SendCommand":
+            assert p["DocumentName"] == "AWS-RunShellScript" and p["Parameters"]["executionTimeout"] == ["86400"]
+    # status: from the command invocations, then the end
+    status = run.status()
+    assert (status.state, status.nodes, status.nodes_up) == (State.RUNNING, 2, 2)
+    aws.finish_command(command_of(nodes[0]), nodes[0]["InstanceId"], "Success", "rank 0/2\ntest_accuracy 0.95\n")
+    assert run.status().state is State.RUNNING
+    aws.finish_command(command_of(nodes[1]), nodes[1]["InstanceId"], "Success", "rank 1/2\n")
+    final = run.wait(timeout=10)
+    assert final.state is State.SUCCEEDED and final.exit_code == 0
+    assert run.logs().splitlines() == ["[node0] rank 0/2", "[node0] test_accuracy 0.95", "[node1] rank 1/2"]
+    assert [s.handle for s in provider(aws).list()] == [run.handle]
+
+
+def test_a_failed_node_fails_the_job(aws):
+    run = provider(aws).submit(digits())
+    nodes = job_instances(aws, run.id.split("/")[1])
+    aws.finish_command(command_of(nodes[1]), nodes[1]["InstanceId"], "Failed", "boom\n", code=3)
+    status = run.status()
+    assert status.state is State.FAILED and "node 1 Failed (exit 3)" in status.message
+
+
+def test_cancel_terminates_only_the_jobs_instances(aws):
+    ec2 = aws.client("ec2")
+    other_job = provider(aws).submit(digits(**{"env.OTHER": "1"}))
+    foreign = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    run = provider(aws).submit(digits())
+    name = run.id.split("/")[1]
+    status = run.cancel()
+    assert status.state is State.CANCELLED
+    assert {i["State"]["Name"] for i in job_instances(aws, name)} == {"terminated"}
+    states = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert states[foreign] == "running"
+    assert {i["State"]["Name"] for i in job_instances(aws, other_job.id.split("/")[1])} == {"running"}
+    ssm = aws.client("ssm")
+    inst = job_instances(aws, name)[0]
+    assert ssm.get_command_invocation(CommandId=command_of(inst), InstanceId=inst["InstanceId"])["Status"] == "Cancelled"
+    assert run.cancel().state is State.CANCELLED  # idempotent
+    assert aws.count("TerminateInstances") == 1
+
+
+def test_efa_instances_get_one_efa_interface_per_network_card(aws):
+    run = provider(aws).submit(digits(**{"providers.ec2.instance_type": "p4d.24xlarge", "providers.ec2.subnet_id":
+                                         aws.client("ec2").describe_subnets()["Subnets"][0]["SubnetId"]}))
+    nodes = job_instances(aws, run.id.split("/")[1])
+    run_request = next(p for s, a, p in aws.requests if a == "RunInstances")
+    cards = sorted(v for k, v in run_request.items() if k.endswith(".NetworkCardIndex"))
+    types = {v for k, v in run_request.items() if k.endswith(".InterfaceType")}
+    assert cards == ["0", "1", "2", "3"] and types == {"efa"}  # p4d: 4 EFA interfaces (EC2's data)
+    assert nodes[0]["NetworkInterfaces"][0]["InterfaceType"] == "efa"
+    script = sent_scripts(aws)[nodes[0]["InstanceId"]]
+    assert "export FI_PROVIDER=efa FI_EFA_FORK_SAFE=1 RDMAV_FORK_SAFE=1" in script
+    plain = provider(aws).submit(digits(**{"env.X": "1"}))
+    assert "FI_PROVIDER" not in sent_scripts(aws)[job_instances(aws, plain.id.split("/")[1])[0]["InstanceId"]]
+
+
+def test_mpi_node0_makes_the_key_and_every_node_trusts_it(aws):
+    aws.run_command = lambda script: ("Success", SSH_PUB + "\n") if "ssh-keygen" in script else None
+    run = provider(aws).submit(cloudtrain.load_job(EXAMPLES / "mpi-allreduce" / "job.yaml", overrides=SETS))
+    nodes = job_instances(aws, run.id.split("/")[1])
+    keygen = [p for s, a, p in aws.requests if a == "SendCommand" and "ssh-keygen" in p["Parameters"]["commands"][0]]
+    assert [p["InstanceIds"] for p in keygen] == [[nodes[0]["InstanceId"]]]
+    for script in sent_scripts(aws).values():
+        assert f"echo '{SSH_PUB}' >>/root/.ssh/authorized_keys" in script
+
+
+def test_a_lost_run_instances_response_starts_the_instances_once(aws):
+    aws.fail("RunInstances", "drop")
+    run = provider(aws).submit(digits())
+    assert aws.count("RunInstances") == 2 and aws.dropped == 1
+    assert len(job_instances(aws, run.id.split("/")[1])) == 2  # ClientToken: the same reservation
+    again = provider(aws).submit(digits())
+    assert again.handle == run.handle and aws.count("RunInstances") == 2  # attached, nothing started
+
+
+def test_instances_that_never_reach_ssm_are_terminated(aws):
+    aws.ssm_online = False
+    with pytest.raises(PlatformError, match="did not register with SSM") as info:
+        provider(aws).submit(digits(**{"providers.ec2.ready_timeout_seconds": 1}))
+    assert info.value.exit_code == 3
+    states = {i["State"]["Name"] for r in aws.client("ec2").describe_instances()["Reservations"] for i in r["Instances"]}
+    assert states == {"terminated"}
+
+
+def test_nothing_is_started_without_an_ami(aws):
+    with pytest.raises(JobFileError, match="providers.ec2.image_id: is not set"):
+        provider(aws).submit(cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml"))
+    assert sum(aws.calls.values()) == 0
+
+
+def test_cli_submit_detach_status_logs_cancel(aws):
+    sets = [f"--set={k}={v}" for k, v in SETS.items()]
+    proc = run_cli("submit", "-p", "ec2", EXAMPLES / "digits-ddp" / "job.yaml", *sets, "--detach", env=aws.env(), check=0)
+    handle = proc.stdout.strip()
+    assert re.fullmatch(r"ec2://us-east-1/digits-ddp-[0-9a-f]{12}", handle)
+    status = json.loads(run_cli("status", handle, "-o", "json", env=aws.env(), check=0).stdout)
+    assert status["state"] == "RUNNING" and status["nodes"] == 2
+    assert "CANCELLED" in run_cli("cancel", handle, env=aws.env(), check=0).stdout
+    assert handle in run_cli("list", "-p", "ec2", env=aws.env(), check=0).stdout
+
+
+# -- the scripts SSM would run, run here ----------------------------------------------------------------
+def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
+    """Play the SSM agent: run each node's script as sent, with this machine in place of the
+    instances (their addresses -> 127.0.0.1, /etc/hosts and each node's work dir -> tmp)."""
+    from cloudtrain_local.provider import free_port_block
+    port = free_port_block(3)
+    run = provider(aws).submit(digits(**{
+        "command": "python train.py --epochs 2", "distribution.procs_per_node": 1,
+        "providers.ec2.python": sys.executable, "providers.ec2.workdir": str(tmp_path / "work"),
+        "providers.ec2.master_port": port, "providers.ec2.terminate_when_done": False}))
+    nodes = job_instances(aws, run.id.split("/")[1])
+    scripts = sent_scripts(aws)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = {k: v for k, v in env.items() if not k.startswith(("CLOUDTRAIN_", "PET_")) and k not in ("RANK", "WORLD_SIZE")}
+    procs = []
+    for index, inst in enumerate(nodes):
+        script = scripts[inst["InstanceId"]]
+        for other in nodes:
+            script = script.replace(other["PrivateIpAddress"], "127.0.0.1")
+        script = script.replace("/etc/hosts", str(tmp_path / f"hosts-{index}"))
+        script = script.replace(str(tmp_path / "work"), str(tmp_path / f"work-{index}"))
+        (tmp_path / f"node-{index}.sh").write_text(script)
+        procs.append(subprocess.Popen(["sh", str(tmp_path / f"node-{index}.sh")], env=env, cwd=tmp_path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outputs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    accuracy = float(re.search(r"test_accuracy ([0-9.]+)", outputs[0]).group(1))
+    assert accuracy >= 0.9, outputs[0]
+    assert "[cloudtrain] node 1 exited with code 0" in outputs[1]
+    # both nodes ran in one job: world size 2, and the outputs went to the node's work dir
+    metrics = json.loads(next((tmp_path / "work-0").glob("*/output/metrics.json")).read_text())
+    assert "ct-node-1  # cloudtrain" in (tmp_path / "hosts-1").read_text()
+    assert metrics["world_size"] == 2
