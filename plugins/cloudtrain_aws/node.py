@@ -40,7 +40,10 @@ def fetch(ids, client_for):
     values = {}
     for name, ref in sorted(ids.items()):
         secret_id, _, key = str(ref).partition("#")
-        text = client_for(region_of(secret_id)).get_secret_value(SecretId=secret_id)["SecretString"]
+        try:
+            text = client_for(region_of(secret_id)).get_secret_value(SecretId=secret_id)["SecretString"]
+        except Exception as exc:  # names the secret, never a value
+            raise RuntimeError("%s (secret id %s): %s: %s" % (name, secret_id, exc.__class__.__name__, exc))
         if key:
             data = json.loads(text)
             if not isinstance(data, dict) or key not in data:

@@ -1,0 +1,116 @@
+"""What runs in an AWS node: the node prelude (secrets from Secrets Manager, job id, exec), and the
+SageMaker container command as submitted, run here: it unpacks the code channel's archive, reads
+resourceconfig.json and trains."""
+import gzip
+import io
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import cloudtrain
+from aws_double import AwsDouble
+from cloudtrain import plugins
+from conftest import EXAMPLES
+
+VENV_PATH = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+
+
+@pytest.fixture(scope="module")
+def aws():
+    with AwsDouble() as double:
+        yield double
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CLOUDTRAIN_", "PET_", "SM_", "AWS_")) and k not in ("RANK", "WORLD_SIZE")}
+    env.update(PATH=VENV_PATH, PYTHONPATH=str(Path(plugins.__file__).resolve().parents[2] / "plugins"))
+    env.update(extra)
+    return env
+
+
+def test_the_prelude_puts_secrets_in_a_private_file_for_the_launcher(aws, tmp_path):
+    sm = aws.client("secretsmanager")
+    sm.create_secret(Name="cloudtrain/hf", SecretString="hf-tok-7f3a")
+    arn = sm.create_secret(Name="cloudtrain/db", SecretString=json.dumps({"password": "pw-91c2"}))["ARN"]
+    ids = {"HF_TOKEN": "cloudtrain/hf", "DB_PASSWORD": f"{arn}#password"}
+    probe = ("import json, os, stat; p = os.environ['CLOUDTRAIN_SECRETS_FILE']; "
+             "print(json.dumps({'mode': oct(stat.S_IMODE(os.stat(p).st_mode)), 'values': json.load(open(p)), "
+             "'job': os.environ['CLOUDTRAIN_JOB_ID']}))")
+    env = clean_env(**aws.env(CLOUDTRAIN_SECRET_IDS=json.dumps(ids), TRAINING_JOB_NAME="job-0123456789ab",
+                              CLOUDTRAIN_SECRETS_DIR=str(tmp_path)))
+    out = subprocess.run([sys.executable, "-m", "cloudtrain_aws.node", "--", sys.executable, "-c", probe],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen == {"mode": "0o600", "values": {"HF_TOKEN": "hf-tok-7f3a", "DB_PASSWORD": "pw-91c2"},
+                    "job": "job-0123456789ab"}
+    # through the launcher: the command sees the value, the launcher's own view does not print it
+    cmd = [sys.executable, "-m", "cloudtrain_aws.node", "--", sys.executable, "-m", "cloudtrain.launch",
+           "--type", "none", "--", sys.executable, "-c", "import os; print('token', os.environ['HF_TOKEN'])"]
+    out = subprocess.run(cmd, env=dict(env, CLOUDTRAIN_NUM_NODES="1", CLOUDTRAIN_NODE_RANK="0",
+                                       CLOUDTRAIN_OUTPUT_DIR=str(tmp_path / "out")),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "token hf-tok-7f3a" in out.stdout, out.stderr
+
+
+def test_a_missing_secret_stops_the_node_naming_the_id_not_a_value(aws, tmp_path):
+    env = clean_env(**aws.env(CLOUDTRAIN_SECRET_IDS=json.dumps({"X": "cloudtrain/absent"})))
+    out = subprocess.run([sys.executable, "-m", "cloudtrain_aws.node", "--", "true"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3 and "cloudtrain/absent" in out.stderr and "GetSecretValue" in out.stderr
+
+
+def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_path, monkeypatch):
+    """Play SageMaker: for each of 2 hosts, put the code channel's object where SageMaker would,
+    write resourceconfig.json, and run ContainerEntrypoint + ContainerArguments as sent."""
+    import cloudtrain_aws.common as common
+    from cloudtrain_local.provider import free_port_block
+    common._uploaded.clear()
+    monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
+    aws.client("s3").create_bucket(Bucket="ct-node-bucket")
+    job = cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml", overrides={
+        "providers.sagemaker.role_arn": "arn:aws:iam::123456789012:role/train",
+        "providers.sagemaker.output_s3": "s3://ct-node-bucket/out", "command": "python train.py --epochs 2",
+        "distribution.procs_per_node": 1})
+    run = plugins.get_provider("sagemaker", **aws.clients()).submit(job)
+    name = run.id.split("/")[1]
+    request = next(p for s, a, p in aws.requests if a == "CreateTrainingJob" and p["TrainingJobName"] == name)
+    uri = request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
+    bucket, key = re.match(r"s3://([^/]+)/(.+)", uri).groups()
+    archive = aws.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    hosts = ["127.0.0.1", "127.0.0.2"]  # two loopback addresses stand for algo-1 and algo-2
+    port = free_port_block(3)
+    spec = request["AlgorithmSpecification"]
+    procs = []
+    for i, host in enumerate(hosts):
+        node = tmp_path / f"algo-{i + 1}"
+        (node / "input/data/code").mkdir(parents=True)
+        (node / "input/data/code/code.tar.gz").write_bytes(archive)
+        (node / "resourceconfig.json").write_text(json.dumps({"current_host": host, "hosts": hosts,
+                                                              "current_instance_type": "ml.m5.xlarge"}))
+        env = clean_env(**request["Environment"])
+        env.update(SM_CHANNEL_CODE=str(node / "input/data/code"), CLOUDTRAIN_CODE_DIR=str(node / "code"),
+                   CLOUDTRAIN_SM_RESOURCECONFIG=str(node / "resourceconfig.json"), SM_MASTER_PORT=str(port),
+                   SM_MODEL_DIR=str(node / "model"), TRAINING_JOB_NAME=name, PYTHONPATH="")
+        procs.append(subprocess.Popen(spec["ContainerEntrypoint"] + spec["ContainerArguments"], env=env, cwd=node,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outputs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert float(re.search(r"test_accuracy ([0-9.]+)", outputs[0]).group(1)) >= 0.9, outputs[0]
+    assert "rank 1/2 local_rank 0 on node 1" in outputs[1]
+    metrics = json.loads((tmp_path / "algo-1" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+    # the launcher, the detector and the code came from the archive, not from this checkout
+    assert (tmp_path / "algo-2" / "code" / ".cloudtrain" / "cloudtrain_aws" / "detect.py").is_file()
