@@ -52,7 +52,8 @@ BENCHMARKS: List[Benchmark] = [
               "cloudtrain.render() in-process for 1 .. 1024 nodes, each installed provider", 15, 6),
     Benchmark("docker", "bench_docker:run",
               "digits DDP 2x2 job: cloudtrain submit -p docker vs -p local vs torchx local_docker", 200, 100),
-    # Next (hook): Benchmark("sagemaker-submit-throughput", "bench_sagemaker:run", ...),
+    Benchmark("sagemaker-submit", "bench_submit:run",
+              "200 jobs submitted to the SageMaker double (moto server), 16 threads; API calls per job", 40, 20),
 ]
 BY_NAME: Dict[str, Benchmark] = {b.name: b for b in BENCHMARKS}
 DOCS = REPO / "docs" / "performance.md"

@@ -128,7 +128,9 @@ def require_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> N
 _lock = threading.RLock()
 _archives: Dict[tuple, Tuple[bytes, str]] = {}
 _uploaded: set = set()
+_upload_locks: Dict[tuple, threading.Lock] = {}
 _efa: Dict[tuple, Optional[dict]] = {}
+_efa_locks: Dict[tuple, threading.Lock] = {}
 
 
 def code_archive(job: JobSpec, targets: Iterable[str], code_digest: str) -> Tuple[bytes, str]:
@@ -258,18 +260,20 @@ class AwsProvider(Provider):
         """Put the archive at ``bucket/key`` unless it is there already (content-addressed: the
         key holds the archive's sha256), once per process."""
         data, _ = code_archive(job, targets, code_digest)
-        if (bucket, key) in _uploaded:
-            return
-        s3 = self.client("s3", region)
-        from botocore.exceptions import ClientError
-        with self.api(f"upload the code to s3://{bucket}/{key}"):
-            try:
-                s3.head_object(Bucket=bucket, Key=key)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
-                    raise
-                s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip")
         with _lock:
+            key_lock = _upload_locks.setdefault((bucket, key), threading.Lock())
+        with key_lock:  # concurrent submits of the same code upload it once
+            if (bucket, key) in _uploaded:
+                return
+            s3 = self.client("s3", region)
+            from botocore.exceptions import ClientError
+            with self.api(f"upload the code to s3://{bucket}/{key}"):
+                try:
+                    s3.head_object(Bucket=bucket, Key=key)
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                        raise
+                    s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip")
             _uploaded.add((bucket, key))
 
     # -- EFA ----------------------------------------------------------------------------------
@@ -280,8 +284,13 @@ class AwsProvider(Provider):
         ec2_type = instance_type[3:] if instance_type.startswith("ml.") else instance_type
         key = (ec2_type, region)
         with _lock:
-            if key in _efa:
-                return _efa[key]
+            key_lock = _efa_locks.setdefault(key, threading.Lock())
+        with key_lock:  # concurrent submits ask EC2 once
+            if key not in _efa:
+                _efa[key] = self._ask_ec2(ec2_type, region)
+            return _efa[key]
+
+    def _ask_ec2(self, ec2_type: str, region: Optional[str]) -> Optional[dict]:
         from botocore.exceptions import ClientError
         ec2 = self.client("ec2", region)
         try:
@@ -297,15 +306,11 @@ class AwsProvider(Provider):
         except PlatformError:
             return None  # e.g. no ec2:DescribeInstanceTypes permission: the caller decides
         if not found:
-            info = {"supported": False, "max_interfaces": 0, "network_cards": 0, "unknown": True}
-        else:
-            net = found[0].get("NetworkInfo", {})
-            info = {"supported": bool(net.get("EfaSupported")),
-                    "max_interfaces": int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
-                    "network_cards": int(net.get("MaximumNetworkCards") or 1)}
-        with _lock:
-            _efa[key] = info
-        return info
+            return {"supported": False, "max_interfaces": 0, "network_cards": 0, "unknown": True}
+        net = found[0].get("NetworkInfo", {})
+        return {"supported": bool(net.get("EfaSupported")),
+                "max_interfaces": int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
+                "network_cards": int(net.get("MaximumNetworkCards") or 1)}
 
     def use_efa(self, job: JobSpec, instance_type: str, region: Optional[str]) -> Optional[dict]:
         """Whether the job gets EFA: ``network.rdma: off`` never; ``on`` always (exit 2 if EC2 says
@@ -316,7 +321,7 @@ class AwsProvider(Provider):
             return None
         info = self.efa_info(instance_type, region)
         if rdma == "on":
-            if info is not None and not info["supported"]:
+            if info is not None and not info["supported"] and not info.get("unknown"):
                 raise JobFileError(f"{instance_type} has no EFA (EC2 DescribeInstanceTypes: EfaSupported false); "
                                    "use an EFA instance type (e.g. p4d.24xlarge, p5.48xlarge, trn1.32xlarge) or "
                                    "set network.rdma to auto or off",
