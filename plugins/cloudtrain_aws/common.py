@@ -166,6 +166,10 @@ class AwsProvider(Provider):
         """How often status is read from AWS while following a job (the CLI asks more often)."""
         return float(os.environ.get("CLOUDTRAIN_AWS_POLL_SECONDS", "5"))
 
+    @property
+    def status_poll(self) -> float:  # the CLI's follower reads the status at this pace
+        return self.poll_seconds
+
     @staticmethod
     def retry_config():
         """botocore's standard (or adaptive) retry mode: throttling, 5xx and dropped connections
