@@ -64,9 +64,6 @@ class EksProvider(KubeflowProvider):
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE)
         return mopts
 
-    def platform_name(self) -> str:
-        return "eks"
-
     def target(self, options: EksOptions) -> Dict[str, Any]:
         if not options.cluster:
             raise BadInput("providers.eks.cluster is not set; name the EKS cluster to run on "

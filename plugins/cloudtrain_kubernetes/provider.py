@@ -17,6 +17,7 @@ error that says how to proceed.
 """
 from __future__ import annotations
 
+import abc
 import queue
 import re
 import threading
@@ -118,14 +119,12 @@ class KubernetesProvider(Provider):
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
             "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue")}
-        return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.platform_name(),
+        return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
                                      "detector_targets": (self.detector_target(),)})
 
-    def platform_name(self) -> str:
-        return self.name
-
+    @abc.abstractmethod
     def build(self, job: JobSpec, mopts: m.ManifestOptions) -> List[dict]:
-        raise NotImplementedError
+        """The objects to create, in order (pure)."""
 
     def check(self, job: JobSpec, options: PodOptions) -> None:
         if not (options.image or job.image):
@@ -303,9 +302,9 @@ class KubernetesProvider(Provider):
         return custom, core, None, target
 
     # -- following ---------------------------------------------------------------------------
+    @abc.abstractmethod
     def job_state(self, obj: dict) -> Tuple[str, str]:
         """(raw state, message) of a job object."""
-        raise NotImplementedError
 
     def status(self, job_id: str) -> JobStatus:
         _, core, obj, target = self._find(job_id)
@@ -499,9 +498,6 @@ class KubeflowProvider(KubernetesProvider):
     def build(self, job, mopts):
         return m.build_kubeflow(job, mopts)
 
-    def platform_name(self) -> str:
-        return "kubeflow"
-
     def job_state(self, obj: dict) -> Tuple[str, str]:
         conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
         if not conditions:
@@ -542,9 +538,6 @@ class VolcanoProvider(KubernetesProvider):
 
     def build(self, job, mopts):
         return m.build_volcano(job, mopts)
-
-    def platform_name(self) -> str:
-        return "volcano"
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
         state = (obj.get("status") or {}).get("state") or {}

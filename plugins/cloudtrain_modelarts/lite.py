@@ -229,9 +229,6 @@ class ModelartsLiteProvider(VolcanoProvider):
     Options = LiteOptions
     detector = "cloudtrain_modelarts.detect:detect_lite"
 
-    def platform_name(self) -> str:
-        return LITE
-
     def manifest_options(self, job: JobSpec, options: LiteOptions) -> m.ManifestOptions:
         mopts = super().manifest_options(job, options)
         ascend = options.accelerator == "ascend"
