@@ -63,13 +63,14 @@ def module_installed(name: str) -> bool:
     from importlib.machinery import PathFinder
     if name in sys.modules:
         return True
+    parts = name.split(".")
     path = None
-    for part in name.split("."):
+    for i, part in enumerate(parts):
         spec = PathFinder.find_spec(part, path)
         if spec is None:
             return False
         path = spec.submodule_search_locations
-        if path is None and part != name.rsplit(".", 1)[-1]:
+        if path is None and i < len(parts) - 1:
             return False  # a module, not a package, where a package was needed
     return True
 

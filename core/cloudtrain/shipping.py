@@ -21,14 +21,16 @@ import os
 import shlex
 import tarfile
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple
 
-from .job import JobSpec
+if TYPE_CHECKING:  # annotations only: the local supervisor imports NOT_COPIED without pydantic
+    from .job import JobSpec
 
 LAUNCHER_DIR = ".cloudtrain"
-# Never shipped: VCS data, caches, virtual environments, and local outputs.
-IGNORED = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".tox", ".pytest_cache", ".mypy_cache",
-           "output", LAUNCHER_DIR)
+# Never copied to a node (local and docker copies too): VCS data, caches, virtual environments,
+# and local outputs.  Shipping to a cloud also leaves out a stale launcher directory.
+NOT_COPIED = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".tox", ".pytest_cache", ".mypy_cache", "output")
+IGNORED = NOT_COPIED + (LAUNCHER_DIR,)
 
 
 def launch_argv(job: JobSpec, platform: Optional[str] = None, python: str = "python3") -> List[str]:
@@ -42,9 +44,13 @@ def launch_argv(job: JobSpec, platform: Optional[str] = None, python: str = "pyt
 def node_command(job: JobSpec, platform: Optional[str] = None, python: str = "python3",
                  launcher_dir: str = LAUNCHER_DIR) -> str:
     """One shell line that runs the shipped launcher from the code directory."""
-    path = shlex.quote(launcher_dir)
-    return (f'PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}" '
-            + shlex.join(launch_argv(job, platform, python)))
+    return with_launcher_path(launch_argv(job, platform, python), launcher_dir)
+
+
+def with_launcher_path(argv: List[str], launcher_dir: str = LAUNCHER_DIR) -> str:
+    """``argv`` as one shell line that finds the shipped launcher (``launcher_dir`` first on
+    ``PYTHONPATH``, the image's own entries kept after it)."""
+    return f'PYTHONPATH={shlex.quote(launcher_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}" ' + shlex.join(argv)
 
 
 def _ignored(name: str) -> bool:
@@ -85,31 +91,23 @@ def stage(job: JobSpec, dest, detector_targets: Iterable[str] = ()) -> Path:
 
 
 def archive(job: JobSpec, detector_targets: Iterable[str] = ()) -> bytes:
-    """The staged code as a reproducible gzip'd tar (paths relative to the code directory)."""
+    """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
+    paths relative to the code directory."""
     import tempfile
+    from .launch.bundle import write_bundle
     with tempfile.TemporaryDirectory(prefix="cloudtrain-ship-") as tmp:
-        staged = stage(job, tmp, detector_targets)
+        bundle = write_bundle(Path(tmp), detector_targets)
+        files = [*code_files(job.code_path), *((f"{LAUNCHER_DIR}/{rel}", path) for rel, path in code_files(bundle))]
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for rel, path in code_files_with_launcher(staged):
+            for rel, path in files:
                 info = tarfile.TarInfo(rel)
                 data = path.read_bytes()
                 info.size, info.mtime, info.mode = len(data), 0, 0o755 if os.access(path, os.X_OK) else 0o644
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 tar.addfile(info, io.BytesIO(data))
-        out = io.BytesIO()
-        with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
-            gz.write(raw.getvalue())
-        return out.getvalue()
-
-
-def code_files_with_launcher(root: Path) -> Iterator[Tuple[str, Path]]:
-    """Like ``code_files`` but keeping ``.cloudtrain`` (the bundle) and skipping only caches."""
-    root = Path(root)
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            if not name.endswith(".pyc"):
-                path = Path(dirpath) / name
-                yield path.relative_to(root).as_posix(), path
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()

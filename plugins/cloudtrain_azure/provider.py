@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import json
 import re
-import shlex
 import tempfile
 import time
 from datetime import datetime
@@ -206,8 +205,7 @@ class AzureProvider(Provider):
     def node_command(self, job: JobSpec) -> str:
         kind = job.distribution.type
         if kind in ("mpi", "horovod"):
-            return (f'PYTHONPATH={shipping.LAUNCHER_DIR}"${{PYTHONPATH:+:$PYTHONPATH}}" '
-                    + shlex.join(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv]))
+            return shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv])
         if kind == "ray":
             return job.command_line
         return shipping.node_command(job, platform=self.name)

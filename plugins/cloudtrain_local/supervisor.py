@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from cloudtrain.launch.main import die_with_parent
+from cloudtrain.shipping import NOT_COPIED
 from cloudtrain.supervise import Node, Supervisor
 
-IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "venv", ".tox", ".pytest_cache",
-                                 ".mypy_cache", "output")
+IGNORED = shutil.ignore_patterns(*NOT_COPIED)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
