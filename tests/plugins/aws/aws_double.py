@@ -100,6 +100,17 @@ class AwsDouble:
     def __exit__(self, *exc):
         self.stop()
 
+    def fresh(self, monkeypatch, bucket: str) -> "AwsDouble":
+        """Between tests: moto's state, cloudtrain's per-process caches (uploads, EFA facts) and
+        the counts forgotten, followers polling at once, and an empty ``bucket``."""
+        import cloudtrain_aws.common as common
+        self.reset()
+        common._uploaded.clear()
+        common._efa.clear()
+        monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
+        self.client("s3").create_bucket(Bucket=bucket)
+        return self
+
     def reset(self, services=("sagemaker", "s3", "logs", "ssm", "secretsmanager", "ec2", "iam")) -> None:
         """Forget every resource of ``services`` (moto's state) and every count."""
         from moto.backends import get_backend
@@ -553,3 +564,12 @@ def _strict(shape, value, path: str, problems: List[str]) -> None:
     elif kind in ("integer", "long"):
         if "max" in meta and value > meta["max"]:
             problems.append(f"{path}: {value} > {meta['max']}")
+
+
+def outputs_of(procs, timeout: float = 180) -> List[str]:
+    """Every node process's combined output, once all have ended (all killed on a timeout)."""
+    try:
+        return [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()

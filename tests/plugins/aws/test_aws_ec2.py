@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from aws_double import AwsDouble, validate_request
+from aws_double import AwsDouble, outputs_of, validate_request
 from cloudtrain import plugins
 from cloudtrain.errors import JobFileError, PlatformError
 from cloudtrain.loading import job_from_dict
@@ -140,12 +140,7 @@ def server():
 
 @pytest.fixture
 def aws(server, monkeypatch):
-    import cloudtrain_aws.common as common
-    server.reset()
-    common._uploaded.clear()
-    common._efa.clear()
-    monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
-    server.client("s3").create_bucket(Bucket=BUCKET)
+    server.fresh(monkeypatch, BUCKET)
     server.client("iam").create_instance_profile(InstanceProfileName="cloudtrain-node")
     server.calls.clear()
     return server
@@ -322,11 +317,7 @@ def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
         (tmp_path / f"node-{index}.sh").write_text(script)
         procs.append(subprocess.Popen(["sh", str(tmp_path / f"node-{index}.sh")], env=env, cwd=tmp_path,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        outputs = [p.communicate(timeout=180)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
+    outputs = outputs_of(procs)
     assert [p.returncode for p in procs] == [0, 0], outputs
     accuracy = float(re.search(r"test_accuracy ([0-9.]+)", outputs[0]).group(1))
     assert accuracy >= 0.9, outputs[0]

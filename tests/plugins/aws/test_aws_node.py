@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from aws_double import AwsDouble
+from aws_double import AwsDouble, outputs_of
 from cloudtrain import plugins
 from conftest import EXAMPLES
 
@@ -102,11 +102,7 @@ def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_p
                    SM_MODEL_DIR=str(node / "model"), TRAINING_JOB_NAME=name, PYTHONPATH="")
         procs.append(subprocess.Popen(spec["ContainerEntrypoint"] + spec["ContainerArguments"], env=env, cwd=node,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        outputs = [p.communicate(timeout=180)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
+    outputs = outputs_of(procs)
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert float(re.search(r"test_accuracy ([0-9.]+)", outputs[0]).group(1)) >= 0.9, outputs[0]
     assert "rank 1/2 local_rank 0 on node 1" in outputs[1]

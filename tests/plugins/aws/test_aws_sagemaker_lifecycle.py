@@ -31,12 +31,7 @@ def server():
 
 @pytest.fixture
 def aws(server, monkeypatch):
-    import cloudtrain_aws.common as common
-    server.reset()
-    common._uploaded.clear()
-    common._efa.clear()
-    monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
-    server.client("s3").create_bucket(Bucket=BUCKET)
+    server.fresh(monkeypatch, BUCKET)
     server.calls.clear()
     return server
 
