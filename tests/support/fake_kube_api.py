@@ -19,9 +19,10 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
+
+from loopback import LoopbackServer, QuietHandler
 
 TOKEN = "test-token-7c1e"
 CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(/(?P<name>[^/]+))?(/(?P<sub>status))?$")
@@ -53,7 +54,7 @@ def _matches(obj: dict, selector: Optional[str]) -> bool:
     return True
 
 
-class FakeKube:
+class FakeKube(LoopbackServer):
     def __init__(self, token: str = TOKEN):
         self.token = token
         self.objects: Dict[Tuple[str, str, str], dict] = {}   # (api path prefix + plural, ns, name) -> object
@@ -61,21 +62,7 @@ class FakeKube:
         self.calls: List[Tuple[str, str]] = []
         self.lock = threading.RLock()
         self.fail_next: List[Tuple[str, int]] = []          # (method, status) to answer once
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return "http://127.0.0.1:%d" % self.server.server_address[1]
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler())
 
     def kubeconfig(self, path, context: str = "fake") -> str:
         path.write_text(json.dumps({
@@ -183,22 +170,11 @@ class FakeKube:
     def _handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.0"
 
-            def log_message(self, *args):
-                pass
-
-            def _send(self, code: int, body) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
             def _status(self, code: int, reason: str, message: str) -> None:
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                self.send_json(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                   "message": message, "reason": reason, "code": code})
 
             def _body(self):
@@ -232,31 +208,31 @@ class FakeKube:
                     if method == "GET" and not name:
                         items = [copy.deepcopy(o) for (k, o_ns, _), o in sorted(fake.objects.items())
                                  if k == key and (ns is None or o_ns == ns) and _matches(o, query.get("labelSelector"))]
-                        return self._send(200, {"apiVersion": "v1", "kind": (kind or "") + "List",
+                        return self.send_json(200, {"apiVersion": "v1", "kind": (kind or "") + "List",
                                                 "metadata": {"resourceVersion": "1"}, "items": items})
                     current = fake.objects.get((key, ns, name)) if name else None
                     if method == "POST":
                         body = self._body()
                         if (key, ns, body["metadata"]["name"]) in fake.objects:
                             return self._status(409, "AlreadyExists", f"{g['plural']} \"{body['metadata']['name']}\" already exists")
-                        return self._send(201, copy.deepcopy(fake._store(key, ns, body)))
+                        return self.send_json(201, copy.deepcopy(fake._store(key, ns, body)))
                     if current is None:
                         return self._status(404, "NotFound", f"{g['plural']} \"{name}\" not found")
                     if method == "GET":
-                        return self._send(200, copy.deepcopy(current))
+                        return self.send_json(200, copy.deepcopy(current))
                     if method == "PUT":
                         body = self._body()
                         body["metadata"] = {**body["metadata"], "uid": current["metadata"]["uid"],
                                             "creationTimestamp": current["metadata"]["creationTimestamp"]}
                         fake.objects[(key, ns, name)] = body
-                        return self._send(200, copy.deepcopy(body))
+                        return self.send_json(200, copy.deepcopy(body))
                     if method == "PATCH":
-                        return self._send(200, copy.deepcopy(_merge(current, self._body() or {})))
+                        return self.send_json(200, copy.deepcopy(_merge(current, self._body() or {})))
                     if method == "DELETE":
                         body = self._body() or {}
                         current.setdefault("metadata", {})["deletionPropagation"] = body.get("propagationPolicy")
                         fake._delete(key, ns, name)
-                        return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
+                        return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
                                                 "details": {"name": name, "kind": g["plural"]}})
                 return self._status(405, "MethodNotAllowed", method)
 

@@ -13,8 +13,9 @@ import re
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional, Tuple
+
+from loopback import LoopbackServer, QuietHandler
 
 AK, SK, PROJECT = "AKTESTMODELARTS0001", "sk-test-secret-key-0001", "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 AUTH = re.compile(r"^SDK-HMAC-SHA256 Access=(?P<ak>[^,]+), SignedHeaders=(?P<headers>[^,]+), Signature=(?P<sig>[0-9a-f]{64})$")
@@ -27,7 +28,7 @@ CERT = re.compile(r"^/api/v3/projects/(?P<pid>[^/]+)/clusters/(?P<cid>[^/]+)/clu
 TERMINAL = ("Completed", "Failed", "Terminated", "Abnormal")
 
 
-class FakeModelArts:
+class FakeModelArts(LoopbackServer):
     def __init__(self, preview_limit: int = 5 * 1024 * 1024):
         self.jobs: Dict[str, dict] = {}
         self.logs: Dict[Tuple[str, str], str] = {}
@@ -38,21 +39,7 @@ class FakeModelArts:
         self.fail_next: List[Tuple[str, str, int, str, str]] = []  # (method, path regex, status, code, msg)
         self.preview_limit = preview_limit
         self.lock = threading.RLock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return "http://127.0.0.1:%d" % self.server.server_address[1]
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler())
 
     # -- playing the platform --------------------------------------------------------------------
     def set_phase(self, job_id: str, phase: str, secondary: Optional[str] = None, **status) -> None:
@@ -90,20 +77,11 @@ class FakeModelArts:
     def _handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args):
-                pass
-
             def _send(self, code: int, body) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("X-Request-Id", "req-" + uuid.uuid4().hex[:16])
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(code, body, {"X-Request-Id": "req-" + uuid.uuid4().hex[:16]})
 
             def _error(self, status: int, code: str, msg: str) -> None:
                 self._send(status, {"error_code": code, "error_msg": msg})

@@ -21,8 +21,9 @@ import threading
 import uuid
 import warnings
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional
+
+from loopback import LoopbackServer, QuietHandler
 
 SECRET_ID, SECRET_KEY = "AKIDcloudtraintest0000000000000000", "cloudtrain-test-secret-key-00000000"
 AUTH = re.compile(r"^TC3-HMAC-SHA256 Credential=(?P<id>[A-Za-z0-9]+)/(?P<date>\d{4}-\d{2}-\d{2})/tione/tc3_request, "
@@ -47,7 +48,9 @@ def tc3_signature(secret_key: str, date: str, timestamp: str, method: str, body:
     return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
 
 
-class FakeTione:
+class FakeTione(LoopbackServer):
+    poll_interval = 0.02
+
     def __init__(self):
         self.lock = threading.Lock()
         self.tasks: Dict[str, dict] = {}
@@ -57,21 +60,7 @@ class FakeTione:
         self.contexts: Dict[str, int] = {}  # Context token -> offset
         self.bad_requests: List[str] = []
         self._ids = itertools.count(1)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    # -- running -----------------------------------------------------------------------------
-    def __enter__(self) -> "FakeTione":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return "http://127.0.0.1:%d" % self.server.server_address[1]
+        super().__init__(self._handler())
 
     def actions(self) -> List[str]:
         return [c["action"] for c in self.calls]
@@ -216,10 +205,7 @@ class FakeTione:
     def _handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 action = self.headers.get("X-TC-Action", "")
@@ -247,12 +233,7 @@ class FakeTione:
                             fake.bad_requests.append(model_problem)
                     except FakeError as exc:
                         response = {"Error": {"Code": exc.code, "Message": exc.message}, "RequestId": request_id}
-                data = json.dumps({"Response": response}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")  # exactly: the SDK checks it
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(200, {"Response": response})  # Content-Type exactly application/json: the SDK checks it
 
         return Handler
 
