@@ -187,7 +187,7 @@ def cmd_wait(args) -> int:
     run = attach(args.handle)
     line = StatusLine()
     try:
-        final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None, poll=1.0)
+        final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None)
     except TimeoutError as exc:
         line.close()
         print(f"cloudtrain: {exc}", file=sys.stderr)

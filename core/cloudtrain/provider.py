@@ -145,7 +145,8 @@ class Provider(abc.ABC):
     # Jobs are listed from this machine's state store, without asking a platform: `cloudtrain
     # list` without -p covers these providers (local, docker); a cloud's needs `-p`.
     local_state: ClassVar[bool] = False
-    # Seconds between status reads while the CLI follows a job (a cloud API is rate-limited).
+    # Seconds between status reads while a job is followed or waited for (a cloud API is
+    # rate-limited; a local state store is not).
     status_poll: ClassVar[float] = 2.0
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
     install_hint_text: ClassVar[Optional[str]] = None
@@ -232,7 +233,7 @@ class Provider(abc.ABC):
     def list(self) -> List[JobStatus]:
         ...
 
-    def wait(self, job_id: str, *, timeout: Optional[float] = None, poll: float = 2.0,
+    def wait(self, job_id: str, *, timeout: Optional[float] = None, poll: Optional[float] = None,
              on_status: Optional[Callable[[JobStatus], None]] = None) -> JobStatus:
         """Poll until the job ends; ``on_status`` sees every status (for a live status line)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -244,7 +245,7 @@ class Provider(abc.ABC):
                 return status
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"{make_handle(self.name, job_id)} still {status.state.value} after {timeout}s")
-            time.sleep(poll)
+            time.sleep(self.status_poll if poll is None else poll)
 
     @classmethod
     def map_state(cls, raw: Optional[str]) -> State:
@@ -305,7 +306,7 @@ class Run:
     def stream_logs(self, follow: bool = True) -> Iterator[str]:
         return self.provider.logs(self.id, follow=follow)
 
-    def wait(self, timeout: Optional[float] = None, on_status=None, poll: float = 0.5) -> JobStatus:
+    def wait(self, timeout: Optional[float] = None, on_status=None, poll: Optional[float] = None) -> JobStatus:
         return self.provider.wait(self.id, timeout=timeout, on_status=on_status, poll=poll)
 
     def cancel(self) -> JobStatus:
