@@ -144,7 +144,10 @@ def run_start_line(tmp_path, routing, index, new_rank=None):
     line = start_line(job, options)
     # No network and no shared /tmp in a test: the download is a copy, /tmp is private, and the
     # launcher only prints the command it would exec.
-    line = line.replace("/tmp/", f"{tmp}/").replace("-m cloudtrain.launch", "-m cloudtrain.launch --print")
+    # (only the seed's two files move: the Python running the tests may itself live under /tmp)
+    for name in ("RANK_AFTER_ACC", "MASTER_INDEX"):
+        line = line.replace(f"/tmp/{name}", f"{tmp}/{name}")
+    line = line.replace("-m cloudtrain.launch", "-m cloudtrain.launch --print")
     line = line.replace("wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q", f"cp {tmp_path}/bootstrap.sh bootstrap.sh")
     assert line.count(str(tmp)) == (2 if routing else 0)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "CLOUDTRAIN_", "RANK"))}
