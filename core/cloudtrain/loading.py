@@ -8,6 +8,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Type
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import yamlio
 from .errors import BadInput, JobFileError
 from .job import JobSpec, Source
 
@@ -30,8 +31,7 @@ def _index_lines(node, path: tuple = (), out: Optional[dict] = None) -> dict:
 
 def parse_yaml(text: str, filename: str) -> Tuple[Any, Dict[tuple, int]]:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = yamlio.parse(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise JobFileError(f"invalid YAML: {exc.problem}", file=filename,
@@ -49,7 +49,7 @@ def parse_override(item: str) -> Tuple[str, Any]:
     if not sep or not key.strip():
         raise BadInput(f"--set {item!r}: expected KEY=VALUE, e.g. --set distribution.nodes=4")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yamlio.load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip(), value

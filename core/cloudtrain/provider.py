@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from . import yamlio
 from .errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, BadInput, MissingExtra
 from .job import JobSpec
 from .secrets import MASK, resolve_secrets
@@ -109,7 +109,7 @@ class Rendered:
             if isinstance(a.content, str):
                 docs.append(head + a.content.rstrip("\n") + "\n")
             else:
-                docs.append(head + yaml.safe_dump(a.content, sort_keys=False, allow_unicode=True, width=100))
+                docs.append(head + yamlio.dump(a.content))
         return "---\n".join(docs)
 
     def __str__(self) -> str:

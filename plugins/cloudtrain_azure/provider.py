@@ -1,7 +1,8 @@
 """``azure``: Azure ML command jobs through ``azure-ai-ml`` (``MLClient``).
 
-Render builds the job with ``azure.ai.ml.command(...)`` and shows it as the job YAML that
-``azure.ai.ml.load_job`` reads (``CommandJob._to_dict()``): the ``azureml/job`` artifact.
+Render writes the command job YAML that ``azure.ai.ml.load_job`` reads (the ``azureml/job``
+artifact) without importing the SDK; the tests check it against what ``azure.ai.ml.command()``
+builds.
 Submit stages the code with the launcher bundle, writes that YAML next to it, loads it with
 ``load_job`` and sends it with ``MLClient.jobs.create_or_update``, so what is sent is what the
 render showed (plus the job name, the spec tag and the staged code path).
@@ -35,7 +36,7 @@ from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cloudtrain import shipping
+from cloudtrain import shipping, yamlio
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
@@ -49,6 +50,7 @@ SPEC_TAG = "cloudtrain.spec"
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
 TERMINAL_RAW = {"Completed", "Failed", "Canceled"}
+JOB_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
 
 
 class DataRef(BaseModel):
@@ -211,69 +213,64 @@ class AzureProvider(Provider):
         return shipping.node_command(job, platform=self.name)
 
     @staticmethod
-    def distribution(job: JobSpec):
-        from azure.ai.ml import MpiDistribution, PyTorchDistribution, RayDistribution, TensorFlowDistribution
+    def distribution(job: JobSpec) -> Optional[dict]:
+        """The job YAML's ``distribution`` (None: a single-node job without one)."""
         d = job.distribution
         if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
-            return PyTorchDistribution(process_count_per_instance=1)
+            return {"type": "pytorch", "process_count_per_instance": 1}
         if d.type in ("mpi", "horovod"):
-            return MpiDistribution(process_count_per_instance=job.procs_per_node)
+            return {"type": "mpi", "process_count_per_instance": job.procs_per_node}
         if d.type == "ps-worker":
-            return TensorFlowDistribution(parameter_server_count=job.ps, worker_count=d.nodes - job.ps)
+            return {"type": "tensorflow", "parameter_server_count": job.ps, "worker_count": d.nodes - job.ps}
         if d.type == "ray":
-            return RayDistribution(include_dashboard=False)
+            return {"type": "ray", "include_dashboard": False}
         return None
 
     @staticmethod
-    def _data(ref: DataRef, output: bool):
-        from azure.ai.ml import Input, Output
-        fields = {k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v}
-        return Output(type=ref.type, **fields) if output else Input(type=ref.type, **fields)
+    def _data(ref: DataRef) -> dict:
+        return {"type": ref.type, **{k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v}}
 
     def job_dict(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> dict:
-        """The job YAML (as a dict) that ``azure.ai.ml.load_job`` reads."""
-        self.require_sdk("azure.ai.ml")
-        with _quiet_sdk():
-            return self._job_dict(job, options, vm_size)
+        """The command job YAML (as a dict) that ``azure.ai.ml.load_job`` reads.
 
-    def _job_dict(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str]) -> dict:
-        from azure.ai.ml import command
-        from azure.ai.ml.entities import Environment, QueueSettings
-        from azure.ai.ml.entities import AmlTokenConfiguration, ManagedIdentityConfiguration, UserIdentityConfiguration
-
-        kwargs: Dict[str, Any] = dict(
-            display_name=job.name,
-            experiment_name=options.experiment_name or job.name,
-            command=self.node_command(job),
-            code=str(job.code_path),
-            environment=options.environment or Environment(image=job.image),
-            environment_variables=self.environment_variables(job, options, vm_size),
-            instance_count=job.distribution.nodes,
-            tags={"cloudtrain.job": job.name, "cloudtrain.distribution": job.distribution.type, **options.tags},
-        )
-        dist = self.distribution(job)
-        if dist is not None:
-            kwargs["distribution"] = dist
+        Written out here rather than built with ``azure.ai.ml.command()``: the SDK takes about
+        1.5 s to import, and render is a dry run that needs none of it.  The tests load this
+        with ``load_job`` and compare its REST body with the one ``command()`` builds."""
+        doc: Dict[str, Any] = {
+            "$schema": JOB_SCHEMA,
+            "type": "command",
+            "display_name": job.name,
+            "experiment_name": options.experiment_name or job.name,
+            "tags": {"cloudtrain.job": job.name, "cloudtrain.distribution": job.distribution.type, **options.tags},
+            "command": self.node_command(job),
+            "code": str(job.code_path),
+            "environment": options.environment or {"image": job.image},
+            "environment_variables": self.environment_variables(job, options, vm_size),
+        }
+        resources: Dict[str, Any] = {"instance_count": job.distribution.nodes}
         if options.compute:
-            kwargs["compute"] = options.compute
+            doc["compute"] = f"azureml:{options.compute}"
         elif job.resources.instance_type:
-            kwargs["instance_type"] = job.resources.instance_type
+            resources["instance_type"] = job.resources.instance_type
         if job.resources.shm_gb:
             gb = job.resources.shm_gb
-            kwargs["shm_size"] = f"{int(gb)}g" if float(gb).is_integer() else f"{round(gb * 1024)}m"
+            resources["shm_size"] = f"{int(gb)}g" if float(gb).is_integer() else f"{round(gb * 1024)}m"
+        doc["resources"] = resources
+        dist = self.distribution(job)
+        if dist is not None:
+            doc["distribution"] = dist
         if options.timeout:
-            kwargs["timeout"] = options.timeout
+            doc["limits"] = {"timeout": options.timeout}
         if options.job_tier or options.priority:
-            kwargs["queue_settings"] = QueueSettings(job_tier=options.job_tier, priority=options.priority)
+            doc["queue_settings"] = {k: v for k, v in (("job_tier", options.job_tier),
+                                                       ("priority", options.priority)) if v}
         if options.identity:
-            kwargs["identity"] = {"user_identity": UserIdentityConfiguration, "managed": ManagedIdentityConfiguration,
-                                  "aml_token": AmlTokenConfiguration}[options.identity]()
+            doc["identity"] = {"type": options.identity}
         if options.inputs:
-            kwargs["inputs"] = {k: self._data(v, False) for k, v in options.inputs.items()}
+            doc["inputs"] = {k: self._data(v) for k, v in options.inputs.items()}
         if options.outputs:
-            kwargs["outputs"] = {k: self._data(v, True) for k, v in options.outputs.items()}
-        node = command(**kwargs)
-        return json.loads(json.dumps(node._to_job()._to_dict()))
+            doc["outputs"] = {k: self._data(v) for k, v in options.outputs.items()}
+        return doc
 
     def artifacts(self, job: JobSpec, options: AzureOptions) -> List[Artifact]:
         return [Artifact(KIND, job.name, self.job_dict(job, options))]
@@ -384,9 +381,8 @@ class AzureProvider(Provider):
     @staticmethod
     def load(content: dict, path: Path):
         """The job YAML as the SDK's own job object (``load_job``)."""
-        import yaml
         from azure.ai.ml import load_job
-        path.write_text(yaml.safe_dump(content, sort_keys=False))
+        path.write_text(yamlio.dump(content))
         with _quiet_sdk():
             try:
                 return load_job(path)

@@ -94,6 +94,86 @@ def test_every_distribution_round_trips_through_load_job_and_rest(kind, tmp_path
         assert command.endswith("-- python train.py --epochs 1")
 
 
+def sdk_built(job):
+    """The oracle: the same job built with the SDK's own ``azure.ai.ml.command()`` builder,
+    as the REST body (render writes the YAML itself so that it need not import the SDK)."""
+    from azure.ai.ml import Input, Output, command
+    from azure.ai.ml.entities import (AmlTokenConfiguration, Environment, ManagedIdentityConfiguration,
+                                      QueueSettings, UserIdentityConfiguration)
+    provider = get_provider("azure")
+    options = provider.options(job)
+    d = job.distribution
+    kwargs = dict(display_name=job.name, experiment_name=options.experiment_name or job.name,
+                  command=provider.node_command(job), code=str(job.code_path),
+                  environment=options.environment or Environment(image=job.image),
+                  environment_variables=provider.environment_variables(job, options),
+                  instance_count=d.nodes,
+                  tags={"cloudtrain.job": job.name, "cloudtrain.distribution": d.type, **options.tags})
+    if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
+        kwargs["distribution"] = PyTorchDistribution(process_count_per_instance=1)
+    elif d.type in ("mpi", "horovod"):
+        kwargs["distribution"] = MpiDistribution(process_count_per_instance=job.procs_per_node)
+    elif d.type == "ps-worker":
+        kwargs["distribution"] = TensorFlowDistribution(parameter_server_count=job.ps, worker_count=d.nodes - job.ps)
+    elif d.type == "ray":
+        kwargs["distribution"] = RayDistribution(include_dashboard=False)
+    if options.compute:
+        kwargs["compute"] = options.compute
+    elif job.resources.instance_type:
+        kwargs["instance_type"] = job.resources.instance_type
+    if job.resources.shm_gb:
+        gb = job.resources.shm_gb
+        kwargs["shm_size"] = f"{int(gb)}g" if float(gb).is_integer() else f"{round(gb * 1024)}m"
+    if options.timeout:
+        kwargs["timeout"] = options.timeout
+    if options.job_tier or options.priority:
+        kwargs["queue_settings"] = QueueSettings(job_tier=options.job_tier, priority=options.priority)
+    if options.identity:
+        kwargs["identity"] = {"user_identity": UserIdentityConfiguration, "managed": ManagedIdentityConfiguration,
+                              "aml_token": AmlTokenConfiguration}[options.identity]()
+
+    def data(ref, cls):
+        return cls(type=ref.type, **{k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v})
+    if options.inputs:
+        kwargs["inputs"] = {k: data(v, Input) for k, v in options.inputs.items()}
+    if options.outputs:
+        kwargs["outputs"] = {k: data(v, Output) for k, v in options.outputs.items()}
+    built = command(**kwargs)._to_job()
+    env = built.environment
+    if isinstance(env, str):  # load_job drops the azureml: prefix, command() keeps it; MLClient resolves both
+        built.environment = env[len("azureml:"):] if env.startswith("azureml:") else env
+    else:
+        built.environment = f"{WS}/environments/{env.name}/versions/{env.version}"
+    built.code = f"{WS}/codes/anonymous/versions/1"
+    return built._to_rest_object().as_dict()["properties"]
+
+
+ORACLE_CASES = {
+    **{kind: {"distribution": {"type": kind, "nodes": 3, "procs_per_node": 2, **({"ps": 1} if kind == "ps-worker" else {})}}
+       for kind in EXPECTED},
+    "single-node": {"distribution": {"type": "none", "nodes": 1}},
+    "cluster-options": {
+        "command": "python train.py --data ${{inputs.digits}} --out ${{outputs.model}}",
+        "resources": {"shm_gb": 8},
+        "providers": {"azure": {"compute": "gpu-cluster", "experiment_name": "exp", "timeout": 3600,
+                                "job_tier": "spot", "priority": "high", "identity": "managed", "tags": {"team": "ml"},
+                                "inputs": {"digits": "azureml://datastores/workspaceblobstore/paths/digits/",
+                                           "one": {"type": "uri_file", "path": "https://x/y.csv", "mode": "download"}},
+                                "outputs": {"model": {"type": "uri_folder", "mode": "upload"}}}}},
+    "serverless": {"resources": {"instance_type": "Standard_NC24rs_v3", "shm_gb": 1.5}},
+    "registered-environment": {"providers": {"azure": {"compute": "c", "environment": "azureml:acpt-pytorch@latest",
+                                                       "identity": "user_identity", "job_tier": "basic"}}},
+    "aml-token": {"providers": {"azure": {"compute": "c", "identity": "aml_token", "priority": "low"}}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(ORACLE_CASES))
+def test_render_sends_what_the_sdks_command_builder_sends(case, tmp_path):
+    job = make_job(tmp_path, **ORACLE_CASES[case])
+    _, rest = sdk_round_trip(render(job), tmp_path)
+    assert rest == sdk_built(job)
+
+
 def test_single_node_none_has_no_distribution(tmp_path):
     content = render(make_job(tmp_path, "none", nodes=1, procs=1))
     assert "distribution" not in content
