@@ -152,8 +152,11 @@ def follow(run) -> int:
             if time.monotonic() >= next_poll:
                 status = run.status()
                 line.update(status)
-                # local/docker: one SQLite read, cheap, and the end shows at once; clouds: their pace
-                next_poll = time.monotonic() + run.provider.status_poll
+                # local/docker: one SQLite read, cheap, and the end shows at once; clouds: their pace.
+                # A supervisor here writes its last log line, then the final state: once the log
+                # has ended, look again soon rather than a poll later (clouds keep their pace).
+                soon = logs_done and run.provider.local_state
+                next_poll = time.monotonic() + (0.02 if soon else run.provider.status_poll)
             if status.terminal and (logs_done or not reader.is_alive()):
                 break
     except KeyboardInterrupt:

@@ -14,12 +14,9 @@ Python 3.8+.
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import hashlib
-import io
 import os
 import shlex
-import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple
 
@@ -93,6 +90,9 @@ def stage(job: JobSpec, dest, detector_targets: Iterable[str] = ()) -> Path:
 def archive(job: JobSpec, detector_targets: Iterable[str] = ()) -> bytes:
     """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
     paths relative to the code directory."""
+    import gzip  # here, not at the top: the local supervisor imports this module for NOT_COPIED
+    import io
+    import tarfile
     import tempfile
     from .launch.bundle import write_bundle
     with tempfile.TemporaryDirectory(prefix="cloudtrain-ship-") as tmp:

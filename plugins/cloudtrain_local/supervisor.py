@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from cloudtrain.launch.main import die_with_parent
+from cloudtrain.launch.parent import die_with_parent
 from cloudtrain.shipping import NOT_COPIED
 from cloudtrain.supervise import Node, Supervisor
 

@@ -16,6 +16,7 @@ import time
 from typing import List, Optional
 
 from . import detectors, liveness, netif, plans
+from .parent import die_with_parent
 from .topology import Topology
 
 PEER_TIMEOUT = float(os.environ.get("CLOUDTRAIN_PEER_TIMEOUT", "600"))
@@ -103,17 +104,6 @@ def _kill_group(pgid: int, grace: float = 5.0) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def die_with_parent(sig: int = signal.SIGKILL):
-    """A ``preexec_fn``: the child gets ``sig`` when its parent dies, even killed outright (Linux)."""
-    def preexec() -> None:
-        try:
-            import ctypes
-            ctypes.CDLL(None).prctl(1, sig)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    return preexec
 
 
 class _Children:

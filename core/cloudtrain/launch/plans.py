@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -268,6 +267,7 @@ def plan(topology: Topology, s: Settings, environ) -> Plan:
     if d == "deepspeed":
         if topology.num_nodes == 1:
             return Plan("exec", deepspeed(topology, s), env)
+        import tempfile  # here: tempfile (random, shutil) costs every node start ~5 ms
         path = os.path.join(tempfile.gettempdir(), "cloudtrain-%s-node%d.hostfile" % (s.job_id, topology.node_rank))
         return Plan("exec", deepspeed(topology, s, path), env, files={path: deepspeed_hostfile(topology, s)})
     if d in ("mpi", "horovod"):
