@@ -83,6 +83,7 @@ def run(ctx) -> List[Row]:
                             ratio, f"≤ {GOAL} × TorchX", None if ratio is None else ratio <= GOAL,
                             note=failures.get(alt_name, "")))
     rows.extend(import_check(ctx, env))
+    rows.append(sdk_check(ctx, env, providers))
     return rows
 
 
@@ -142,3 +143,32 @@ def import_check(ctx, env) -> List[Row]:
                 passed=not sdks, note=f"{len(sdks)} cloud SDK modules imported"
                 + (f": {', '.join(sorted(sdks)[:5])}" if sdks else "")
                 + "; top self: " + ", ".join(f"{m} {t:.0f} ms" for t, m in top_self[:3]))]
+
+
+def sdk_check(ctx, env, providers: List[str]) -> Row:
+    """Render is a dry run: no provider's render may import a cloud SDK, its own or another's."""
+    found: Dict[str, List[str]] = {}
+    totals: Dict[str, float] = {}
+    for p in providers:
+        argv = [f"{BIN}/python3", "-X", "importtime", "-m", "cloudtrain", "render", "-p", p, JOB]
+        _, code, _, err = time_command(argv, str(REPO), env)
+        if code != 0:
+            found[p] = [f"render failed: {err.strip().splitlines()[-1] if err.strip() else code}"]
+            continue
+        rows = parse_importtime(err)
+        totals[p] = sum(c for _, c, depth, _ in rows if depth == 0) / 1000
+        sdks = sorted({mod.split(".")[0] for _, _, _, mod in rows if is_cloud_sdk(mod)})
+        if sdks:
+            found[p] = sdks
+    ctx.details.append(
+        "**What `cloudtrain render -p P` imports, per provider** (`python -X importtime`, one run each): "
+        + ", ".join(f"`{p}` {totals[p]:.0f} ms" for p in sorted(totals))
+        + "; cloud SDK packages imported: "
+        + ("; ".join(f"`{p}`: {', '.join(m)}" for p, m in sorted(found.items())) if found else "none") + ".")
+    ctx.log(f"  SDK imports during render: {found or 'none'}")
+    argv = [f"{BIN}/python3", "-X", "importtime", "-m", "cloudtrain", "render", "-p", "PROVIDER", JOB]
+    return Row("cli-cold-start", f"`render -p P` imports no cloud SDK (its own or another provider's), "
+               f"for each of the {len(providers)} providers", [show(argv, REPO)], None,
+               goal="0 cloud SDK modules", passed=not found,
+               note=("; ".join(f"{p}: {', '.join(m)}" for p, m in sorted(found.items())) if found
+                     else "none imported: " + ", ".join(providers)))

@@ -104,7 +104,10 @@ def free_port(count: int = 1) -> int:
 
 SCRUB = re.compile(r"^(CLOUDTRAIN_|PET_|TORCHELASTIC_|TORCHX_|OMPI_|PMIX_)")
 SCRUB_NAMES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-               "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "RAY_ADDRESS", "PYTHONUNBUFFERED"}
+               "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "RAY_ADDRESS", "PYTHONUNBUFFERED",
+               # a user's Python caches bytecode (pip compiles installed packages; an editable
+               # checkout like this one writes its .pyc on first use): measure that, not recompiling
+               "PYTHONDONTWRITEBYTECODE"}
 
 
 def base_env(**extra: str) -> Dict[str, str]:

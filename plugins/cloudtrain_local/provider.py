@@ -73,16 +73,15 @@ class LocalProvider(HostedProvider):
         python = options.python or sys.executable
         launch = [python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
         code = str(job.code_path)  # resolve() is a syscall per path part: once, not per node
+        job_env = self.rendered_env(job)
+        ours = {"CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
+                "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets]))}
         specs = []
         for i in range(nodes):
-            env = dict(self.rendered_env(job))
+            env = dict(job_env)
             env.update(platform.environment(job, i, cluster))
-            env.update({
-                "CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir,
-                "CLOUDTRAIN_LOG_DIR": os.path.join(run_dir, f"node-{i}"),
-                "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
-                "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
-            })
+            env.update(ours)
+            env["CLOUDTRAIN_LOG_DIR"] = os.path.join(run_dir, f"node-{i}")
             if options.emulate:
                 env["CLOUDTRAIN_DETECTORS"] = f"{platform.name}={platform.detector_target()}"
             cwd = os.path.join(run_dir, f"node-{i}", "code") if options.copy_code else code
