@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from benchlib import BIN, EXAMPLE, Proc, Row, RunResult, Stats, base_env, find_torchx, ratio_of, \
-    rounds_order, run_procs, show
+from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, Stats, base_env, find_torchx, join_notes, \
+    ratio_of, run_procs, show, store_times
 from bench_launch import FAILURES, FIRST_STEP
 
 IMAGE = "cloudtrain/test-python:latest"
@@ -112,14 +110,11 @@ def engine_events(since: float, until: float, job_id: str) -> Dict[str, object]:
     return out
 
 
-class DockerRuns:
+class DockerRuns(Rounds):
     def __init__(self, ctx):
-        self.ctx = ctx
+        super().__init__(ctx)
         self.torchx = find_torchx(ctx.log)
-        self.samples: Dict[str, List[Sample]] = {}
-        self.failures: Dict[str, List[str]] = {}
         self.counter = 0
-        self.round_times: List[float] = []
         self.job_ids: List[str] = []
         self.torchx_note = ""
         self.torchx_before = set(labelled(TORCHX_LABEL)["containers"])
@@ -164,7 +159,8 @@ class DockerRuns:
         if variant in ("docker", "local"):
             m = result.find(rf"submitted {variant}://(\S+)")
             job_id = m.group(1) if m else None
-            sample.created, sample.started, sample.ended = _store_times(home, started)
+            sample.created, sample.started, sample.ended = (
+                None if t is None else t - started for t in store_times(home, "created_at", "started_at", "ended_at"))
         if variant == "docker" and job_id:
             self.job_ids.append(job_id)
             left = labelled(f"cloudtrain.job={job_id}")
@@ -216,54 +212,10 @@ class DockerRuns:
         if not self.torchx_network_before:  # the `torchx` network ensure_network() made (if unused)
             docker("network", "rm", "torchx")
 
-    # -- rounds --------------------------------------------------------------------------
-    def run_rounds(self, wanted: List[str], min_rounds: int, max_rounds: int, deadline: float) -> None:
-        r = 0
-        while True:
-            have = min(len(self.samples.get(v, [])) for v in wanted)
-            if have >= max_rounds or r >= max_rounds + 2:
-                break
-            estimate = statistics.median(self.round_times) * len(wanted) if self.round_times else 0
-            if have >= min_rounds and time.monotonic() + estimate > deadline:
-                self.ctx.log(f"  stopping at {have} rounds: the time budget is used up")
-                break
-            order = rounds_order(wanted, r)
-            self.ctx.log(f"  round {r + 1} ({', '.join(order)})")
-            for v in order:
-                t = time.monotonic()
-                self.run_one(v, round_index=r)
-                self.round_times.append(time.monotonic() - t)
-            r += 1
-
-    def stats(self, variant: str, fn) -> Optional[Stats]:
-        values = [fn(s) for s in self.samples.get(variant, [])]
-        values = [v for v in values if v is not None]
-        return Stats(values) if values else None
-
-    def paired(self, a: str, b: str, fn) -> Optional[Stats]:
-        sa = {s.round: fn(s) for s in self.samples.get(a, []) if fn(s)}
-        sb = {s.round: fn(s) for s in self.samples.get(b, []) if fn(s)}
-        ratios = [sa[r] / sb[r] for r in sorted(set(sa) & set(sb))]
-        return Stats(ratios, "×") if ratios else None
-
 
 def _matches(pattern: str, text: str) -> bool:
     import re
     return re.search(pattern, text) is not None
-
-
-def _store_times(home: Path, started: float):
-    try:
-        db = sqlite3.connect(str(home / "state.db"))
-        try:
-            row = db.execute("SELECT created_at, started_at, ended_at FROM jobs").fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None, None, None
-    if not row:
-        return None, None, None
-    return tuple(None if x is None else x - started for x in row)
 
 
 def torchx_dryrun(runs: DockerRuns) -> str:
@@ -313,20 +265,6 @@ def run(ctx) -> List[Row]:
     return rows(ctx, runs, dry, left, ours)
 
 
-def _pair_note(runs: DockerRuns, a: str, b: str, fn) -> str:
-    p = runs.paired(a, b, fn)
-    return f"per-round ratio of back-to-back runs: median {p.median_text()}, {p.range_text()}" if p else ""
-
-
-def _fail_note(runs: DockerRuns, *variants: str) -> str:
-    return "; ".join(f"{v}: {len(runs.failures[v])} failed run(s) ({', '.join(runs.failures[v])})"
-                     for v in variants if runs.failures.get(v))
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
-
-
 BREAKDOWN = [  # (label, start point, end point, for local too)
     ("command start → the job is recorded (store `created_at`: CLI imports, render, image check, bundle)",
      "start", "created", True),
@@ -366,7 +304,7 @@ def rows(ctx, runs: DockerRuns, dry: str, left: Dict[str, List[str]], ours: List
     out.append(Row("docker", "digits DDP 2x2 (nodes x procs), 10 epochs: wall time, `submit -p docker` vs "
                    "`submit -p local`", runs.display("docker"), dk, runs.display("local"), lc, ratio,
                    f"≤ {GOAL} × local", None if ratio is None else ratio <= GOAL,
-                   note=_join(_pair_note(runs, "docker", "local", wall), _fail_note(runs, "docker", "local"))))
+                   note=join_notes(runs.paired_note("docker", "local", wall), runs.failure_note("docker", "local"))))
     tx_note = ("TorchX pulls `--image` before every run (no registry here: the pull fails at once and it "
                "falls back to the local image), runs torchrun with c10d rendezvous, leaves its exited "
                "containers (removed by the benchmark) and polls the app's state once a second; " + dry)
@@ -375,7 +313,7 @@ def rows(ctx, runs: DockerRuns, dry: str, left: Dict[str, List[str]], ours: List
         out.append(Row("docker", "digits DDP 2x2: wall time, `submit -p docker` vs TorchX `local_docker` (same "
                        "local image, code bind-mounted)", runs.display("docker"), dk, runs.display("torchx"), tx,
                        ratio_of(dk, tx), "— (reference)", None,
-                       note=_join(_pair_note(runs, "docker", "torchx", wall), _fail_note(runs, "torchx"), tx_note)))
+                       note=join_notes(runs.paired_note("docker", "torchx", wall), runs.failure_note("torchx"), tx_note)))
     else:
         out.append(Row("docker", "digits DDP 2x2: wall time vs TorchX `local_docker`", runs.display("docker"), dk,
                        goal="— (reference)", note="not compared: torchx is not installed"))
@@ -383,7 +321,7 @@ def rows(ctx, runs: DockerRuns, dry: str, left: Dict[str, List[str]], ours: List
     a, b = runs.stats("docker", first), runs.stats("local", first)
     out.append(Row("docker", "digits DDP 2x2: time to first training step (`epoch 1/` line arrives), docker vs "
                    "local", ["(same commands as above)"], a, ["(same commands as above)"], b, ratio_of(a, b),
-                   "— (reported)", None, note=_pair_note(runs, "docker", "local", first)))
+                   "— (reported)", None, note=runs.paired_note("docker", "local", first)))
     for what, x, y in (("`created_at` → `started_at`: every node started (docker: network, containers "
                         "created and started one after the other)", "created", "started"),
                        ("`started_at` → the job's first log line (in-node start-up)", "started", "first_line"),

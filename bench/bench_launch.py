@@ -9,16 +9,14 @@ order that rotates every round.
 from __future__ import annotations
 
 import shutil
-import sqlite3
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
-from benchlib import BIN, EXAMPLE, Proc, Row, RunResult, Stats, base_env, find_torchx, free_port, ratio_of, \
-    rounds_order, run_procs, show
+from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, base_env, find_torchx, free_port, \
+    join_notes, ratio_of, rounds_order, run_procs, show, store_times
 
 EPOCHS = "10"  # what examples/digits-ddp/job.yaml runs
 FIRST_STEP = r"epoch 1/\d+"
@@ -100,17 +98,13 @@ def round_order(wanted: List[Variant], r: int) -> List[Variant]:
     return out
 
 
-class DDPRuns:
+class DDPRuns(Rounds):
     """Samples of every variant, shared by the launch-overhead and throughput benchmarks."""
 
     def __init__(self, ctx):
-        self.ctx = ctx
+        super().__init__(ctx)
         self.torchx = find_torchx(ctx.log)
-        self.samples: Dict[str, List[Sample]] = {}
-        self.failures: Dict[str, List[str]] = {}
         self.counter = 0
-        self.round_times: List[float] = []  # seconds per single run
-        self.rounds_done = 0
 
     def run_one(self, v: Variant, record: bool = True, round_index: int = -1) -> Optional[Sample]:
         self.counter += 1
@@ -125,7 +119,9 @@ class DDPRuns:
         m = result.find(STEPS_PER_SEC)
         sample = Sample(result.wall, result.first(FIRST_STEP), float(m.group(1)) if m else None, round_index)
         if v.tool == "cloudtrain":
-            sample.to_nodes, sample.end_to_exit = _store_times(home, started, started + result.wall)
+            started_at, ended_at = store_times(home, "started_at", "ended_at")
+            if started_at is not None and ended_at is not None:
+                sample.to_nodes, sample.end_to_exit = started_at - started, started + result.wall - ended_at
         if not ok:  # keep what explains it, outside the scratch dir that is removed at the end
             keep = FAILURES / f"{time.strftime('%Y%m%d-%H%M%S')}-{v.name.replace(' ', '-')}"
             keep.mkdir(parents=True, exist_ok=True)
@@ -151,55 +147,15 @@ class DDPRuns:
             import subprocess
             subprocess.run([f"{BIN}/cloudtrain", "cancel", m.group(1)], env=proc.env, capture_output=True)
 
+    def order(self, wanted: List[Variant], r: int) -> List[Variant]:
+        return round_order(wanted, r)
+
     def run_rounds(self, wanted: List[Variant], min_rounds: int, max_rounds: int, deadline: float,
-                   warmup: bool) -> None:
-        """Rounds of every wanted variant until each has ``max_rounds`` samples, or ``min_rounds``
-        when one more round would not fit before ``deadline``."""
+                   warmup: bool = False) -> None:
         if warmup:  # page cache for torch / scikit-learn, .pyc files: not counted
             self.ctx.log("  warm-up run (not counted)")
             self.run_one(next(v for v in wanted if v.tool == "torchrun"), record=False)
-        r = 0
-        while True:
-            have = min(len(self.samples.get(v.name, [])) for v in wanted)
-            if have >= max_rounds or r >= max_rounds + 2:  # (+2: room to replace failed runs)
-                break
-            estimate = statistics.median(self.round_times) * len(wanted) if self.round_times else 0
-            if have >= min_rounds and time.monotonic() + estimate > deadline:
-                self.ctx.log(f"  stopping at {have} rounds: the time budget is used up")
-                break
-            self.ctx.log(f"  round {r + 1} ({', '.join(v.name for v in round_order(wanted, r))})")
-            for v in round_order(wanted, r):
-                t = time.monotonic()
-                self.run_one(v, round_index=self.rounds_done)
-                self.round_times.append(time.monotonic() - t)
-            r += 1
-            self.rounds_done += 1
-
-    def paired(self, a: str, b: str, attr: str) -> Optional[Stats]:
-        """Per-round ratios a/b of runs made back to back (robust to load that drifts)."""
-        sa = {s.round: getattr(s, attr) for s in self.samples.get(a, []) if getattr(s, attr)}
-        sb = {s.round: getattr(s, attr) for s in self.samples.get(b, []) if getattr(s, attr)}
-        ratios = [sa[r] / sb[r] for r in sorted(set(sa) & set(sb))]
-        return Stats(ratios, "×") if ratios else None
-
-    def stats(self, name: str, attr: str, unit: str = "s") -> Optional[Stats]:
-        values = [getattr(s, attr) for s in self.samples.get(name, []) if getattr(s, attr) is not None]
-        return Stats(values, unit) if values else None
-
-
-def _store_times(home: Path, started: float, exited: float):
-    """From the job's row in the local store: (start -> nodes started, job ended -> exit)."""
-    try:
-        db = sqlite3.connect(str(home / "state.db"))
-        try:
-            row = db.execute("SELECT started_at, ended_at FROM jobs").fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None, None
-    if not row or row[0] is None or row[1] is None:
-        return None, None
-    return row[0] - started, exited - row[1]
+        super().run_rounds(wanted, min_rounds, max_rounds, deadline)
 
 
 def _runs(ctx) -> DDPRuns:
@@ -222,20 +178,20 @@ def run_overhead(ctx) -> List[Row]:
         rows.append(Row("launch-overhead", f"digits DDP {shape} (nodes x procs): wall time, cloudtrain vs bare "
                         "torchrun", display(ours_v, runs.torchx), ours, display(ref_v, runs.torchx), ref, ratio,
                         f"≤ {WALL_GOAL} × torchrun", None if ratio is None else ratio <= WALL_GOAL,
-                        note=_join(_paired(runs, ours_v, ref_v, "wall"), _failures(runs, ours_v, ref_v))))
+                        note=join_notes(runs.paired_note(ours_v.name, ref_v.name, "wall"), runs.failure_note(ours_v.name, ref_v.name))))
         tx_v = next((v for v in vs if v.name == f"torchx {shape}"), None)
         if tx_v is not None:
             tx = runs.stats(tx_v.name, "wall")
             rows.append(Row("launch-overhead", f"digits DDP {shape}: wall time, cloudtrain vs TorchX "
                             "(local_cwd, c10d rendezvous)", display(ours_v, runs.torchx), ours,
                             display(tx_v, runs.torchx), tx, ratio_of(ours, tx), "— (reference)", None,
-                            note=_join(_paired(runs, ours_v, tx_v, "wall"), _failures(runs, tx_v))))
+                            note=join_notes(runs.paired_note(ours_v.name, tx_v.name, "wall"), runs.failure_note(tx_v.name))))
         for alt_v in [ref_v] + ([tx_v] if tx_v else []):
             a, b = runs.stats(ours_v.name, "first_step"), runs.stats(alt_v.name, "first_step")
             rows.append(Row("launch-overhead", f"digits DDP {shape}: time to first training step "
                             f"(`epoch 1/` line arrives), cloudtrain vs {alt_v.tool}",
                             ["(same commands as above)"], a, ["(same commands as above)"], b, ratio_of(a, b),
-                            "— (reported)", None, note=_paired(runs, ours_v, alt_v, "first_step")))
+                            "— (reported)", None, note=runs.paired_note(ours_v.name, alt_v.name, "first_step")))
         for attr, what in (("to_nodes", "command start → the supervisor has started every node (store's `started_at`)"),
                            ("end_to_exit", "the job ended (store's `ended_at`) → `cloudtrain submit` exits")):
             st = runs.stats(ours_v.name, attr)
@@ -243,20 +199,6 @@ def run_overhead(ctx) -> List[Row]:
                 rows.append(Row("launch-overhead", f"digits DDP {shape}: cloudtrain's own latency: {what}",
                                 ["(same command as above)"], st, goal="— (reported)", passed=None))
     return rows
-
-
-def _paired(runs: DDPRuns, a: Variant, b: Variant, attr: str) -> str:
-    p = runs.paired(a.name, b.name, attr)
-    return f"per-round ratio of back-to-back runs: median {p.median_text()}, {p.range_text()}" if p else ""
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
-
-
-def _failures(runs: DDPRuns, *vs: Variant) -> str:
-    notes = [f"{v.name}: {len(runs.failures[v.name])} failed run(s)" for v in vs if runs.failures.get(v.name)]
-    return "; ".join(notes)
 
 
 def run_throughput(ctx) -> List[Row]:
@@ -278,7 +220,7 @@ def run_throughput(ctx) -> List[Row]:
                         "`cloudtrain launch` (via submit -p local) vs bare torchrun", display(ours_v, None), ours,
                         display(ref_v, None), ref, ratio, f"≥ {THROUGHPUT_GOAL} × torchrun",
                         None if ratio is None else ratio >= THROUGHPUT_GOAL,
-                        note=_join(_paired(runs, ours_v, ref_v, "steps_per_sec"),
+                        note=join_notes(runs.paired_note(ours_v.name, ref_v.name, "steps_per_sec"),
                                    "same runs as launch-overhead" if "launch-overhead" in ctx.selected else "",
-                                   _failures(runs, ours_v, ref_v))))
+                                   runs.failure_note(ours_v.name, ref_v.name))))
     return rows

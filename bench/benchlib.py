@@ -242,6 +242,95 @@ def rounds_order(items: Sequence, round_index: int) -> list:
     return list(items[k:]) + list(items[:k])
 
 
+# -- rounds of side-by-side runs -----------------------------------------------------------
+def join_notes(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def store_times(home: Path, *columns: str) -> tuple:
+    """The columns of the one job in a fresh ``CLOUDTRAIN_HOME``'s store (Nones if unreadable)."""
+    import sqlite3
+    try:
+        db = sqlite3.connect(str(home / "state.db"))
+        try:
+            row = db.execute(f"SELECT {', '.join(columns)} FROM jobs").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        row = None
+    return tuple(row) if row else (None,) * len(columns)
+
+
+class Rounds:
+    """Samples of the variants of a benchmark, run in interleaved rounds (every variant once per
+    round, the order rotating), with per-round paired ratios and the failures.  Subclasses run
+    one variant (``run_one``) and may order a round (``order``); a variant is a name, or an
+    object with a ``name``; samples have ``round`` and the measured attributes."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.samples: Dict[str, list] = {}
+        self.failures: Dict[str, List[str]] = {}
+        self.round_times: List[float] = []  # seconds per single run
+        self.rounds_done = 0
+
+    @staticmethod
+    def key(variant) -> str:
+        return getattr(variant, "name", variant)
+
+    def run_one(self, variant, record: bool = True, round_index: int = -1):
+        raise NotImplementedError  # each benchmark runs its own commands
+
+    def order(self, wanted: list, r: int) -> list:
+        return rounds_order(wanted, r)
+
+    def run_rounds(self, wanted: list, min_rounds: int, max_rounds: int, deadline: float) -> None:
+        """Rounds until every wanted variant has ``max_rounds`` samples, or ``min_rounds`` when
+        one more round would not fit before ``deadline`` (and two spare rounds for failed runs)."""
+        r = 0
+        while True:
+            have = min(len(self.samples.get(self.key(v), [])) for v in wanted)
+            if have >= max_rounds or r >= max_rounds + 2:
+                break
+            estimate = statistics.median(self.round_times) * len(wanted) if self.round_times else 0
+            if have >= min_rounds and time.monotonic() + estimate > deadline:
+                self.ctx.log(f"  stopping at {have} rounds: the time budget is used up")
+                break
+            order = self.order(wanted, r)
+            self.ctx.log(f"  round {r + 1} ({', '.join(self.key(v) for v in order)})")
+            for v in order:
+                t = time.monotonic()
+                self.run_one(v, round_index=self.rounds_done)
+                self.round_times.append(time.monotonic() - t)
+            r += 1
+            self.rounds_done += 1
+
+    @staticmethod
+    def _getter(what) -> Callable:
+        return what if callable(what) else (lambda s: getattr(s, what))
+
+    def stats(self, name: str, what, unit: str = "s") -> Optional[Stats]:
+        get = self._getter(what)
+        values = [v for v in (get(s) for s in self.samples.get(name, [])) if v is not None]
+        return Stats(values, unit) if values else None
+
+    def paired(self, a: str, b: str, what) -> Optional[Stats]:
+        """Per-round ratios a/b of runs made back to back (robust to load that drifts)."""
+        get = self._getter(what)
+        sa = {s.round: get(s) for s in self.samples.get(a, []) if get(s)}
+        sb = {s.round: get(s) for s in self.samples.get(b, []) if get(s)}
+        ratios = [sa[r] / sb[r] for r in sorted(set(sa) & set(sb))]
+        return Stats(ratios, "×") if ratios else None
+
+    def paired_note(self, a: str, b: str, what) -> str:
+        p = self.paired(a, b, what)
+        return f"per-round ratio of back-to-back runs: median {p.median_text()}, {p.range_text()}" if p else ""
+
+    def failure_note(self, *names: str) -> str:
+        return "; ".join(f"{n}: {len(self.failures[n])} failed run(s) ({', '.join(self.failures[n])})"
+                         for n in names if self.failures.get(n))
+
+
 # -- torchx --------------------------------------------------------------------------------
 TORCHX_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cloudtrain-bench" / "torchx-venv"
 

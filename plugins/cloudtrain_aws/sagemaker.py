@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping
-from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.errors import JobFileError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 

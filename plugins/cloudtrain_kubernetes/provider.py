@@ -21,7 +21,6 @@ import abc
 import queue
 import re
 import threading
-import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
