@@ -46,6 +46,9 @@ def variants(torchx: Optional[str]) -> List[Variant]:
         out.append(Variant(f"torchrun {nodes}x{procs}", "torchrun", nodes, procs))
         if torchx:
             out.append(Variant(f"torchx {nodes}x{procs}", "torchx", nodes, procs))
+    # where the rest of cloudtrain's overhead goes: torchrun as the launcher runs it, with the
+    # per-rank log lines (--tee 3 --log-dir), whose tailer threads poll and stop rank by rank
+    out.append(Variant("torchrun --tee 1x2", "torchrun-tee", 1, 2))
     return out
 
 
@@ -56,9 +59,10 @@ def commands(v: Variant, workdir: Path, home: Path, torchx: Optional[str], port:
         argv = [f"{BIN}/cloudtrain", "submit", "-p", "local", "job.yaml",
                 "--set", f"distribution.nodes={v.nodes}", "--set", f"distribution.procs_per_node={v.procs}"]
         return [Proc(argv, str(workdir), env)]
-    if v.tool == "torchrun":
+    if v.tool in ("torchrun", "torchrun-tee"):
+        tee = ["--tee", "3", "--log-dir", "tmp/torchrun"] if v.tool == "torchrun-tee" else []
         return [Proc([f"{BIN}/torchrun", "--nnodes", str(v.nodes), "--nproc-per-node", str(v.procs),
-                      "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port,
+                      "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port, *tee,
                       "train.py", "--epochs", EPOCHS], str(workdir), env)
                 for rank in range(v.nodes)]
     argv = [torchx, "run", "-s", "local_cwd", "dist.ddp", "-j", v.shape]
@@ -192,6 +196,16 @@ def run_overhead(ctx) -> List[Row]:
                             f"(`epoch 1/` line arrives), cloudtrain vs {alt_v.tool}",
                             ["(same commands as above)"], a, ["(same commands as above)"], b, ratio_of(a, b),
                             "— (reported)", None, note=runs.paired_note(ours_v.name, alt_v.name, "first_step")))
+        tee_v = next((v for v in vs if v.tool == "torchrun-tee" and v.shape == shape), None)
+        if tee_v is not None:
+            for label, a_v, b_v in (("bare torchrun with the launcher's `--tee 3 --log-dir` vs without: what the "
+                                     "per-rank log lines cost inside torchrun", tee_v, ref_v),
+                                    ("cloudtrain vs bare torchrun with `--tee 3 --log-dir` (cloudtrain's overhead "
+                                     "without torchrun's log tailer)", ours_v, tee_v)):
+                a, b = runs.stats(a_v.name, "wall"), runs.stats(b_v.name, "wall")
+                rows.append(Row("launch-overhead", f"digits DDP {shape}: wall time, {label}",
+                                display(a_v, runs.torchx), a, display(b_v, runs.torchx), b, ratio_of(a, b),
+                                "— (reported)", None, note=runs.paired_note(a_v.name, b_v.name, "wall")))
         for attr, what in (("to_nodes", "command start → the supervisor has started every node (store's `started_at`)"),
                            ("end_to_exit", "the job ended (store's `ended_at`) → `cloudtrain submit` exits")):
             st = runs.stats(ours_v.name, attr)
