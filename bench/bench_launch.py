@@ -60,7 +60,10 @@ def commands(v: Variant, workdir: Path, home: Path, torchx: Optional[str], port:
                 "--set", f"distribution.nodes={v.nodes}", "--set", f"distribution.procs_per_node={v.procs}"]
         return [Proc(argv, str(workdir), env)]
     if v.tool in ("torchrun", "torchrun-tee"):
-        tee = ["--tee", "3", "--log-dir", "tmp/torchrun"] if v.tool == "torchrun-tee" else []
+        tee = []
+        if v.tool == "torchrun-tee":  # as the launcher runs it (unbuffered: lines as they come)
+            tee = ["--tee", "3", "--log-dir", "tmp/torchrun"]
+            env["PYTHONUNBUFFERED"] = "1"
         return [Proc([f"{BIN}/torchrun", "--nnodes", str(v.nodes), "--nproc-per-node", str(v.procs),
                       "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port, *tee,
                       "train.py", "--epochs", EPOCHS], str(workdir), env)
