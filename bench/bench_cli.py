@@ -40,7 +40,7 @@ def run(ctx) -> List[Row]:
         subjects["torchx:local_cwd"] = ([torchx, "run", "--dryrun", "-s", "local_cwd", "dist.ddp", "-j", "2x2",
                                          "--script", "train.py"], EXAMPLE)
 
-    rounds = 5 if ctx.quick else 15
+    rounds = 5 if ctx.quick else 10
     samples: Dict[str, List[float]] = defaultdict(list)
     failures: Dict[str, str] = {}
     names = list(subjects)
