@@ -140,7 +140,7 @@ def follow(run) -> int:
         logs_done = False
         while True:
             try:
-                item = lines.get(timeout=0.05 if logs_done else 0.25)
+                item = lines.get(timeout=0.05 if logs_done else 1.0)
                 if item is None:
                     logs_done = True
                     next_poll = 0.0  # the log ended with the job: read the final state now
@@ -152,11 +152,11 @@ def follow(run) -> int:
             if time.monotonic() >= next_poll:
                 status = run.status()
                 line.update(status)
-                # local/docker: one SQLite read, cheap, and the end shows at once; clouds: their pace.
                 # A supervisor here writes its last log line, then the final state: once the log
-                # has ended, look again soon rather than a poll later (clouds keep their pace).
+                # has ended, look again soon.  Until then the line (a clock in seconds) needs no
+                # more than one read a second; clouds keep their own pace.
                 soon = logs_done and run.provider.local_state
-                next_poll = time.monotonic() + (0.02 if soon else run.provider.status_poll)
+                next_poll = time.monotonic() + (0.02 if soon else max(run.provider.status_poll, 1.0))
             if status.terminal and (logs_done or not reader.is_alive()):
                 break
     except KeyboardInterrupt:

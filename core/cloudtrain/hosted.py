@@ -66,10 +66,13 @@ def alive(pid: int) -> bool:
 END_OF_JOB = "[cloudtrain] job "  # the supervisor's last line in job.log
 
 
-def follow_file(path: Path, done=None, poll: float = 0.05, check_every: float = 0.5) -> Iterator[str]:
+def follow_file(path: Path, done=None, poll: float = 0.02, idle_poll: float = 0.1,
+                check_every: float = 0.5) -> Iterator[str]:
     """Lines of ``path``; with ``done`` (a callable), keep following until the job's last line
-    (``[cloudtrain] job ...``) or until ``done()`` says it ended.  The file is polled every
-    ``poll`` seconds, ``done()`` (a store read) only every ``check_every``."""
+    (``[cloudtrain] job ...``) or until ``done()`` says it ended.  The file is read again
+    ``poll`` seconds after a line came, backing off to ``idle_poll`` while none come (each
+    wake-up can preempt a training rank on a busy machine); ``done()`` (a store read) is asked
+    only every ``check_every``."""
     while done is not None and not path.exists():
         if done():
             break
@@ -79,9 +82,11 @@ def follow_file(path: Path, done=None, poll: float = 0.05, check_every: float = 
     with open(path, "r", encoding="utf-8", errors="replace") as f:
         pending = ""
         next_check = 0.0
+        wait = poll
         while True:
             chunk = f.readline()
             if chunk:
+                wait = poll
                 pending += chunk
                 if pending.endswith("\n"):
                     line, pending = pending, ""
@@ -99,7 +104,8 @@ def follow_file(path: Path, done=None, poll: float = 0.05, check_every: float = 
                     if pending or rest:
                         yield pending + rest
                     break
-            time.sleep(poll)
+            time.sleep(wait)
+            wait = min(wait * 2, idle_poll)
 
 
 class HostedProvider(Provider):

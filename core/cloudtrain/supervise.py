@@ -24,6 +24,8 @@ from .store import Store
 TORCHRUN_TAG = re.compile(r"^\[default(\d+)\]:")
 MPI_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
 STOP_GRACE = 5.0
+RECHECK = 1.0         # seconds: the longest the monitor sleeps without being woken
+OUTPUT_TO_EXIT = 0.5  # seconds: from a node closing its output to its exit status
 
 
 class LogSink:
@@ -112,6 +114,15 @@ class Node(abc.ABC):
     def stop(self, grace: float) -> None:
         """Ask the node to stop, force it after ``grace`` seconds; return when it has ended."""
 
+    def wait(self, timeout: float) -> Optional[int]:
+        """The exit code, waiting up to ``timeout`` seconds for it (None if still running)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.poll()
+            if code is not None or time.monotonic() >= deadline:
+                return code
+            time.sleep(0.05)
+
 
 class Supervisor(abc.ABC):
     """Runs one job: ``python -m <provider's supervisor module> RUN_DIR``."""
@@ -126,7 +137,9 @@ class Supervisor(abc.ABC):
         self.sink = LogSink(run_dir, len(self.plan["nodes"]), int(self.plan.get("nproc_per_node") or 1),
                             self.plan.get("distribution") or "ddp", Masker(self.secrets.values()))
         self.nodes: List[Node] = []
-        self.done = threading.Event()
+        self.done = threading.Event()   # cancel: SIGTERM / SIGINT
+        self.wake = threading.Event()   # something to look at: a node's output ended, or cancel
+        self.output_ended: set = set()  # nodes (of this attempt) whose output has ended
 
     # -- what a provider supplies ------------------------------------------------------
     def prepare(self) -> None:
@@ -142,25 +155,39 @@ class Supervisor(abc.ABC):
     # -- the generic part ----------------------------------------------------------------
     def start(self, attempt: int) -> None:
         self.nodes = []
+        self.output_ended = set()
         for spec in self.plan["nodes"]:
             node = self.start_node(spec, attempt)
             self.nodes.append(node)
-            threading.Thread(target=self._pump, args=(node,), daemon=True).start()
+            threading.Thread(target=self._pump, args=(node, self.output_ended), daemon=True).start()
         self.store.update_job(self.job_id, state="RUNNING", raw_state="RUNNING", nodes_up=len(self.nodes),
                               started_at=time.time())
 
-    def _pump(self, node: Node) -> None:
-        for line in node.lines():
-            self.sink.write(node.index, line)
+    def _pump(self, node: Node, ended: set) -> None:
+        try:
+            for line in node.lines():
+                self.sink.write(node.index, line)
+        finally:
+            ended.add(node.index)  # this attempt's set: a pump of an earlier attempt may end late
+            self.wake.set()  # its output ended: the node is ending
 
     def monitor(self) -> Tuple[str, str, int]:
-        """Wait for every node; return (state, message, exit_code)."""
+        """Wait for every node; return (state, message, exit_code).
+
+        Woken when a node's output ends (or on cancel), not by polling: on a machine whose cores
+        the job keeps busy, every wake-up of this process can preempt a rank, and ranks in
+        lockstep all wait for it.  ``RECHECK`` bounds the wait for a node that ends without its
+        output ending (a child it left behind holds the pipe open)."""
         remaining = set(range(len(self.nodes)))
         while remaining:
-            if self.done.wait(0.05):
+            self.wake.wait(RECHECK)
+            self.wake.clear()
+            if self.done.is_set():
                 return "CANCELLED", "cancelled", 130
             for i in sorted(remaining):
                 code = self.nodes[i].poll()
+                if code is None and i in self.output_ended:
+                    code = self.nodes[i].wait(OUTPUT_TO_EXIT)  # closing its output is its last act
                 if code is None:
                     continue
                 remaining.discard(i)
@@ -180,6 +207,7 @@ class Supervisor(abc.ABC):
 
     def on_signal(self, signum, frame) -> None:
         self.done.set()
+        self.wake.set()
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
