@@ -41,6 +41,12 @@ class ProcessNode(Node):
     def poll(self) -> Optional[int]:
         return self.proc.poll()
 
+    def wait(self, timeout: float) -> Optional[int]:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def stop(self, grace: float) -> None:
         if self.proc.poll() is None:
             _signal_group(self.proc.pid, signal.SIGTERM)
