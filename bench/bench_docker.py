@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, Stats, base_env, find_torchx, join_notes, \
-    ratio_of, run_procs, show, store_times
-from bench_launch import FAILURES, FIRST_STEP
+from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, Stats, base_env, cancel_submitted, find_torchx, \
+    join_notes, ratio_of, run_procs, show, store_times
+from bench_launch import FIRST_STEP
 
 IMAGE = "cloudtrain/test-python:latest"
 GOAL = 1.3
@@ -148,7 +148,7 @@ class DockerRuns(Rounds):
         tmpdir.mkdir()
         procs = self.commands(variant, workdir, home, tmpdir)
         started = time.time()
-        result = run_procs(procs, TIMEOUT, on_timeout=lambda r: self._cancel(variant, r, procs[0]))
+        result = run_procs(procs, TIMEOUT, on_timeout=lambda r: cancel_submitted(r, procs[0]))
         finished = started + result.wall
         ok = result.ok and result.find(r"test_accuracy 0\.9") is not None
         sample = Sample(result.wall, result.first(FIRST_STEP), round_index)
@@ -171,16 +171,9 @@ class DockerRuns(Rounds):
         if variant == "torchx":
             self._remove_torchx(result)
         if not ok:
-            keep = FAILURES / f"{time.strftime('%Y%m%d-%H%M%S')}-docker-bench-{variant}"
-            keep.mkdir(parents=True, exist_ok=True)
-            (keep / "output.txt").write_text("\n".join(f"{t:8.3f} [{i}] {x}" for t, i, x in result.lines))
-            if home.exists():
-                shutil.copytree(home, keep / "cloudtrain-home", ignore=shutil.ignore_patterns("code", "*.pt"))
+            self.fail(variant, f"docker-bench-{variant}", result, home)
         shutil.rmtree(base, ignore_errors=True)
         if not ok:
-            why = "timed out" if result.timed_out else f"exit codes {result.codes}"
-            self.failures.setdefault(variant, []).append(why)
-            self.ctx.log(f"    {variant}: FAILED ({why}); output kept in {keep}\n" + result.tail(8))
             return None
         if record:
             self.samples.setdefault(variant, []).append(sample)
@@ -190,12 +183,6 @@ class DockerRuns(Rounds):
                      f"first line {sample.first_line:.2f}s")
         self.ctx.log(f"    {variant}: {sample.wall:.2f}s, first step {sample.first_step or float('nan'):.2f}s{extra}")
         return sample
-
-    def _cancel(self, variant: str, result: RunResult, proc: Proc) -> None:
-        m = result.find(rf"submitted ({variant}://\S+)")
-        if m and variant in ("docker", "local"):  # the detached supervisor outlives the CLI
-            subprocess.run([f"{BIN}/cloudtrain", "cancel", m.group(1)], env=proc.env, capture_output=True,
-                           timeout=120)
 
     def _remove_torchx(self, result: RunResult) -> None:
         """TorchX leaves its exited containers: remove the ones this run made."""

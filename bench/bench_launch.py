@@ -9,13 +9,12 @@ order that rotates every round.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, base_env, find_torchx, free_port, \
+from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, base_env, cancel_submitted, find_torchx, free_port, \
     join_notes, ratio_of, rounds_order, run_procs, show, store_times
 
 EPOCHS = "10"  # what examples/digits-ddp/job.yaml runs
@@ -25,7 +24,6 @@ WALL_GOAL = 1.05
 THROUGHPUT_GOAL = 0.98
 THROUGHPUT_EPOCHS = "30"  # about 3 s of training per run (the job file's 10: under 1 s)
 TIMEOUT = 240.0
-FAILURES = Path(tempfile.gettempdir()) / "cloudtrain-bench-failures"
 
 
 @dataclass
@@ -125,7 +123,7 @@ class DDPRuns(Rounds):
         (workdir / "tmp").mkdir()
         procs = commands(v, workdir, home, self.torchx, str(free_port()))
         started = time.time()
-        result = run_procs(procs, TIMEOUT, on_timeout=lambda r: self._cancel(r, procs[0]))
+        result = run_procs(procs, TIMEOUT, on_timeout=lambda r: cancel_submitted(r, procs[0]))
         ok = result.ok and result.find(r"test_accuracy 0\.9") is not None
         m = result.find(STEPS_PER_SEC)
         sample = Sample(result.wall, result.first(FIRST_STEP), float(m.group(1)) if m else None, round_index)
@@ -133,30 +131,17 @@ class DDPRuns(Rounds):
             started_at, ended_at = store_times(home, "started_at", "ended_at")
             if started_at is not None and ended_at is not None:
                 sample.to_nodes, sample.end_to_exit = started_at - started, started + result.wall - ended_at
-        if not ok:  # keep what explains it, outside the scratch dir that is removed at the end
-            keep = FAILURES / f"{time.strftime('%Y%m%d-%H%M%S')}-{v.name.replace(' ', '-')}"
-            keep.mkdir(parents=True, exist_ok=True)
-            (keep / "output.txt").write_text("\n".join(f"{t:8.3f} [{i}] {x}" for t, i, x in result.lines))
-            if home.exists():
-                shutil.copytree(home, keep / "cloudtrain-home", ignore=shutil.ignore_patterns("code", "*.pt"))
+        if not ok:
+            self.fail(v.name, v.name.replace(" ", "-"), result, home)
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(home, ignore_errors=True)
         if not ok:
-            why = "timed out" if result.timed_out else f"exit codes {result.codes}"
-            self.failures.setdefault(v.name, []).append(why)
-            self.ctx.log(f"    {v.name}: FAILED ({why}); output and logs kept in {keep}\n" + result.tail(8))
             return None
         if record:
             self.samples.setdefault(v.name, []).append(sample)
         self.ctx.log(f"    {v.name}: {sample.wall:.2f}s, first step {sample.first_step or float('nan'):.2f}s, "
                      f"{sample.steps_per_sec} steps/s")
         return sample
-
-    def _cancel(self, result: RunResult, proc: Proc) -> None:
-        m = result.find(r"submitted (local://\S+)")
-        if m:  # the detached supervisor outlives the CLI: cancel the job it runs
-            import subprocess
-            subprocess.run([f"{BIN}/cloudtrain", "cancel", m.group(1)], env=proc.env, capture_output=True)
 
     def order(self, wanted: List[Variant], r: int) -> List[Variant]:
         return round_order(wanted, r)

@@ -13,6 +13,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -261,6 +262,17 @@ def store_times(home: Path, *columns: str) -> tuple:
     return tuple(row) if row else (None,) * len(columns)
 
 
+FAILURES = Path(tempfile.gettempdir()) / "cloudtrain-bench-failures"
+
+
+def cancel_submitted(result: "RunResult", proc: "Proc") -> None:
+    """A `cloudtrain submit` that timed out: its detached supervisor outlives the CLI, so cancel
+    the job it printed (local or docker)."""
+    m = result.find(r"submitted ((?:local|docker)://\S+)")
+    if m:
+        subprocess.run([f"{BIN}/cloudtrain", "cancel", m.group(1)], env=proc.env, capture_output=True, timeout=120)
+
+
 class Rounds:
     """Samples of the variants of a benchmark, run in interleaved rounds (every variant once per
     round, the order rotating), with per-round paired ratios and the failures.  Subclasses run
@@ -308,6 +320,19 @@ class Rounds:
     @staticmethod
     def _getter(what) -> Callable:
         return what if callable(what) else (lambda s: getattr(s, what))
+
+    def fail(self, name: str, label: str, result: "RunResult", home: Path) -> None:
+        """Record a failed run of ``name``: keep its output and the job's ``CLOUDTRAIN_HOME``
+        (models and code copies left out) under ``FAILURES``, outside the scratch directory that
+        is removed at the end, and say why."""
+        keep = FAILURES / f"{time.strftime('%Y%m%d-%H%M%S')}-{label}"
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / "output.txt").write_text("\n".join(f"{t:8.3f} [{i}] {x}" for t, i, x in result.lines))
+        if home.exists():
+            shutil.copytree(home, keep / "cloudtrain-home", ignore=shutil.ignore_patterns("code", "*.pt"))
+        why = "timed out" if result.timed_out else f"exit codes {result.codes}"
+        self.failures.setdefault(name, []).append(why)
+        self.ctx.log(f"    {name}: FAILED ({why}); output and logs kept in {keep}\n" + result.tail(8))
 
     def stats(self, name: str, what, unit: str = "s") -> Optional[Stats]:
         get = self._getter(what)

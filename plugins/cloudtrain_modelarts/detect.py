@@ -23,7 +23,7 @@ the master); without renumbering it is ``VC_<TASK>_HOSTS``.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from cloudtrain.launch.topology import DEFAULT_MASTER_PORT, Topology, env_int, split_hosts
 
@@ -49,15 +49,21 @@ def _gpus(environ: Mapping[str, str]) -> Optional[int]:
     return env_int(environ, "MA_NUM_GPUS") or None  # 0 (a CPU flavor) says nothing
 
 
-# -- ModelArts Standard -------------------------------------------------------------------------
-def detect_standard(environ: Mapping[str, str]) -> Optional[Topology]:
-    if "MA_NUM_HOSTS" not in environ or "VC_TASK_INDEX" not in environ or "RANK_AFTER_ACC" in environ:
-        return None
+def _task_hosts(environ: Mapping[str, str], what: str) -> Tuple[str, List[str], int]:
+    """The Volcano task's name, its ``VC_<TASK>_HOSTS`` and the node count, which must agree."""
     task = environ.get("MA_TASK_NAME") or TASK
     hosts = split_hosts(environ.get("VC_%s_HOSTS" % task_env(task), ""))
     nodes = env_int(environ, "MA_NUM_HOSTS", "VC_%s_NUM" % task_env(task)) or len(hosts) or 1
     if hosts and len(hosts) != nodes:
-        raise ValueError("MA_NUM_HOSTS=%d but VC_%s_HOSTS lists %d hosts" % (nodes, task_env(task), len(hosts)))
+        raise ValueError("MA_NUM_HOSTS=%d but VC_%s_HOSTS lists %d %s" % (nodes, task_env(task), len(hosts), what))
+    return task, hosts, nodes
+
+
+# -- ModelArts Standard -------------------------------------------------------------------------
+def detect_standard(environ: Mapping[str, str]) -> Optional[Topology]:
+    if "MA_NUM_HOSTS" not in environ or "VC_TASK_INDEX" not in environ or "RANK_AFTER_ACC" in environ:
+        return None
+    task, hosts, nodes = _task_hosts(environ, "hosts")
     if not hosts and nodes > 1:
         raise ValueError("ModelArts set MA_NUM_HOSTS=%d but no VC_%s_HOSTS; cannot find the master"
                          % (nodes, task_env(task)))
@@ -91,11 +97,7 @@ def standard_environment(nodes: int, node_index: int, hosts: Sequence[str], mast
 def detect_lite(environ: Mapping[str, str]) -> Optional[Topology]:
     if "RANK_AFTER_ACC" not in environ or "VC_TASK_INDEX" not in environ:
         return None
-    task = environ.get("MA_TASK_NAME") or TASK
-    pods = split_hosts(environ.get("VC_%s_HOSTS" % task_env(task), ""))
-    nodes = env_int(environ, "MA_NUM_HOSTS", "VC_%s_NUM" % task_env(task)) or len(pods) or 1
-    if pods and len(pods) != nodes:
-        raise ValueError("MA_NUM_HOSTS=%d but VC_%s_HOSTS lists %d pods" % (nodes, task_env(task), len(pods)))
+    task, pods, nodes = _task_hosts(environ, "pods")
     index = env_int(environ, "VC_TASK_INDEX") or 0
     rank = env_int(environ, "RANK_AFTER_ACC")
     rank = index if rank is None else rank
