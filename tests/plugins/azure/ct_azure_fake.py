@@ -46,13 +46,19 @@ class LoopbackTransport(RequestsTransport):
         self.port = port
 
     def send(self, request, **kwargs):
-        parts = urlsplit(request.url)
+        # The request object is the pipeline's: a retry sends it again through the bearer-token
+        # policy, which refuses an http URL.  So the loopback URL is only lent to this one send.
+        original = request.url
+        parts = urlsplit(original)
         if parts.hostname not in ("127.0.0.1", "localhost"):
-            assert parts.scheme == "https", f"MLClient must use https, got {request.url}"
+            assert parts.scheme == "https", f"MLClient must use https, got {original}"
             request.headers[ORIGINAL_HOST] = parts.hostname
             request.url = f"http://127.0.0.1:{self.port}{parts.path}" + (f"?{parts.query}" if parts.query else "")
         kwargs.pop("connection_verify", None)
-        return super().send(request, **kwargs)
+        try:
+            return super().send(request, **kwargs)
+        finally:
+            request.url = original
 
 
 class FakeCredential:
@@ -86,6 +92,8 @@ class FakeAzure:
         self.default_script: List[tuple] = []  # the script of every job created from now on
         # (method, path substring) -> (HTTP status, error code, message): answer with that error
         self.failures: Dict[tuple, tuple] = {}
+        # (method, path substring) -> how many more times to answer 503 (a transient error the SDK retries)
+        self.transient: Dict[tuple, int] = {}
         self.port: Optional[int] = None
         self._server = None
 
@@ -142,6 +150,10 @@ class FakeAzure:
                     return self._blob(method, parts.path, query, headers, body)
                 if host == ARM or (host == API and parts.path != "/discovery"):  # discovery is anonymous
                     assert record["auth"] == f"Bearer {FakeCredential.token}", f"no bearer token on {raw_path}"
+                for (method_, part), left in self.transient.items():
+                    if left and method == method_ and part in parts.path:
+                        self.transient[(method_, part)] = left - 1
+                        return self._error(503, "ServiceUnavailable", "transient, try again")
                 for (method_, part), (status, code, message) in self.failures.items():
                     if method == method_ and part in parts.path:
                         return self._error(status, code, message)

@@ -105,6 +105,21 @@ def test_submit_uploads_the_code_with_the_launcher_and_creates_the_job(fake, pro
     assert all(r["auth"] == "Bearer fake-token-for-tests" for r in fake.calls(ARM))
 
 
+def test_a_transient_error_is_retried_by_the_sdk_and_the_job_created_once(fake, provider, tmp_path):
+    # the SDK's retry sends the same request object again through the bearer-token policy, so the
+    # retry must still see the https URL (CI once failed here with "Bearer token authentication is
+    # not permitted for non-TLS protected (non-https) URLs" when the transport kept its rewrite)
+    fake.transient[("GET", "/jobs/")] = 1
+    fake.transient[("PUT", "/jobs/")] = 1
+    run = provider.submit(make_job(tmp_path))
+    assert fake.transient == {("GET", "/jobs/"): 0, ("PUT", "/jobs/"): 0}
+    first, second = job_puts(fake)  # the 503 and its retry, for the same job
+    assert first["path"] == second["path"] and first["body"] == second["body"]
+    name = second["path"].rsplit("/", 1)[1]
+    assert run.handle.endswith("/" + name) and list(fake.jobs) == [name]
+    assert fake.jobs[name]["properties"]["resources"]["instanceCount"] == 2
+
+
 def test_submitting_the_same_spec_again_attaches_to_the_job(fake, provider, tmp_path):
     first = provider.submit(make_job(tmp_path))
     again = provider.submit(make_job(tmp_path))
