@@ -22,6 +22,7 @@ import json
 import re
 import threading
 import time
+import traceback
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional
@@ -94,6 +95,7 @@ class FakeAzure:
         self.failures: Dict[tuple, tuple] = {}
         # (method, path substring) -> how many more times to answer 503 (a transient error the SDK retries)
         self.transient: Dict[tuple, int] = {}
+        self.crashes: List[str] = []  # tracebacks of requests the fake itself failed on
         self.port: Optional[int] = None
         self._server = None
 
@@ -110,7 +112,11 @@ class FakeAzure:
             def _serve(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                status, headers, payload = fake.handle(self.command, self.path, dict(self.headers), body)
+                try:
+                    status, headers, payload = fake.handle(self.command, self.path, dict(self.headers), body)
+                except Exception:  # a bug in the fake: answer, and make the test fail at teardown
+                    fake.crashes.append(traceback.format_exc())
+                    status, headers, payload = fake._error(500, "FakeAzureCrashed", "the fake crashed")
                 self.send_response(status)
                 headers.setdefault("Content-Length", str(len(payload)))
                 for key, value in headers.items():

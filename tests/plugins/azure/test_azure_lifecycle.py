@@ -40,6 +40,7 @@ def fake():
     server = FakeAzure(SUB, RG, WSNAME).start()
     yield server
     server.stop()
+    assert not server.crashes, "the fake crashed:\n" + "\n".join(server.crashes)
 
 
 @pytest.fixture
