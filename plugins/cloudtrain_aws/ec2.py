@@ -2,11 +2,12 @@
 
 Rendering gives the ``RunInstances`` request (N instances, a cluster placement group, EFA
 interfaces when RDMA applies, the job's tags), the code upload, and each node's launch script
-(``shell/script``): host names, the job's code fetched from S3, ``cloudtrain launch`` with the
-node's rank; for mpi/horovod, ssh from node 0 to the others with seed 003's lessons (``-x``
+(``shell/script``, one for every node): host names, the job's code fetched from S3, the node's
+rank (its instance id's place in the job's instance list; SSM's agent sets ``AWS_SSM_INSTANCE_ID``),
+``cloudtrain launch``; for mpi/horovod, ssh from node 0 to the others with seed 003's lessons (``-x``
 forwarding and ``btl_tcp_if_include`` come from the launcher; thread variables default to 1;
 a non-default ssh port when asked).  Submitting starts the instances, waits until SSM sees
-them, then sends every node its script with ``SendCommand``.  Status comes from the command
+them, then sends the script with one ``SendCommand`` per 50 nodes (SSM's limit), all nodes at once.  Status comes from the command
 invocations and the instances' states, logs from SSM's output (or CloudWatch Logs), and
 ``cancel`` terminates only instances tagged with the job's id.
 """
@@ -35,6 +36,8 @@ HOSTS_LINES = "<hosts-lines>"
 CODE_URL = "<code-url>"
 SSH_KEY = "<ssh-public-key>"
 INSTANCE_ID = "<instance-id>"
+INSTANCE_IDS = "<instance-ids>"  # the job's instances, node 0 first, comma-separated
+SSM_TARGETS = 50  # SendCommand's most InstanceIds
 NODE_SCRIPT = "<node-script>"
 EFA_MARK = "# <efa-env>: filled in at submit: EFA presets if EC2 says the instance type has EFA (network.rdma: auto)"
 TAG_NODE, TAG_COMMAND, TAG_CANCELLED, TAG_LOGS = ("cloudtrain:node", "cloudtrain:command", "cloudtrain:cancelled",
@@ -165,16 +168,23 @@ class Ec2Provider(AwsProvider):
             request["SecurityGroupIds"] = list(options.security_group_ids)
         return strip_empty(request)
 
-    def node_script(self, job: JobSpec, options: Ec2Options, node: int) -> str:
-        """Node ``node``'s launch script (POSIX sh, run as root by SSM's AWS-RunShellScript)."""
+    def node_script(self, job: JobSpec, options: Ec2Options) -> str:
+        """Every node's launch script (POSIX sh, run as root by SSM's AWS-RunShellScript); a node
+        finds its rank from the instance id SSM's agent gives it."""
         n = job.distribution.nodes
         py = shlex.quote(options.python)
         q = shlex.quote
         lines = [
             "#!/bin/sh",
-            f"# cloudtrain: node {node} of {n} of job {JOB_ID} ({job.name}), sent by SSM SendCommand; runs as root",
+            f"# cloudtrain: the script of each of the {n} node(s) of job {JOB_ID} ({job.name}), sent by SSM SendCommand; runs as root",
             "set -eu",
             f"JOB='{JOB_ID}'",
+            "# this node's rank: its instance id's place in the job's instances (node 0 first)",
+            f"NODE=$(echo '{INSTANCE_IDS}' | tr , '\\n' | grep -nxF \"${{AWS_SSM_INSTANCE_ID:-none}}\" | cut -d: -f1)",
+            'if [ -z "$NODE" ]; then',
+            '  echo "[cloudtrain] instance ${AWS_SSM_INSTANCE_ID:-?} is not one of the nodes of $JOB" >&2; exit 2',
+            "fi",
+            "NODE=$((NODE - 1))",
             f"WORK={q(options.workdir)}/\"$JOB\"",
             'mkdir -p "$WORK/output" && cd "$WORK"',
             "# host names of the job's nodes (node 0 first)",
@@ -224,7 +234,7 @@ class Ec2Provider(AwsProvider):
             for name in THREAD_VARS:  # seed 003: one thread per rank unless the job says otherwise
                 env.setdefault(name, "1")
         env.update({
-            "CLOUDTRAIN_PLATFORM": "ec2", "CLOUDTRAIN_NUM_NODES": str(n), "CLOUDTRAIN_NODE_RANK": str(node),
+            "CLOUDTRAIN_PLATFORM": "ec2", "CLOUDTRAIN_NUM_NODES": str(n),
             "CLOUDTRAIN_MASTER_ADDR": MASTER_IP, "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
             "CLOUDTRAIN_HOSTS": NODE_IPS, "CLOUDTRAIN_NPROC_PER_NODE": str(job.procs_per_node),
             "CLOUDTRAIN_JOB_ID": JOB_ID, "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
@@ -237,6 +247,7 @@ class Ec2Provider(AwsProvider):
             env.update({k: v for k, v in EFA_ENV.items() if k not in job.env})
         lines += ["# the job's environment"]
         lines += [f"export {k}={q(v)}" for k, v in env.items()]
+        lines += ['export CLOUDTRAIN_NODE_RANK="$NODE"']
         lines += ['export CLOUDTRAIN_OUTPUT_DIR="$WORK/output"']
         if job.network.rdma == "auto":
             lines.append(EFA_MARK)
@@ -247,7 +258,7 @@ class Ec2Provider(AwsProvider):
             "set +e",
             'PYTHONPATH=.cloudtrain${PYTHONPATH:+:$PYTHONPATH} ' + shlex.join(launch),
             "code=$?",
-            f'echo "[cloudtrain] node {node} exited with code $code"',
+            'echo "[cloudtrain] node $NODE exited with code $code"',
         ]
         if options.terminate_when_done:
             lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
@@ -266,6 +277,7 @@ class Ec2Provider(AwsProvider):
             "DocumentName": "AWS-RunShellScript",
             "InstanceIds": [INSTANCE_ID],
             "Comment": comment[:100],
+            "MaxConcurrency": "100%",  # every node at once: SSM's default (50) would leave some waiting
             "TimeoutSeconds": max(30, options.ready_timeout_seconds),
             "Parameters": {"commands": [script], "executionTimeout": [str(options.max_runtime_seconds)]},
         }
@@ -292,11 +304,9 @@ class Ec2Provider(AwsProvider):
         if self.uses_ssh(job):
             out.append(Artifact("shell/script", "ssh-key", {"node": 0, "shell": "/bin/sh",
                                                             "script": self.keygen_script()}))
-        out += [Artifact("shell/script", f"node-{i}", {"node": i, "shell": "/bin/sh",
-                                                      "script": self.node_script(job, options, i)})
-                for i in range(job.distribution.nodes)]
-        out.append(Artifact("ssm/SendCommand", "per-node", self.send_command(
-            options, f"cloudtrain {JOB_ID} node <i>", NODE_SCRIPT)))
+        out.append(Artifact("shell/script", "nodes", {"shell": "/bin/sh", "script": self.node_script(job, options)}))
+        out.append(Artifact("ssm/SendCommand", f"per {SSM_TARGETS} nodes", self.send_command(
+            options, f"cloudtrain {JOB_ID} nodes <first>-<last>", NODE_SCRIPT)))
         secrets = secrets_artifact(job, self.name, options.secrets_manager)
         return out + ([secrets] if secrets else [])
 
@@ -359,7 +369,7 @@ class Ec2Provider(AwsProvider):
         return bool(self.use_efa(job, self.instance_type(job, options), region) and options.subnet_id)
 
     def _launch(self, job, options, arts, region, name, instances, efa: bool) -> None:
-        """Wait for the instances and SSM, then send every node its script."""
+        """Wait for the instances and SSM, then send the nodes their script (one command per 50)."""
         ec2, ssm = self.client("ec2", region), self.client("ssm", region)
         ids = [i["InstanceId"] for i in sorted(instances, key=node_index)]
         try:
@@ -370,7 +380,7 @@ class Ec2Provider(AwsProvider):
                 url = self.client("s3", region).generate_presigned_url(
                     "get_object", Params={"Bucket": upload["Bucket"], "Key": upload["Key"]},
                     ExpiresIn=options.code_url_expires_seconds)
-            values = {MASTER_IP: ips[0], NODE_IPS: ",".join(ips), CODE_URL: url,
+            values = {MASTER_IP: ips[0], NODE_IPS: ",".join(ips), CODE_URL: url, INSTANCE_IDS: ",".join(ids),
                       HOSTS_LINES: "\n".join(f"{ip} ct-node-{i}  # cloudtrain {name}" for i, ip in enumerate(ips))}
             if job.network.rdma == "auto":
                 values[EFA_MARK] = ("export " + " ".join(f"{k}={v}" for k, v in EFA_ENV.items() if k not in job.env)
@@ -381,13 +391,16 @@ class Ec2Provider(AwsProvider):
                 values[SSH_KEY] = self._run_and_read(region, ids[0], options, f"cloudtrain {name} ssh key",
                                                      keygen).strip().splitlines()[-1]
             template = next(a.content for a in arts if a.kind == "ssm/SendCommand")
-            scripts = {a.name: a.content["script"] for a in arts if a.kind == "shell/script"}
-            for index, instance_id in enumerate(ids):
-                script = fill(scripts[f"node-{index}"], values)
-                request = fill(template, {"<i>": str(index), INSTANCE_ID: instance_id, NODE_SCRIPT: script})
-                with self.api(f"send node {index}'s script to {instance_id} (SSM)"):
+            script = fill(next(a.content["script"] for a in arts if a.kind == "shell/script" and a.name == "nodes"),
+                          values)
+            for first in range(0, len(ids), SSM_TARGETS):
+                batch = ids[first:first + SSM_TARGETS]
+                last = first + len(batch) - 1
+                request = fill(template, {"<first>": str(first), "<last>": str(last), NODE_SCRIPT: script})
+                request["InstanceIds"] = batch
+                with self.api(f"send the script to nodes {first}-{last} (SSM)"):
                     command = ssm.send_command(**request)["Command"]["CommandId"]
-                    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": TAG_COMMAND, "Value": command}])
+                    ec2.create_tags(Resources=batch, Tags=[{"Key": TAG_COMMAND, "Value": command}])
         except BaseException:
             # nothing runs the job: do not leave instances that cost money
             try:

@@ -1,4 +1,4 @@
-"""ec2: RunInstances, the placement group, SSM commands and the per-node launch scripts, rendered
+"""ec2: RunInstances, the placement group, SSM commands and the nodes' launch script, rendered
 and validated with botocore's models; submit -> status -> logs -> cancel against moto in server
 mode with the double's EC2/SSM extensions; the scripts that SSM would run really train here."""
 import json
@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -47,6 +46,7 @@ def filled(text):
                                ("<master-ip>", "10.0.0.4"), ("<node-ips>", "10.0.0.4,10.0.0.5"),
                                ("<hosts-lines>", "10.0.0.4 ct-node-0\n10.0.0.5 ct-node-1"),
                                ("<code-url>", "https://example.com/x"), ("<ssh-public-key>", SSH_PUB),
+                               ("<instance-ids>", "i-0123456789abcdef0,i-0123456789abcdef1"),
                                ("<instance-id>", "i-0123456789abcdef0")):
         text = text.replace(placeholder, value)
     return text
@@ -58,7 +58,7 @@ def filled(text):
 def test_every_distribution_renders_valid_requests_and_scripts(kind, nodes):
     arts = artifacts(job(distribution={"type": kind, "nodes": nodes}))
     kinds = [a.kind for a in arts]
-    assert kinds.count("shell/script") == nodes + (1 if kind in ("mpi", "horovod") and nodes > 1 else 0)
+    assert kinds.count("shell/script") == 1 + (1 if kind in ("mpi", "horovod") and nodes > 1 else 0)
     assert ("ec2/CreatePlacementGroup" in kinds) == (nodes > 1)
     for a in arts:
         service, _, operation = a.kind.partition("/")
@@ -72,25 +72,42 @@ def test_every_distribution_renders_valid_requests_and_scripts(kind, nodes):
     assert tags["cloudtrain:job-id"] == "<job-id>" and tags["cloudtrain:spec-hash"] == "<spec-hash>"
     if nodes > 1:
         assert run["Placement"] == {"GroupName": "cloudtrain-<job-id>"}
-    scripts = [a.content for a in arts if a.kind == "shell/script" and a.name.startswith("node-")]
-    for i, script in enumerate(scripts):
-        text = filled(script["script"])
-        assert script["node"] == i
-        for shell in ("sh", "dash", "bash"):
-            if shutil.which(shell):
-                check = subprocess.run([shell, "-n"], input=text, text=True, capture_output=True)
-                assert check.returncode == 0, (shell, check.stderr)
-        assert f"export CLOUDTRAIN_NODE_RANK={i}\n" in text
-        assert "export CLOUDTRAIN_MASTER_ADDR='10.0.0.4'\n" in text
-        assert "export CLOUDTRAIN_HOSTS='10.0.0.4,10.0.0.5'\n" in text
-        assert f"--type {kind}" in text and "python3 -m cloudtrain_aws.node -- python3 -m cloudtrain.launch" in text
-        assert "export OMP_NUM_THREADS=2\n" in text  # the job's own value wins over the MPI default
+    [script] = [a.content for a in arts if a.kind == "shell/script" and a.name == "nodes"]
+    text = filled(script["script"])
+    for shell in ("sh", "dash", "bash"):
+        if shutil.which(shell):
+            check = subprocess.run([shell, "-n"], input=text, text=True, capture_output=True)
+            assert check.returncode == 0, (shell, check.stderr)
+    assert 'export CLOUDTRAIN_NODE_RANK="$NODE"\n' in text
+    assert "export CLOUDTRAIN_MASTER_ADDR='10.0.0.4'\n" in text
+    assert "export CLOUDTRAIN_HOSTS='10.0.0.4,10.0.0.5'\n" in text
+    assert f"--type {kind}" in text and "python3 -m cloudtrain_aws.node -- python3 -m cloudtrain.launch" in text
+    assert "export OMP_NUM_THREADS=2\n" in text  # the job's own value wins over the MPI default
+
+
+def test_a_node_finds_its_rank_from_the_instance_id_ssm_gives_it():
+    """The one script SSM sends every node: its rank is where AWS_SSM_INSTANCE_ID (set by the SSM
+    agent for every command) is in the job's instance list; an instance not in it stops."""
+    text = filled(next(a.content["script"] for a in artifacts(job(distribution={"type": "ddp", "nodes": 3}))
+                       if a.name == "nodes"))
+    ids = ["i-0123456789abcdef0", "i-0123456789abcdef1", "i-0123456789abcdef2"]
+    text = text.replace("i-0123456789abcdef0,i-0123456789abcdef1", ",".join(ids))
+    prologue = text[:text.index("NODE=$((NODE - 1))\n") + len("NODE=$((NODE - 1))\n")] + 'echo "rank=$NODE"\n'
+    for shell in [s for s in ("sh", "dash", "bash") if shutil.which(s)]:
+        for rank, instance in enumerate(ids):
+            out = subprocess.run([shell], input=prologue, text=True, capture_output=True,
+                                 env={"PATH": os.environ["PATH"], "AWS_SSM_INSTANCE_ID": instance})
+            assert (out.returncode, out.stdout) == (0, f"rank={rank}\n"), (shell, out.stderr)
+        for env in ({"AWS_SSM_INSTANCE_ID": "i-0123456789abcdef"}, {}):  # a prefix of an id; no SSM agent
+            out = subprocess.run([shell], input=prologue, text=True, capture_output=True,
+                                 env={"PATH": os.environ["PATH"], **env})
+            assert out.returncode == 2 and "is not one of the nodes of ec2-job-aaaaaaaaaaaa" in out.stderr, shell
 
 
 def test_mpi_scripts_apply_the_seeds_lessons():
     arts = artifacts(job(distribution={"type": "mpi", "nodes": 2, "procs_per_node": 2}, env={},
                          options={"ssh_port": 2022, "ifname": "ens5"}))
-    node0 = filled(next(a.content["script"] for a in arts if a.name == "node-0"))
+    node0 = filled(next(a.content["script"] for a in arts if a.name == "nodes"))
     # one thread per rank on every node unless the job says otherwise; mpirun forwards them with -x
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"):
         assert f"export {name}=1\n" in node0
@@ -100,7 +117,7 @@ def test_mpi_scripts_apply_the_seeds_lessons():
     assert SSH_PUB in node0 and "Host ct-node-* $(echo '10.0.0.4,10.0.0.5' | tr , ' ')" in node0
     keygen = next(a.content["script"] for a in arts if a.name == "ssh-key")
     assert "ssh-keygen -q -t ed25519" in keygen
-    ddp = filled(next(a.content["script"] for a in artifacts(job()) if a.name == "node-0"))
+    ddp = filled(next(a.content["script"] for a in artifacts(job()) if a.name == "nodes"))
     assert "ssh" not in ddp and "OPENBLAS_NUM_THREADS" not in ddp
     # what the launcher makes of it on node 0: mpirun with -x forwarding and the interface pinned
     from cloudtrain.launch import plans
@@ -121,7 +138,7 @@ def test_rdma_on_asks_for_efa_interfaces_and_needs_a_subnet():
     assert run["NetworkInterfaces"] == [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa",
                                          "SubnetId": "subnet-1", "Groups": ["sg-1"], "DeleteOnTermination": True}]
     assert "SubnetId" not in run and "SecurityGroupIds" not in run
-    assert "export FI_PROVIDER=efa\n" in next(a.content["script"] for a in arts if a.name == "node-0")
+    assert "export FI_PROVIDER=efa\n" in next(a.content["script"] for a in arts if a.name == "nodes")
     with pytest.raises(JobFileError, match="providers.ec2.subnet_id"):
         artifacts(job(network={"rdma": "on"}))
 
@@ -155,8 +172,9 @@ def digits(**sets):
 
 
 def sent_scripts(aws):
-    return {p["InstanceIds"][0]: p["Parameters"]["commands"][0] for s, a, p in aws.requests
-            if a == "SendCommand" and "cloudtrain.launch" in p["Parameters"]["commands"][0]}
+    """instance id -> the launch script SSM was asked to run there"""
+    return {i: p["Parameters"]["commands"][0] for s, a, p in aws.requests
+            if a == "SendCommand" and "cloudtrain.launch" in p["Parameters"]["commands"][0] for i in p["InstanceIds"]}
 
 
 def job_instances(aws, name):
@@ -180,15 +198,17 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     groups = aws.client("ec2").describe_placement_groups(GroupNames=[f"cloudtrain-{name}"])["PlacementGroups"]
     assert groups[0]["Strategy"] == "cluster"
     assert {i["Placement"]["GroupName"] for i in nodes} == {f"cloudtrain-{name}"}
-    # each node got its own script, with the nodes' addresses and a URL of the code archive
-    scripts = sent_scripts(aws)
-    ips = [i["PrivateIpAddress"] for i in nodes]
-    for index, inst in enumerate(nodes):
-        script = scripts[inst["InstanceId"]]
-        assert f"export CLOUDTRAIN_NODE_RANK={index}\n" in script
-        assert f"export CLOUDTRAIN_MASTER_ADDR='{ips[0]}'\n" in script and f"{ips[1]} ct-node-1  # cloudtrain {name}" in script
-        assert "<" not in script.replace("<<", "")  # every placeholder filled
-    url = re.search(r"'(http[^']+)' code.part", scripts[nodes[0]["InstanceId"]]).group(1)
+    # one SendCommand to both nodes: the script with the nodes' instance ids in node order (a node's
+    # rank is its place there), their addresses, and a URL of the code archive
+    [send] = [p for s, a, p in aws.requests if a == "SendCommand"]
+    ids, ips = [i["InstanceId"] for i in nodes], [i["PrivateIpAddress"] for i in nodes]
+    assert send["InstanceIds"] == ids and send["MaxConcurrency"] == "100%"
+    script = send["Parameters"]["commands"][0]
+    assert f"NODE=$(echo '{','.join(ids)}' | tr , " in script
+    assert f"export CLOUDTRAIN_MASTER_ADDR='{ips[0]}'\n" in script and f"{ips[1]} ct-node-1  # cloudtrain {name}" in script
+    assert "<" not in script.replace("<<", "")  # every placeholder filled
+    assert {command_of(i) for i in nodes} == {aws.client("ssm").list_commands()["Commands"][0]["CommandId"]}
+    url = re.search(r"'(http[^']+)' code.part", script).group(1)
     archive = urllib.request.urlopen(url).read()  # the presigned URL works (no S3 permission on the node)
     assert len(archive) > 1000
     for s, a, p in aws.requests:
@@ -204,6 +224,24 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     assert final.state is State.SUCCEEDED and final.exit_code == 0
     assert run.logs().splitlines() == ["[node0] rank 0/2", "[node0] test_accuracy 0.95", "[node1] rank 1/2"]
     assert [s.handle for s in provider(aws).list()] == [run.handle]
+
+
+def test_more_nodes_than_one_ssm_command_takes_go_in_batches_of_50(aws):
+    run = provider(aws).submit(digits(**{"distribution.nodes": 51, "distribution.procs_per_node": 1}))
+    nodes = job_instances(aws, run.id.split("/")[1])
+    sends = [p for s, a, p in aws.requests if a == "SendCommand"]
+    ids = [i["InstanceId"] for i in nodes]
+    assert [p["InstanceIds"] for p in sends] == [ids[:50], ids[50:]]
+    assert [p["Comment"].rsplit(" ", 1)[1] for p in sends] == ["0-49", "50-50"]
+    scripts = {p["Parameters"]["commands"][0] for p in sends}
+    assert len(scripts) == 1 and f"'{','.join(ids)}'" in scripts.pop()  # the whole list, for every batch
+    commands = [command_of(i) for i in nodes]
+    assert len(set(commands[:50])) == 1 and len(set(commands[50:])) == 1 and commands[0] != commands[50]
+    assert aws.count("SendCommand") == 2 and aws.count("CreateTags") == 51 + 2  # node indexes, then commands
+    status = run.status()
+    assert (status.state, status.nodes, status.nodes_up) == (State.RUNNING, 51, 51)
+    aws.finish_command(commands[50], ids[50], "Failed", "boom\n", code=1)
+    assert "node 50 Failed (exit 1)" in run.status().message
 
 
 def test_a_failed_node_fails_the_job(aws):
@@ -310,6 +348,7 @@ def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
     procs = []
     for index, inst in enumerate(nodes):
         script = scripts[inst["InstanceId"]]
+        env["AWS_SSM_INSTANCE_ID"] = inst["InstanceId"]  # as the SSM agent sets it
         for other in nodes:
             script = script.replace(other["PrivateIpAddress"], "127.0.0.1")
         script = script.replace("/etc/hosts", str(tmp_path / f"hosts-{index}"))
