@@ -100,15 +100,19 @@ class AwsDouble:
     def __exit__(self, *exc):
         self.stop()
 
-    def fresh(self, monkeypatch, bucket: str) -> "AwsDouble":
+    def fresh(self, monkeypatch, bucket: str, instance_profile: Optional[str] = None) -> "AwsDouble":
         """Between tests: moto's state, cloudtrain's per-process caches (uploads, EFA facts) and
-        the counts forgotten, followers polling at once, and an empty ``bucket``."""
+        the counts forgotten, followers polling at once, an empty ``bucket`` and, if named, an
+        ``instance_profile``; the calls that made those are not counted."""
         import cloudtrain_aws.common as common
         self.reset()
         common._uploaded.clear()
         common._efa.clear()
         monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
         self.client("s3").create_bucket(Bucket=bucket)
+        if instance_profile:
+            self.client("iam").create_instance_profile(InstanceProfileName=instance_profile)
+        self.calls.clear()
         return self
 
     def reset(self, services=("sagemaker", "s3", "logs", "ssm", "secretsmanager", "ec2", "iam")) -> None:

@@ -157,10 +157,7 @@ def server():
 
 @pytest.fixture
 def aws(server, monkeypatch):
-    server.fresh(monkeypatch, BUCKET)
-    server.client("iam").create_instance_profile(InstanceProfileName="cloudtrain-node")
-    server.calls.clear()
-    return server
+    return server.fresh(monkeypatch, BUCKET, instance_profile="cloudtrain-node")
 
 
 def provider(aws):

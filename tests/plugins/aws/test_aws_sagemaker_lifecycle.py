@@ -31,9 +31,7 @@ def server():
 
 @pytest.fixture
 def aws(server, monkeypatch):
-    server.fresh(monkeypatch, BUCKET)
-    server.calls.clear()
-    return server
+    return server.fresh(monkeypatch, BUCKET)
 
 
 def digits(**sets):
