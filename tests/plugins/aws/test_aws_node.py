@@ -1,15 +1,11 @@
 """What runs in an AWS node: the node prelude (secrets from Secrets Manager, job id, exec), and the
 SageMaker container command as submitted, run here: it unpacks the code channel's archive, reads
 resourceconfig.json and trains."""
-import gzip
-import io
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest

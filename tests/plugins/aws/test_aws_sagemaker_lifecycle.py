@@ -14,7 +14,7 @@ import pytest
 import cloudtrain
 from aws_double import AwsDouble, validate_request
 from cloudtrain import plugins
-from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
+from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
 from cloudtrain.provider import State
 from conftest import EXAMPLES, run_cli
 

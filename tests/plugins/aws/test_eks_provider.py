@@ -7,7 +7,7 @@ import boto3
 import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from aws_double import CREDENTIALS, REGION, AwsDouble
+from aws_double import REGION, AwsDouble
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
