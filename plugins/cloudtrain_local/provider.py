@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets as _random
+import shutil
 import signal
 import socket
 import sys
@@ -31,6 +32,28 @@ class LocalOptions(BaseModel):
     master_port: Optional[int] = Field(None, ge=1024, le=65000, description="fixed master port (default: a free one)")
     copy_code: bool = Field(True, description="give every node its own copy of `code` (False: run in place)")
     python: Optional[str] = Field(None, description="interpreter for `cloudtrain launch` (default: this one)")
+
+
+def interpreter_env(python: Optional[str] = None, environ=None) -> Dict[str, str]:
+    """``PATH`` (and ``VIRTUAL_ENV``) so that a node's ``python``, ``torchrun``, ``mpirun``,
+    ``ray`` and ``deepspeed`` resolve as they do for the interpreter that submits (``sys.prefix``:
+    a venv that is not activated still wins), or for ``providers.local.python`` when it is set."""
+    environ = os.environ if environ is None else environ
+    if python:
+        found = python if os.sep in python else shutil.which(python, path=environ.get("PATH"))
+        if not found:
+            raise BadInput(f"providers.local.python: {python!r} is not on PATH; give the interpreter's full path")
+        bin_dir = os.path.dirname(os.path.abspath(found))  # not resolved: a venv's python is a link
+        prefix = os.path.dirname(bin_dir)
+        venv = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else None
+    else:
+        bin_dir = os.path.join(sys.prefix, "bin")
+        venv = sys.prefix if sys.prefix != sys.base_prefix else None
+    dirs = [bin_dir] + [d for d in environ.get("PATH", os.defpath).split(os.pathsep) if d and d != bin_dir]
+    env = {"PATH": os.pathsep.join(dirs)}
+    if venv:
+        env["VIRTUAL_ENV"] = venv
+    return env
 
 
 def free_port_block(count: int, start: int = 29500, end: int = 60000) -> int:
@@ -73,7 +96,7 @@ class LocalProvider(HostedProvider):
         python = options.python or sys.executable
         launch = [python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
         code = str(job.code_path)  # resolve() is a syscall per path part: once, not per node
-        job_env = self.rendered_env(job)
+        job_env = {**interpreter_env(options.python), **self.rendered_env(job)}  # the job's own PATH wins
         ours = {"CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
                 "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets]))}
         specs = []

@@ -53,6 +53,7 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         command = command[1:]
     if len(command) == 1 and " " in command[0]:
         command = shlex.split(command[0])
+    command = with_python_found(command, environ)
     nproc = args.nproc_per_node or topology.nproc_per_node or 1
     try:
         # peers' DNS records may lag behind this node's start; --print waits for nothing
@@ -78,6 +79,23 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         min_nodes=args.min_nodes,
         python=_python_of(command),
     )
+
+
+def _on_path(name: str, environ) -> bool:
+    for folder in environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return True
+    return False
+
+
+def with_python_found(command: List[str], environ) -> List[str]:
+    """A command that names a bare ``python``/``python3`` that this node's ``PATH`` lacks (Debian
+    and many images have only ``python3``) runs in the interpreter that runs the launcher."""
+    if command and "/" not in command[0] and plans._PYTHON.match(command[0]) \
+            and not _on_path(command[0], environ):
+        return [sys.executable] + command[1:]
+    return command
 
 
 def _python_of(command: List[str]) -> str:

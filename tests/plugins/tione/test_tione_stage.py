@@ -41,7 +41,10 @@ def test_staged_code_and_the_rendered_start_command(tmp_path, capsys):
     content = get_provider("tione").render(load_job(path)).artifacts[0].content
     assert "EncodedStartCmdInfo" in content  # the command has quotes
     line = decode_start_commands(content)["StartCmd"].replace("-m cloudtrain.launch", "-m cloudtrain.launch --print")
-    env = {"PATH": "/usr/bin:/bin", "NODE_LIST": "a:1,b:1", "INDEX": "1", "MASTER_ADDR": "10.35.110.11",
+    pybin = tmp_path / "pybin"  # the image's `python` (without one, the launcher runs the command in its own)
+    pybin.mkdir()
+    (pybin / "python").symlink_to(sys.executable)
+    env = {"PATH": f"{pybin}:/usr/bin:/bin", "NODE_LIST": "a:1,b:1", "INDEX": "1", "MASTER_ADDR": "10.35.110.11",
            "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1", "GPU_NUM": "2", "GPU_NUM_PER_NODE": "1"}
     env.update({e["Name"]: e["Value"] for e in content["Envs"]})  # what TI-ONE injects from the request
     proc = subprocess.run(["/bin/sh", "-c", line], capture_output=True, text=True, env=env, cwd="/", timeout=60)
