@@ -13,21 +13,18 @@ Python 3.8+.
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple
 
-if TYPE_CHECKING:  # annotations only: the local supervisor imports NOT_COPIED without pydantic
+from .codetree import CodeSelection
+
+if TYPE_CHECKING:  # annotations only: no pydantic import for a module the supervisors use
     from .job import JobSpec
 
 LAUNCHER_DIR = ".cloudtrain"
-# Never copied to a node (local and docker copies too): VCS data, caches, virtual environments,
-# and local outputs.  Shipping to a cloud also leaves out a stale launcher directory.
-NOT_COPIED = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".tox", ".pytest_cache", ".mypy_cache", "output")
-IGNORED = NOT_COPIED + (LAUNCHER_DIR,)
 
 
 def launch_argv(job: JobSpec, platform: Optional[str] = None, python: str = "python3") -> List[str]:
@@ -50,19 +47,10 @@ def with_launcher_path(argv: List[str], launcher_dir: str = LAUNCHER_DIR) -> str
     return f'PYTHONPATH={shlex.quote(launcher_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}" ' + shlex.join(argv)
 
 
-def _ignored(name: str) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED)
-
-
 def code_files(root: Path) -> Iterator[Tuple[str, Path]]:
-    """(relative POSIX path, file) under ``root``, sorted, without the ignored names."""
-    root = Path(root)
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not _ignored(d))
-        for name in sorted(filenames):
-            if not _ignored(name):
-                path = Path(dirpath) / name
-                yield path.relative_to(root).as_posix(), path
+    """(relative POSIX path, file) under ``root``, sorted: the selection of ``cloudtrain.codetree``
+    (ignore files, never VCS data or caches) without a stale launcher directory."""
+    return CodeSelection(root, extra_ignored=(LAUNCHER_DIR,)).files()
 
 
 def code_digest(job: JobSpec) -> str:
@@ -90,7 +78,7 @@ def stage(job: JobSpec, dest, detector_targets: Iterable[str] = ()) -> Path:
 def archive(job: JobSpec, detector_targets: Iterable[str] = ()) -> bytes:
     """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
     paths relative to the code directory."""
-    import gzip  # here, not at the top: the local supervisor imports this module for NOT_COPIED
+    import gzip  # here, not at the top: most providers never build an archive
     import io
     import tarfile
     import tempfile

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from cloudtrain.supervise import Node, Supervisor
-from cloudtrain_local.supervisor import IGNORED
+from cloudtrain.codetree import working_copies
 
 from .provider import remove_labelled
 
@@ -64,9 +64,7 @@ class DockerSupervisor(Supervisor):
         self.client = docker.from_env()
 
     def prepare(self) -> None:
-        for spec in self.plan["nodes"]:
-            shutil.copytree(self.plan["code"], self.run_dir / f"node-{spec['node']}" / "code", ignore=IGNORED,
-                            symlinks=True)
+        working_copies(self.plan["code"], [self.run_dir / f"node-{spec['node']}" / "code" for spec in self.plan["nodes"]])
         (self.run_dir / "output").mkdir(exist_ok=True)
         if self.plan["ssh"]:
             self.make_ssh_key()

@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from cloudtrain.launch.parent import die_with_parent
-from cloudtrain.shipping import NOT_COPIED
+from cloudtrain.codetree import working_copies
 from cloudtrain.supervise import Node, Supervisor
-
-IGNORED = shutil.ignore_patterns(*NOT_COPIED)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -60,8 +58,7 @@ class ProcessNode(Node):
 class LocalSupervisor(Supervisor):
     def prepare(self) -> None:
         if self.plan["copy_code"]:
-            for spec in self.plan["nodes"]:
-                shutil.copytree(self.plan["code"], spec["cwd"], ignore=IGNORED, symlinks=True)
+            working_copies(self.plan["code"], [Path(spec["cwd"]) for spec in self.plan["nodes"]])
         (self.run_dir / "output").mkdir(exist_ok=True)
 
     def start_node(self, spec: dict, attempt: int) -> Node:

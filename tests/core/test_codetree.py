@@ -1,0 +1,53 @@
+"""Which files of the code directory travel, and the nodes' working copies."""
+import os
+
+from cloudtrain.codetree import CodeSelection, working_copies
+
+
+def tree(root, files):
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def selected(root, **kw):
+    return sorted(rel for rel, _ in CodeSelection(root, **kw).files())
+
+
+def test_builtin_exclusions_without_an_ignore_file(tmp_path):
+    root = tree(tmp_path / "c", {"train.py": "", "pkg/m.py": "", ".git/HEAD": "", "pkg/__pycache__/m.pyc": "",
+                                 ".venv/bin/python": "", "output/model.pt": ""})
+    assert selected(root) == ["pkg/m.py", "train.py"]
+
+
+def test_cloudtrainignore_in_gitignore_syntax(tmp_path):
+    root = tree(tmp_path / "c", {"train.py": "", "data/big.bin": "", "data/keep.txt": "", "logs/a.log": "",
+                                 "sub/logs/b.log": "", "notes.md": "",
+                                 ".cloudtrainignore": "# comment\ndata/*\n!data/keep.txt\n*.log\n/notes.md\n"})
+    assert selected(root) == [".cloudtrainignore", "data/keep.txt", "train.py"]
+
+
+def test_gitignore_is_used_when_there_is_no_cloudtrainignore(tmp_path):
+    root = tree(tmp_path / "c", {"train.py": "", "ckpt/1.pt": "", ".gitignore": "ckpt/\n"})
+    assert selected(root) == [".gitignore", "train.py"]
+    (root / ".cloudtrainignore").write_text("")  # the project's own file wins over .gitignore
+    assert selected(root) == [".cloudtrainignore", ".gitignore", "ckpt/1.pt", "train.py"]
+
+
+def test_cloudtrain_home_inside_the_code_is_never_taken(tmp_path, monkeypatch):
+    root = tree(tmp_path / "c", {"train.py": "", "state/runs/x/node-0/code/train.py": ""})
+    monkeypatch.setenv("CLOUDTRAIN_HOME", str(root / "state"))
+    assert selected(root) == ["train.py"]
+
+
+def test_working_copies_share_one_copy_by_hard_links(tmp_path):
+    root = tree(tmp_path / "c", {"train.py": "print(1)\n", "pkg/m.py": "", "empty/.keep": ""})
+    os.symlink("train.py", root / "link.py")
+    nodes = [tmp_path / f"node-{i}" for i in range(3)]
+    working_copies(root, nodes)
+    inodes = {(n / "pkg" / "m.py").stat().st_ino for n in nodes}
+    assert len(inodes) == 1 and (root / "pkg" / "m.py").stat().st_ino not in inodes
+    assert all(os.readlink(n / "link.py") == "train.py" for n in nodes)
+    assert all((n / "train.py").read_text() == "print(1)\n" for n in nodes)
