@@ -1,8 +1,10 @@
 """The Python API for orchestration scripts (what the CLI calls too)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, List, Mapping, Optional, Union
 
+from .errors import BadInput
 from .job import JobSpec
 from .loading import load_job as _load_job
 from .plugins import get_provider
@@ -16,27 +18,46 @@ def load_job(path, overrides: Optional[Union[Mapping[str, Any], Iterable[str]]] 
     return _load_job(path, overrides)
 
 
+JobLike = Union[JobSpec, str, "os.PathLike[str]"]
+
+
+def as_job(job, what: str = "job") -> JobSpec:
+    """A ``JobSpec`` as given, or read from the job file a path names."""
+    if isinstance(job, JobSpec):
+        return job
+    if isinstance(job, (str, os.PathLike)):
+        return _load_job(job)
+    raise BadInput(f"{what}: expected a JobSpec or the path of a job file, got {type(job).__name__}; "
+                   "e.g. cloudtrain.render('job.yaml', provider='local')")
+
+
 def _provider(provider: Union[str, Provider, None]) -> Provider:
     if isinstance(provider, Provider):
         return provider
     return get_provider(provider or DEFAULT_PROVIDER)
 
 
-def render(job: JobSpec, provider: Union[str, Provider, None] = None) -> Rendered:
-    """The exact request ``provider`` would send for ``job`` (pure: nothing is sent)."""
-    return _provider(provider).render(job)
+def render(job: JobLike, provider: Union[str, Provider, None] = None) -> Rendered:
+    """The exact request ``provider`` would send for ``job`` (a ``JobSpec`` or a job file's path;
+    pure: nothing is sent)."""
+    return _provider(provider).render(as_job(job, "render"))
 
 
-def validate(job: JobSpec, provider: Union[str, Provider, None] = None):
+def validate(job: JobLike, provider: Union[str, Provider, None] = None):
     """Check the job and the provider's options; raises ``BadInput``; returns the options."""
-    return _provider(provider).validate(job)
+    return _provider(provider).validate(as_job(job, "validate"))
 
 
-def submit(job: Union[JobSpec, Rendered], provider: Union[str, Provider, None] = None,
+def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] = None,
            secrets: Optional[Mapping[str, str]] = None) -> Run:
-    """Render and send the job; returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``)."""
-    if isinstance(job, Rendered) and provider is None:
-        provider = job.provider
+    """Render and send the job (a ``JobSpec``, a job file's path, or a ``Rendered`` request);
+    returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``).  A request rendered
+    for one provider is refused by another."""
+    if isinstance(job, Rendered):
+        if provider is None:
+            provider = job.provider
+    else:
+        job = as_job(job, "submit")
     return _provider(provider).submit(job, secrets=secrets)
 
 

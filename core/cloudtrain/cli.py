@@ -10,7 +10,7 @@ import time
 from queue import Empty, Queue
 from typing import List, Optional
 
-from .errors import EXIT_INTERRUPTED, CloudtrainError
+from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CloudtrainError
 
 PROVIDER_HELP = "provider name (default: local); cloudtrain providers lists them"
 
@@ -323,5 +323,5 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError:  # the reader went away (`cloudtrain list | head -1`): as SIGPIPE would
+        return EXIT_BROKEN_PIPE

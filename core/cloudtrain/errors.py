@@ -10,6 +10,7 @@ EXIT_JOB_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_PLATFORM = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a command killed by a closed pipe exits
 
 
 class CloudtrainError(Exception):

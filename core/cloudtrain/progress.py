@@ -26,35 +26,59 @@ def describe(status, now: Optional[float] = None) -> str:
 
 
 class StatusLine:
+    """The job's log lines on ``out`` and its state on ``stream`` (one live line on a terminal).
+
+    A reader that goes away (``submit job.yaml | head -1``) closes the pipe: writing stops, the
+    job is still followed to its end, and the command's exit code is still the job's."""
+
     def __init__(self, stream: TextIO = sys.stderr, out: TextIO = sys.stdout, live: Optional[bool] = None):
         self.stream, self.out = stream, out
         self.live = stream.isatty() if live is None else live
         self._shown = ""
         self._last_key = None
+        self.closed_pipes = 0
+
+    def _write(self, which: str, text: str) -> None:
+        f = getattr(self, which)
+        try:
+            f.write(text)
+            f.flush()
+        except BrokenPipeError:
+            self.closed_pipes += 1
+            setattr(self, which, _silence(f))
+            if which == "stream":
+                self.live = False
 
     def update(self, status) -> None:
         key = (status.state, status.nodes_up, status.message)
         if self.live:
             self._shown = describe(status)
-            self.stream.write("\r\033[K" + self._shown)
-            self.stream.flush()
+            self._write("stream", "\r\033[K" + self._shown)
         elif key != self._last_key:
-            self.stream.write(describe(status) + "\n")
-            self.stream.flush()
+            self._write("stream", describe(status) + "\n")
         self._last_key = key
 
     def log(self, line: str) -> None:
         if self.live and self._shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-        self.out.write(line if line.endswith("\n") else line + "\n")
-        self.out.flush()
+            self._write("stream", "\r\033[K")
+        self._write("out", line if line.endswith("\n") else line + "\n")
         if self.live and self._shown:
-            self.stream.write(self._shown)
-            self.stream.flush()
+            self._write("stream", self._shown)
 
     def close(self) -> None:
         if self.live and self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
+            self._write("stream", "\n")
             self._shown = ""
+
+
+def _silence(f: TextIO) -> TextIO:
+    """A sink for a stream whose reader is gone; its file descriptor is pointed at /dev/null too,
+    so the interpreter's last flush at exit does not fail on it."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, f.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return open(os.devnull, "w")

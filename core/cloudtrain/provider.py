@@ -201,7 +201,13 @@ class Provider(abc.ABC):
     # -- lifecycle -------------------------------------------------------------------
     def submit(self, job_or_rendered, *, secrets: Optional[Mapping[str, str]] = None) -> "Run":
         from .plugins import get_plugin_manager
-        rendered = job_or_rendered if isinstance(job_or_rendered, Rendered) else self.render(job_or_rendered)
+        if isinstance(job_or_rendered, Rendered):
+            rendered = job_or_rendered
+            if rendered.provider != self.name:
+                raise BadInput(f"this request was rendered for {rendered.provider!r}, not {self.name!r}; "
+                               f"render the job with provider={self.name!r}, or submit it to {rendered.provider!r}")
+        else:
+            rendered = self.render(job_or_rendered)
         if secrets is None:
             secrets = resolve_secrets(rendered.job)
         hook = get_plugin_manager().hook
