@@ -23,6 +23,7 @@ VENV=${CLOUDTRAIN_VENV:-.venv}
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -e '.[test]'
 
-export PATH="$PWD/$VENV/bin:$PATH"
-unset PYTHONUNBUFFERED
+# The venv is NOT put on PATH: cloudtrain must work from a venv that is not activated (the
+# Quickstart's case); tests that need a tool from the venv name it or set PATH themselves.
+unset PYTHONUNBUFFERED VIRTUAL_ENV
 exec "$VENV/bin/python" -m pytest -q "$@"
