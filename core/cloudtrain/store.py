@@ -110,12 +110,13 @@ class Store:
             db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
 
     def finish_job(self, job_id: str, state: str, *, message: str = "", exit_code: Optional[int] = None) -> bool:
-        """Move a job to a terminal state unless it already is in one; True if this call did it."""
+        """Move a job to a terminal state unless it already is in one; True if this call did it.
+        Its raw state becomes that state too (it said RUNNING or RESTARTING n while it ran)."""
         with self._connect() as db:
             cur = db.execute(
-                "UPDATE jobs SET state = ?, message = ?, exit_code = ?, ended_at = ?, nodes_up = 0 "
+                "UPDATE jobs SET state = ?, raw_state = ?, message = ?, exit_code = ?, ended_at = ?, nodes_up = 0 "
                 "WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
-                (state, message, exit_code, time.time(), job_id))
+                (state, state, message, exit_code, time.time(), job_id))
             return cur.rowcount == 1
 
     def get_job(self, job_id: str) -> Optional[Dict[str, Any]]:
