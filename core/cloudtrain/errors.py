@@ -60,6 +60,15 @@ class PlatformError(CloudtrainError):
         super().__init__(message + (f" (request id {request_id})" if request_id else ""))
 
 
+class MissingCredentials(PlatformError):
+    """The platform's SDK found no credentials at all (nothing was sent).  One shape on every
+    provider: ``no <platform> credentials found (looked in: <where>); <fix>``."""
+
+    def __init__(self, platform: str, looked_in: str, fix: str):
+        self.platform, self.looked_in, self.fix = platform, looked_in, fix
+        super().__init__(f"no {platform} credentials found (looked in: {looked_in}); {fix}")
+
+
 class JobNotFound(BadInput):
     pass
 

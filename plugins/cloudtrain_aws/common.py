@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
-from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
+from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Provider, Rendered
 
@@ -53,6 +53,38 @@ def hint_for(code: str) -> str:
     if code.startswith("Invalid") or code in ("ValidationException", "ValidationError", "MissingParameter"):
         return "fix the request (`cloudtrain render -p PROVIDER JOB.yaml` shows it)"
     return "see AWS's message above"
+
+
+def no_region(provider: str, job: Optional[JobSpec] = None, submit: bool = False) -> BadInput:
+    """No region anywhere boto3 looks.  botocore reads ``AWS_DEFAULT_REGION`` (not ``AWS_REGION``):
+    botocore/configprovider.py, ``'region': ('region', 'AWS_DEFAULT_REGION', None, None)``.  The
+    job-file option is named only when a job is at hand (submit: ``job`` or ``submit``), not on
+    status/logs/cancel/list."""
+    fix = (f"set providers.{provider}.region (or --set providers.{provider}.region=us-east-1), "
+           "AWS_DEFAULT_REGION, or a profile's region (aws configure)")
+    if job is not None:
+        return JobFileError(f"no AWS region: {fix}", **option_line(job, provider, "region"))
+    if submit:
+        return BadInput(f"no AWS region: {fix}")
+    return BadInput(f"no AWS region: export AWS_DEFAULT_REGION (e.g. us-east-1) or set a profile's region "
+                    f"(aws configure), or name the region in the handle: {provider}://REGION/NAME")
+
+
+def aws_credentials(session):
+    """The credentials of boto3's default chain, or ``MissingCredentials`` naming where it looked
+    (nothing is sent: botocore signs a request with them before sending it)."""
+    credentials = session.get_credentials()
+    if credentials is not None:
+        return credentials
+    core = getattr(session, "_session", session)  # boto3's Session wraps botocore's
+    profile = session.profile_name or "default"
+    files = " and ".join(os.path.expanduser(core.get_config_variable(v)) for v in ("credentials_file", "config_file"))
+    metadata = ("container and EC2 instance metadata" if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower()
+                != "true" else "container metadata, not EC2 instance metadata: AWS_EC2_METADATA_DISABLED=true")
+    raise MissingCredentials(
+        "AWS", f"AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile {profile!r} in {files}, {metadata}",
+        "run `aws configure` or `aws sso login`, set AWS_PROFILE to a profile that has them, or export "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 
 
 def parse_s3(uri: str) -> Tuple[str, str]:
@@ -195,16 +227,17 @@ class AwsProvider(Provider):
         with self._clients_lock:
             if key not in self._made:
                 session = self.session()
+                aws_credentials(session)
                 from botocore.exceptions import NoRegionError
                 try:
                     self._made[key] = session.client(service, region_name=region, config=self.retry_config())
-                except NoRegionError:
-                    raise BadInput(f"no AWS region: set providers.{self.name}.region, AWS_REGION or a "
-                                   "profile's region (aws configure)") from None
+                except NoRegionError:  # submit resolves the region first (region_of): no job here
+                    raise no_region(self.name) from None
             return self._made[key]
 
-    def region_of(self, region: Optional[str]) -> str:
-        """The region a job goes to (for its handle): the option, else boto3's default chain."""
+    def region_of(self, region: Optional[str], job: Optional[JobSpec] = None) -> str:
+        """The region a job goes to (for its handle): the option, else boto3's default chain;
+        ``job``: the job being submitted (the fix then names its option)."""
         if region:
             return region
         injected = next(iter(self.clients.values()), None)
@@ -212,8 +245,7 @@ class AwsProvider(Provider):
             return injected.meta.region_name
         found = self.session().region_name
         if not found:
-            raise BadInput(f"no AWS region: set providers.{self.name}.region, AWS_REGION or a profile's "
-                           "region (aws configure)")
+            raise no_region(self.name, job)
         return found
 
     @staticmethod
@@ -240,8 +272,9 @@ class AwsProvider(Provider):
             raise PlatformError(f"{what}: AWS refused: {code}: {message}; {hint_for(code)}",
                                 request_id=request_id) from None
         except NoCredentialsError:
-            raise PlatformError(f"{what}: no AWS credentials found; configure them (aws configure, aws sso login, "
-                                "AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") from None
+            aws_credentials(self.session())  # MissingCredentials: where boto3's chain looked
+            raise PlatformError(f"{what}: this client has no credentials to sign with (the default chain "
+                                "has some); give the client credentials") from None
         except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError) as exc:
             raise PlatformError(f"{what}: cannot reach AWS ({exc}) after retries; check the network, the "
                                 "region and AWS_ENDPOINT_URL") from None

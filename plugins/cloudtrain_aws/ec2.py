@@ -25,6 +25,7 @@ from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 
+from . import gpus
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, not_set, option_line, parse_s3,
                      require_secret_ids, spec_hash, strip_empty)
@@ -56,7 +57,7 @@ class Ec2Options(BaseModel):
     instance_type: Optional[str] = Field(None, description="EC2 instance type (default: resources.instance_type without ml., else m5.xlarge without GPUs)")
     instance_profile: Optional[str] = Field(None, description="IAM instance profile (name or ARN) with AmazonSSMManagedInstanceCore (needed to submit)")
     code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives; nodes fetch theirs with a presigned URL (needed to submit)")
-    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_REGION, the profile's region)")
+    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
     subnet_id: Optional[str] = Field(None, description="subnet of every node (needed for EFA)")
     security_group_ids: List[str] = Field(default_factory=list, description="security groups; nodes must reach each other on every port (a self-referencing rule)")
     key_name: Optional[str] = Field(None, description="EC2 key pair for your own ssh access")
@@ -101,8 +102,7 @@ class Ec2Provider(AwsProvider):
         if kind:
             return kind[3:] if kind.startswith("ml.") else kind
         if job.resources.gpus_per_node:
-            raise JobFileError("is not set and the job asks for GPUs; name an instance type with "
-                               f"{job.resources.gpus_per_node} GPUs, e.g. g5.12xlarge",
+            raise JobFileError(f"is not set and the job asks for GPUs; {gpus.suggest(job.resources.gpus_per_node)}",
                                **option_line(job, "ec2", "instance_type"))
         return "m5.xlarge"
 
@@ -318,7 +318,7 @@ class Ec2Provider(AwsProvider):
             if not getattr(options, field):
                 raise not_set(job, "ec2", field, example)
         require_secret_ids(job, "ec2", options.secrets_manager)
-        region = self.region_of(options.region)
+        region = self.region_of(options.region, job)
         digest = shipping.code_digest(job)
         spec = spec_hash(rendered, digest)
         name = job_name(job, spec)

@@ -21,6 +21,8 @@ from cloudtrain.job import JobSpec
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions
 
+from .common import aws_credentials, no_region
+
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 TOKEN_PREFIX = "k8s-aws-v1."
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
@@ -28,16 +30,14 @@ TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 class EksOptions(PodOptions):
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
-    region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_REGION, the profile)")
+    region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
 
 
 def eks_token(session, cluster: str, region: str) -> str:
     """A bearer token for ``cluster``: a presigned STS GetCallerIdentity URL (no request is sent)."""
     from botocore.signers import RequestSigner
     sts = session.client("sts", region_name=region)
-    credentials = session.get_credentials()
-    if credentials is None:
-        raise PlatformError("no AWS credentials found; configure them (aws configure, aws sso login, AWS_PROFILE)")
+    credentials = aws_credentials(session)
     signer = RequestSigner(sts.meta.service_model.service_id, region, "sts", "v4", credentials, session.events)
     url = signer.generate_presigned_url(
         {"method": "GET", "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
@@ -68,7 +68,10 @@ class EksProvider(KubeflowProvider):
         if not options.cluster:
             raise BadInput("providers.eks.cluster is not set; name the EKS cluster to run on "
                            "(aws eks list-clusters shows them)")
-        return {"cluster": options.cluster, "region": options.region or self._session().region_name}
+        region = options.region or self._session().region_name
+        if not region:  # target() is asked only by submit
+            raise no_region(self.name, submit=True)
+        return {"cluster": options.cluster, "region": region}
 
     def _session(self):
         boto3 = self.require_sdk("boto3")
@@ -85,8 +88,10 @@ class EksProvider(KubeflowProvider):
         cluster, region = target.get("cluster"), target.get("region")
         if not cluster or not region:
             raise BadInput("this eks job's cluster is unknown on this machine; run the command where it was "
-                           "submitted, or set AWS_REGION and submit again to attach")
+                           "submitted (cloudtrain remembers the cluster there), or submit the same job file here: "
+                           "submit attaches to the running job")
         session = self._session()
+        aws_credentials(session)  # before DescribeCluster, which botocore could not sign
         try:
             info = self._eks(region).describe_cluster(name=cluster)["cluster"]
         except ClientError as exc:

@@ -19,6 +19,7 @@ from cloudtrain.errors import JobFileError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 
+from . import gpus
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, fill, job_name, join_s3, not_set, option_line, parse_s3,
                      require_secret_ids, spec_hash, strip_empty)
@@ -43,7 +44,7 @@ class SageMakerOptions(BaseModel):
     role_arn: Optional[str] = Field(None, description="IAM role the job runs as (needed to submit), e.g. arn:aws:iam::123456789012:role/train")
     output_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the job's outputs: model.tar.gz holds what the job wrote to CLOUDTRAIN_OUTPUT_DIR (needed to submit)")
     code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives (default: <output_s3>/cloudtrain-code)")
-    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_REGION, the profile's region)")
+    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
     image: Optional[str] = Field(None, description="training image, e.g. an ECR URI (default: the job's image)")
     instance_type: Optional[str] = Field(None, description="ml.* instance type (default: resources.instance_type with ml. added, else ml.m5.xlarge without GPUs)")
     volume_gb: int = Field(30, ge=1, le=16384, description="EBS volume per instance, GiB")
@@ -101,8 +102,7 @@ class SageMakerProvider(AwsProvider):
         if kind:
             return kind if kind.startswith("ml.") else "ml." + kind
         if job.resources.gpus_per_node:
-            raise JobFileError("is not set and the job asks for GPUs; name an instance type with "
-                               f"{job.resources.gpus_per_node} GPUs, e.g. ml.g5.12xlarge",
+            raise JobFileError(f"is not set and the job asks for GPUs; {gpus.suggest(job.resources.gpus_per_node, 'ml.')}",
                                **option_line(job, "sagemaker", "instance_type"))
         return "ml.m5.xlarge"
 
@@ -243,7 +243,7 @@ class SageMakerProvider(AwsProvider):
         if not options.output_s3:
             raise not_set(job, "sagemaker", "output_s3", "s3://my-bucket/cloudtrain")
         require_secret_ids(job, "sagemaker", options.secrets_manager)
-        region = self.region_of(options.region)
+        region = self.region_of(options.region, job)
         digest = shipping.code_digest(job)
         spec = spec_hash(rendered, digest)
         targets = [DETECTOR, NODE_MODULE]

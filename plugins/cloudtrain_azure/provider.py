@@ -37,7 +37,7 @@ from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain import shipping, yamlio
-from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
+from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 
@@ -284,8 +284,9 @@ class AzureProvider(Provider):
 
     # -- clients -----------------------------------------------------------------------------
     def ml_client(self, subscription_id: Optional[str] = None, resource_group: Optional[str] = None,
-                  workspace: Optional[str] = None, config_file: Optional[str] = None):
-        """MLClient for a workspace given in full, or from the workspace's config.json."""
+                  workspace: Optional[str] = None, config_file: Optional[str] = None, submit: bool = False):
+        """MLClient for a workspace given in full, or from the workspace's config.json; ``submit``:
+        a job is at hand (a fix may name its options)."""
         if self.clients.get("ml_client") is not None:
             return self.clients["ml_client"]
         key = (subscription_id, resource_group, workspace, config_file)
@@ -296,8 +297,7 @@ class AzureProvider(Provider):
         credential = self.clients.get("credential")
         if credential is None:
             self.require_sdk("azure.identity")
-            from azure.identity import DefaultAzureCredential
-            credential = DefaultAzureCredential()
+            credential = _DefaultCredential()
         kwargs = dict(self.clients.get("client_kwargs") or {})
         kwargs.setdefault("show_progress", False)  # the upload's progress bar; the CLI has its own status line
         given = [v for v in (subscription_id, resource_group, workspace) if v]
@@ -311,9 +311,12 @@ class AzureProvider(Provider):
                 try:
                     client = MLClient.from_config(credential, path=config_file, **kwargs)
                 except Exception as exc:  # the SDK's ValidationException: no or bad config.json
-                    raise BadInput(f"no Azure ML workspace ({_first_line(exc)}); set providers.azure.subscription_id, "
-                                   "resource_group and workspace, or put the workspace's config.json (Azure portal > "
-                                   "the workspace > Download config.json) in this directory or one above it") from None
+                    config = ("put the workspace's config.json (Azure portal > the workspace > Download "
+                              "config.json) in this directory or one above it")
+                    raise BadInput(f"no Azure ML workspace ({_first_line(exc)}); " + (
+                        f"set providers.azure.subscription_id, resource_group and workspace, or {config}" if submit
+                        else f"{config} (a handle names it in full: azure://SUBSCRIPTION/RESOURCE_GROUP/WORKSPACE/NAME)"
+                    )) from None
         self._ml_clients[key] = client
         return client
 
@@ -354,7 +357,8 @@ class AzureProvider(Provider):
                            "azure-keyvault-secrets and the compute's managed identity, then drop it from `secrets`")
         if not job.code_path.is_dir():
             raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
-        ml = self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file)
+        ml = self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file,
+                            submit=True)
         spec = self.spec_hash(rendered)
         name = f"{job.name}-{spec[:10]}"
         existing = self._get(ml, name, missing_ok=True)
@@ -472,6 +476,53 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else text
 
 
+class _DefaultCredential:
+    """``DefaultAzureCredential`` that tells no credential anywhere (every credential of its chain
+    raised ``CredentialUnavailableError``: ``MissingCredentials``, raised while the first request
+    asks for a token, before it is sent) from one that was refused (``ClientAuthenticationError``)."""
+
+    def __init__(self):
+        from azure.identity import DefaultAzureCredential
+        self._chain = DefaultAzureCredential()
+        self._links = [_Link(c) for c in self._chain.credentials]
+        self._chain.credentials = tuple(self._links)
+
+    def get_token(self, *scopes, **kwargs):
+        from azure.core.exceptions import ClientAuthenticationError
+        for link in self._links:
+            link.unavailable = False
+        try:
+            return self._chain.get_token(*scopes, **kwargs)
+        except ClientAuthenticationError:
+            if not all(link.unavailable for link in self._links):
+                raise
+        raise MissingCredentials(
+            "Azure", "DefaultAzureCredential's " + ", ".join(type(link.credential).__name__ for link in self._links),
+            "sign in with `az login`, or export AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service "
+            "principal)")
+
+    def close(self) -> None:
+        self._chain.close()
+
+
+class _Link:
+    """One credential of the chain, noting whether it found nothing to use."""
+
+    def __init__(self, credential):
+        self.credential, self.unavailable = credential, False
+
+    def get_token(self, *scopes, **kwargs):
+        from azure.identity import CredentialUnavailableError
+        try:
+            return self.credential.get_token(*scopes, **kwargs)
+        except CredentialUnavailableError:
+            self.unavailable = True
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self.credential, name)
+
+
 @contextlib.contextmanager
 def _quiet_sdk():
     """azure-ai-ml logs a warning for every experimental class it touches (and its marshmallow
@@ -514,8 +565,8 @@ def _platform_errors(what: str, not_found: Optional[str] = "re-check the name"):
         with _quiet_sdk():
             yield
     except ClientAuthenticationError as exc:
-        raise PlatformError(f"Azure refused the credentials while {what}: {_first_line(exc)}; sign in with "
-                            "`az login`, or set AZURE_TENANT_ID/AZURE_CLIENT_ID/AZURE_CLIENT_SECRET "
+        raise PlatformError(f"Azure refused the credentials while {what}: {_first_line(exc)}; sign in again with "
+                            "`az login`, or fix AZURE_TENANT_ID/AZURE_CLIENT_ID/AZURE_CLIENT_SECRET "
                             "(DefaultAzureCredential)", request_id=_request_id(exc)) from None
     except ResourceNotFoundError as exc:
         if not_found is None:

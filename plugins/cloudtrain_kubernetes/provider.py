@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.errors import BadInput, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 
@@ -167,12 +167,14 @@ class KubernetesProvider(Provider):
             if target.get("kubeconfig") or target.get("context") or not _in_cluster():
                 import os  # KUBECONFIG read now, not when the client was imported
                 path = target.get("kubeconfig") or os.environ.get("KUBECONFIG") or "~/.kube/config"
+                if not target.get("kubeconfig"):
+                    no_kubeconfig(path)
                 return config.new_client_from_config(config_file=path, context=target.get("context"))
             config.load_incluster_config()
             return kubernetes.client.ApiClient()
         except (config.ConfigException, OSError) as exc:
-            raise PlatformError(f"cannot load the kubeconfig ({exc}); set providers.{self.name}.kubeconfig/context "
-                                "or KUBECONFIG") from None
+            raise PlatformError(f"cannot load the kubeconfig ({exc}); fix that file or its context, or name "
+                                "another with KUBECONFIG") from None
 
     def list_targets(self) -> List[Dict[str, Any]]:
         """The clusters ``list`` looks at: here, the kubeconfig's current context."""
@@ -460,6 +462,20 @@ class KubernetesProvider(Provider):
                                      meta["name"], message=message, nodes=self.node_count(obj),
                                      created_at=_ts(meta.get("creationTimestamp"))))
         return out
+
+
+def no_kubeconfig(path: str) -> None:
+    """``MissingCredentials`` when no file of ``path`` (``$KUBECONFIG``: ``:``-separated) exists
+    and this is no pod (the kubernetes client would find no cluster and no credentials)."""
+    import os
+    files = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
+    if any(os.path.exists(f) for f in files):
+        return
+    where = f"KUBECONFIG={path}: no such file" if os.environ.get("KUBECONFIG") else \
+        f"{path}: no such file, KUBECONFIG is not set"
+    raise MissingCredentials("Kubernetes", f"{where}, the in-cluster service account: not in a pod",
+                             "export KUBECONFIG=PATH of your cluster's kubeconfig (or write it to ~/.kube/config); "
+                             "`kubectl config current-context` checks it")
 
 
 def _in_cluster() -> bool:

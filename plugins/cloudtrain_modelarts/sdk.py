@@ -11,7 +11,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-from cloudtrain.errors import BadInput, MissingExtra, PlatformError
+from cloudtrain.errors import BadInput, MissingCredentials, MissingExtra, PlatformError
 
 EXTRA = "modelarts"
 INSTALL = "pip install 'cloudtrain[modelarts]'"
@@ -56,8 +56,10 @@ def credentials(provider: str, project_id: Optional[str] = None):
         except (SdkException, ValueError, TypeError, OSError):  # no profile file, or an unreadable one
             creds = None
     if creds is None or not isinstance(creds, BasicCredentials):
-        raise BadInput(f"no Huawei Cloud credentials: export {AK_ENV} and {SK_ENV} (an access key of an IAM user "
-                       f"allowed to use ModelArts), and {PROJECT_ENV} for the region's project")
+        profile = os.environ.get("HUAWEICLOUD_SDK_CREDENTIALS_FILE") or "~/.huaweicloud/credentials"
+        raise MissingCredentials("Huawei Cloud", f"{AK_ENV}/{SK_ENV}, {profile}",
+                                 f"export {AK_ENV} and {SK_ENV} (an access key of an IAM user allowed to use "
+                                 f"ModelArts), and {PROJECT_ENV} for the region's project")
     project = project_id or os.environ.get(PROJECT_ENV) or creds.project_id
     if project:
         creds.with_project_id(project)

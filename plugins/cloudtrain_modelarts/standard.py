@@ -252,8 +252,8 @@ class ModelartsProvider(Provider):
         options: ModelartsOptions = rendered.options
         job = rendered.job
         if not options.code_dir:
-            raise BadInput("providers.modelarts.code_dir is not set: ModelArts runs code from OBS and cloudtrain "
-                           "cannot upload it here (the OBS SDK, esdk-obs-python, is not installed). Stage the code "
+            raise BadInput("providers.modelarts.code_dir is not set: ModelArts runs code from OBS, and cloudtrain "
+                           "does not upload code to OBS. Stage the code "
                            "with `python -m cloudtrain_modelarts.stage JOB.yaml DIR`, copy DIR to OBS (obsutil cp -r "
                            "DIR obs://bucket/path/), and set providers.modelarts.code_dir: obs://bucket/path/DIR/")
         if not self.flavor(job, options) and not options.pool_id:

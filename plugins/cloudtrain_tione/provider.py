@@ -18,7 +18,7 @@ import warnings
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 from cloudtrain.secrets import MASK, Masker
@@ -46,8 +46,6 @@ FIXES = (
     ("RequestLimitExceeded", "too many requests: wait a moment and try again"),
     ("ClientNetworkError", f"cannot reach the TI-ONE API: check the network, the region, or {ENDPOINT_VAR}"),
     ("ServerNetworkError", f"the TI-ONE API answered with an HTTP error: check the region or {ENDPOINT_VAR}"),
-    ("ClientSideError", "no Tencent Cloud credentials: set TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY "
-                        "(or write ~/.tencentcloud/credentials)"),
 )
 
 
@@ -182,8 +180,14 @@ class TioneProvider(Provider):
             try:
                 cred = tc_credential.DefaultCredentialProvider().get_credential()
             except (TencentCloudSDKException, OSError) as exc:
-                if isinstance(exc, OSError):  # the TKE role provider, last in line, found no TKE_* variables
-                    exc = TencentCloudSDKException("ClientSideError", "no Tencent Cloud credentials found")
+                # OSError: the TKE role provider, last in line, found no TKE_* variables;
+                # ClientSideError: the chain's own "no valid credential" (nothing else raises it)
+                if isinstance(exc, OSError) or exc.get_code() == "ClientSideError":
+                    raise MissingCredentials(
+                        "Tencent Cloud", "TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, ~/.tencentcloud/credentials, "
+                        "/etc/tencentcloud/credentials, the CVM role at metadata.tencentyun.com, the TKE OIDC role "
+                        "from TKE_* variables", "export TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (an API key "
+                        "of a CAM user allowed to use TI-ONE), or write them to ~/.tencentcloud/credentials") from None
                 raise api_error(exc, "the credentials") from None
             finally:
                 socket.setdefaulttimeout(before)

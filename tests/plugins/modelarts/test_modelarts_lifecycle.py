@@ -8,7 +8,7 @@ import time
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
-from cloudtrain.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, PlatformError
+from cloudtrain.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, MissingCredentials, PlatformError
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
@@ -241,7 +241,7 @@ def test_nothing_is_sent_without_code_dir_or_credentials(tmp_path, ma, monkeypat
     with pytest.raises(BadInput, match=r"code_dir is not set.*python -m cloudtrain_modelarts.stage"):
         get_provider("modelarts").submit(job)
     monkeypatch.delenv("HUAWEICLOUD_SDK_AK")
-    with pytest.raises(BadInput, match="no Huawei Cloud credentials: export HUAWEICLOUD_SDK_AK"):
+    with pytest.raises(MissingCredentials, match=r"no Huawei Cloud credentials found \(looked in: .*\); export HUAWEICLOUD_SDK_AK"):
         get_provider("modelarts").submit(load_job(job_file(tmp_path)))
     assert ma.calls == []
 
