@@ -7,7 +7,7 @@ import statistics
 from collections import defaultdict
 from typing import Dict, List
 
-from benchlib import BIN, EXAMPLE, REPO, Row, Stats, base_env, find_torchx, ratio_of, rounds_order, show, \
+from benchlib import BIN, EXAMPLE, REPO, Row, Stats, base_env, compared, find_torchx, rounds_order, show, \
     time_command
 
 CLOUD_SDKS = ("boto3", "botocore", "azure", "kubernetes", "docker", "tencentcloud", "tencentcloud_sdk",
@@ -32,23 +32,25 @@ def run(ctx) -> List[Row]:
     subjects: Dict[str, tuple] = {}
     for p in providers:
         subjects[f"cloudtrain:{p}"] = ([f"{BIN}/cloudtrain", "render", "-p", p, JOB], REPO)
-    if torchx:
-        # kubernetes needs a queue (Volcano) and no workspace (else it builds a Docker image first).
-        subjects["torchx:kubernetes"] = ([torchx, "run", "--workspace", "", "--dryrun", "-s", "kubernetes",
-                                          "-cfg", "queue=default", "dist.ddp", "-j", "2x2", "--script",
-                                          "train.py"], EXAMPLE)
-        subjects["torchx:local_cwd"] = ([torchx, "run", "--dryrun", "-s", "local_cwd", "dist.ddp", "-j", "2x2",
-                                         "--script", "train.py"], EXAMPLE)
+    tx = torchx.exe or "torchx"
+    # kubernetes needs a queue (Volcano) and no workspace (else it builds a Docker image first).
+    anchors = {"torchx:kubernetes": ([tx, "run", "--workspace", "", "--dryrun", "-s", "kubernetes", "-cfg",
+                                      "queue=default", "dist.ddp", "-j", "2x2", "--script", "train.py"], EXAMPLE),
+               "torchx:local_cwd": ([tx, "run", "--dryrun", "-s", "local_cwd", "dist.ddp", "-j", "2x2",
+                                     "--script", "train.py"], EXAMPLE)}
+    failures: Dict[str, str] = {}
+    subjects.update(anchors)
+    if not torchx:
+        failures.update({name: torchx.failure for name in anchors})
 
     rounds = 5 if ctx.quick else 10
     samples: Dict[str, List[float]] = defaultdict(list)
-    failures: Dict[str, str] = {}
-    names = list(subjects)
+    names = [n for n in subjects if n not in failures]
     for name in names:  # warm-up (page cache, .pyc): not counted
         argv, cwd = subjects[name]
         _, code, _, err = time_command(argv, str(cwd), env)
         if code != 0:
-            failures[name] = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
+            failures[name] = why(code, err)
             ctx.log(f"  {name} failed (exit {code}): {failures[name]}")
     for r in range(rounds):
         for name in rounds_order([n for n in names if n not in failures], r):
@@ -56,34 +58,40 @@ def run(ctx) -> List[Row]:
             dt, code, _, err = time_command(argv, str(cwd), env)
             if code == 0:
                 samples[name].append(dt)
+            else:
+                failures[name] = why(code, err)
     for name in names:
         if samples[name]:
             ctx.log(f"  {name}: median {statistics.median(samples[name]):.3f}s "
                     f"({min(samples[name]):.3f}-{max(samples[name]):.3f})")
+    rows = cold_start_rows(providers, subjects, samples, failures)
+    rows.extend(import_check(ctx, env))
+    rows.append(sdk_check(ctx, env, providers))
+    return rows
 
+
+def why(code: int, err: str) -> str:
+    """A failed command in one line: its last line of error output, else its exit code."""
+    return err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
+
+
+def cold_start_rows(providers: List[str], subjects: Dict[str, tuple], samples: Dict[str, List[float]],
+                    failures: Dict[str, str]) -> List[Row]:
+    """One row per provider and TorchX scheduler: render's cold start against TorchX's dry run."""
     rows: List[Row] = []
     for p in providers:
         ours_name = f"cloudtrain:{p}"
         argv, cwd = subjects[ours_name]
-        ours = Stats(samples[ours_name]) if samples[ours_name] else None
-        if ours_name in failures:
-            rows.append(Row("cli-cold-start", f"`render -p {p}` cold start", [show(argv, cwd)], None,
-                            goal=f"≤ {GOAL} × TorchX", passed=False, note=f"render failed: {failures[ours_name]}"))
-            continue
+        ours = Stats(samples[ours_name]) if samples.get(ours_name) else None
         for alt_name in ("torchx:kubernetes", "torchx:local_cwd"):
-            if alt_name not in subjects:
-                rows.append(Row("cli-cold-start", f"`render -p {p}` vs {alt_name}", [show(argv, cwd)], ours,
-                                goal=f"≤ {GOAL} × TorchX", note="torchx not installed"))
-                continue
             alt_argv, alt_cwd = subjects[alt_name]
-            alt = Stats(samples[alt_name]) if samples[alt_name] else None
-            ratio = ratio_of(ours, alt)
-            rows.append(Row("cli-cold-start", f"CLI cold start: `render -p {p}` vs TorchX dry run "
-                            f"({alt_name.split(':')[1]})", [show(argv, cwd)], ours, [show(alt_argv, alt_cwd)], alt,
-                            ratio, f"≤ {GOAL} × TorchX", None if ratio is None else ratio <= GOAL,
-                            note=failures.get(alt_name, "")))
-    rows.extend(import_check(ctx, env))
-    rows.append(sdk_check(ctx, env, providers))
+            alt = Stats(samples[alt_name]) if samples.get(alt_name) else None
+            rows.append(compared("cli-cold-start", f"CLI cold start: `render -p {p}` vs TorchX dry run "
+                                 f"({alt_name.split(':')[1]})", [show(argv, cwd)], ours, [show(alt_argv, alt_cwd)],
+                                 alt, f"≤ {GOAL} × TorchX", lambda r: r <= GOAL,
+                                 failures=[failures[ours_name]] if ours_name in failures else [],
+                                 alt_failures=[failures[alt_name]] if alt_name in failures else [],
+                                 alt_name=f"TorchX ({alt_name.split(':')[1]})"))
     return rows
 
 
@@ -153,7 +161,7 @@ def sdk_check(ctx, env, providers: List[str]) -> Row:
         argv = [f"{BIN}/python3", "-X", "importtime", "-m", "cloudtrain", "render", "-p", p, JOB]
         _, code, _, err = time_command(argv, str(REPO), env)
         if code != 0:
-            found[p] = [f"render failed: {err.strip().splitlines()[-1] if err.strip() else code}"]
+            found[p] = [f"render failed: {why(code, err)}"]
             continue
         rows = parse_importtime(err)
         totals[p] = sum(c for _, c, depth, _ in rows if depth == 0) / 1000

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, Stats, base_env, cancel_submitted, find_torchx, \
-    join_notes, ratio_of, run_procs, show, store_times
+from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, RunResult, Stats, base_env, bin_first_on_path, \
+    cancel_submitted, find_torchx, run_procs, show, store_times
 from bench_launch import FIRST_STEP
 
 IMAGE = "cloudtrain/test-python:latest"
@@ -128,9 +128,10 @@ class DockerRuns(Rounds):
             return [Proc([f"{BIN}/cloudtrain", "submit", "-p", variant, "job.yaml"], str(workdir), env)]
         # TorchX: no workspace (else it builds an image of it on top of --image), the code
         # bind-mounted where cloudtrain's docker provider mounts it; everything else default.
-        return [Proc([self.torchx or "torchx", "run", "--workspace", "", "-s", "local_docker", "dist.ddp",
+        return [Proc([self.torchx.exe or "torchx", "run", "--workspace", "", "-s", "local_docker", "dist.ddp",
                       "-j", "2x2", "--image", IMAGE, "--mounts", f"type=bind,src={workdir},dst=/workspace",
-                      "--script", "/workspace/train.py", "--", "--epochs", "10"], str(workdir), env)]
+                      "--script", "/workspace/train.py", "--", "--epochs", "10"], str(workdir),
+                     bin_first_on_path(env))]
 
     def display(self, variant: str) -> List[str]:
         p = self.commands(variant, EXAMPLE, Path("/tmp/home"), Path("/tmp"))[0]
@@ -208,9 +209,9 @@ def _matches(pattern: str, text: str) -> bool:
 def torchx_dryrun(runs: DockerRuns) -> str:
     """Does TorchX's local_docker render the job with the local image, without pulling or building?"""
     if not runs.torchx:
-        return "torchx is not installed"
+        return f"torchx: {runs.torchx.failure}"
     env = base_env()
-    plain = subprocess.run([runs.torchx, "run", "--dryrun", "-s", "local_docker", "dist.ddp", "-j", "2x2",
+    plain = subprocess.run([runs.torchx.exe, "run", "--dryrun", "-s", "local_docker", "dist.ddp", "-j", "2x2",
                             "--script", "train.py"], cwd=str(EXAMPLE), env=env, capture_output=True, text=True,
                            timeout=120)
     argv = runs.commands("torchx", EXAMPLE, Path("/tmp/home"), Path("/tmp"))[0].argv
@@ -286,38 +287,27 @@ def _cell(st: Optional[Stats]) -> str:
 def rows(ctx, runs: DockerRuns, dry: str, left: Dict[str, List[str]], ours: List[str]) -> List[Row]:
     out: List[Row] = []
     wall = lambda s: s.wall  # noqa: E731
-    dk, lc = runs.stats("docker", wall), runs.stats("local", wall)
-    ratio = ratio_of(dk, lc)
-    out.append(Row("docker", "digits DDP 2x2 (nodes x procs), 10 epochs: wall time, `submit -p docker` vs "
-                   "`submit -p local`", runs.display("docker"), dk, runs.display("local"), lc, ratio,
-                   f"≤ {GOAL} × local", None if ratio is None else ratio <= GOAL,
-                   note=join_notes(runs.paired_note("docker", "local", wall), runs.failure_note("docker", "local"))))
+    out.append(runs.compared("docker", "digits DDP 2x2 (nodes x procs), 10 epochs: wall time, `submit -p docker` vs "
+                             "`submit -p local`", "docker", "local", wall, runs.display("docker"),
+                             runs.display("local"), f"≤ {GOAL} × local", lambda r: r <= GOAL))
     tx_note = ("TorchX pulls `--image` before every run (no registry here: the pull fails at once and it "
                "falls back to the local image), runs torchrun with c10d rendezvous, leaves its exited "
                "containers (removed by the benchmark) and polls the app's state once a second; " + dry)
-    if runs.torchx:
-        tx = runs.stats("torchx", wall)
-        out.append(Row("docker", "digits DDP 2x2: wall time, `submit -p docker` vs TorchX `local_docker` (same "
-                       "local image, code bind-mounted)", runs.display("docker"), dk, runs.display("torchx"), tx,
-                       ratio_of(dk, tx), "— (reference)", None,
-                       note=join_notes(runs.paired_note("docker", "torchx", wall), runs.failure_note("torchx"), tx_note)))
-    else:
-        out.append(Row("docker", "digits DDP 2x2: wall time vs TorchX `local_docker`", runs.display("docker"), dk,
-                       goal="— (reference)", note="not compared: torchx is not installed"))
+    out.append(runs.compared("docker", "digits DDP 2x2: wall time, `submit -p docker` vs TorchX `local_docker` "
+                             "(same local image, code bind-mounted)", "docker", "torchx", wall,
+                             runs.display("docker"), runs.display("torchx"), "— (reference)",
+                             alt_failures=[] if runs.torchx else [runs.torchx.failure], note=tx_note))
     first = lambda s: s.first_step  # noqa: E731
-    a, b = runs.stats("docker", first), runs.stats("local", first)
-    out.append(Row("docker", "digits DDP 2x2: time to first training step (`epoch 1/` line arrives), docker vs "
-                   "local", ["(same commands as above)"], a, ["(same commands as above)"], b, ratio_of(a, b),
-                   "— (reported)", None, note=runs.paired_note("docker", "local", first)))
+    out.append(runs.compared("docker", "digits DDP 2x2: time to first training step (`epoch 1/` line arrives), "
+                             "docker vs local", "docker", "local", first, ["(same commands as above)"],
+                             ["(same commands as above)"]))
     for what, x, y in (("`created_at` → `started_at`: every node started (docker: network, containers "
                         "created and started one after the other)", "created", "started"),
                        ("`started_at` → the job's first log line (in-node start-up)", "started", "first_line"),
                        ("the job's last log line → `ended_at` (nodes exit, clean-up)", "last_line", "ended")):
         fn = lambda s, x=x, y=y: s.span(x, y)  # noqa: E731
-        a, b = runs.stats("docker", fn), runs.stats("local", fn)
-        out.append(Row("docker", f"digits DDP 2x2: cloudtrain's own latency, docker vs local: {what}",
-                       ["(same command as above)"], a, ["(same command as above)"], b, ratio_of(a, b),
-                       "— (reported)", None))
+        out.append(runs.compared("docker", f"digits DDP 2x2: cloudtrain's own latency, docker vs local: {what}",
+                                 "docker", "local", fn, ["(same command as above)"], ["(same command as above)"]))
     leftovers = sum(s.leftovers for s in runs.samples.get("docker", []))
     all_left = left["containers"] + left["networks"]
     out.append(Row("docker", "no container or network labelled `cloudtrain.job` left (after each run's "

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, base_env, cancel_submitted, find_torchx, free_port, \
-    join_notes, ratio_of, rounds_order, run_procs, show, store_times
+from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, Torchx, base_env, bin_first_on_path, cancel_submitted, \
+    find_torchx, free_port, rounds_order, run_procs, show, store_times
 
 EPOCHS = "10"  # what examples/digits-ddp/job.yaml runs
 FIRST_STEP = r"epoch 1/\d+"
@@ -39,7 +39,7 @@ class Variant:
         return f"{self.nodes}x{self.procs}"
 
 
-def variants(torchx: Optional[str]) -> List[Variant]:
+def variants(torchx: Torchx) -> List[Variant]:
     out = []
     for nodes, procs in ((1, 2), (2, 1)):
         out.append(Variant(f"cloudtrain {nodes}x{procs}", "cloudtrain", nodes, procs))
@@ -70,16 +70,16 @@ def commands(v: Variant, workdir: Path, home: Path, torchx: Optional[str], port:
                       "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port, *tee,
                       "train.py", "--epochs", v.epochs], str(workdir), env)
                 for rank in range(v.nodes)]
-    argv = [torchx, "run", "-s", "local_cwd", "dist.ddp", "-j", v.shape]
+    argv = [torchx or "torchx", "run", "-s", "local_cwd", "dist.ddp", "-j", v.shape]
     if v.nodes > 1:
         argv += ["--rdzv_port", port]
-    return [Proc(argv + ["--script", "train.py", "--", "--epochs", v.epochs], str(workdir), env)]
+    return [Proc(argv + ["--script", "train.py", "--", "--epochs", v.epochs], str(workdir), bin_first_on_path(env))]
 
 
-def display(v: Variant, torchx: Optional[str]) -> List[str]:
+def display(v: Variant) -> List[str]:
     """The commands as a person types them, from examples/digits-ddp."""
     out = []
-    procs = commands(v, EXAMPLE, Path("/tmp/home"), torchx or "torchx", "$PORT")
+    procs = commands(v, EXAMPLE, Path("/tmp/home"), "torchx", "$PORT")
     for i, p in enumerate(procs):
         extra = {"CLOUDTRAIN_HOME": "$(mktemp -d)"} if v.tool == "cloudtrain" else None
         text = show(p.argv, EXAMPLE, extra).replace("'$PORT'", "$PORT").replace("'$(mktemp -d)'", "$(mktemp -d)")
@@ -121,7 +121,7 @@ class DDPRuns(Rounds):
         shutil.copytree(EXAMPLE, workdir, ignore=shutil.ignore_patterns("output", "__pycache__"))
         home = self.ctx.tmp / f"ddp-{self.counter}-home"
         (workdir / "tmp").mkdir()
-        procs = commands(v, workdir, home, self.torchx, str(free_port()))
+        procs = commands(v, workdir, home, self.torchx.exe, str(free_port()))
         started = time.time()
         result = run_procs(procs, TIMEOUT, on_timeout=lambda r: cancel_submitted(r, procs[0]))
         ok = result.ok and result.find(r"test_accuracy 0\.9") is not None
@@ -169,35 +169,27 @@ def run_overhead(ctx) -> List[Row]:
     for shape in ("1x2", "2x1"):
         ours_v = next(v for v in vs if v.name == f"cloudtrain {shape}")
         ref_v = next(v for v in vs if v.name == f"torchrun {shape}")
-        ours, ref = runs.stats(ours_v.name, "wall"), runs.stats(ref_v.name, "wall")
-        ratio = ratio_of(ours, ref)
-        rows.append(Row("launch-overhead", f"digits DDP {shape} (nodes x procs): wall time, cloudtrain vs bare "
-                        "torchrun", display(ours_v, runs.torchx), ours, display(ref_v, runs.torchx), ref, ratio,
-                        f"≤ {WALL_GOAL} × torchrun", None if ratio is None else ratio <= WALL_GOAL,
-                        note=join_notes(runs.paired_note(ours_v.name, ref_v.name, "wall"), runs.failure_note(ours_v.name, ref_v.name))))
-        tx_v = next((v for v in vs if v.name == f"torchx {shape}"), None)
-        if tx_v is not None:
-            tx = runs.stats(tx_v.name, "wall")
-            rows.append(Row("launch-overhead", f"digits DDP {shape}: wall time, cloudtrain vs TorchX "
-                            "(local_cwd, c10d rendezvous)", display(ours_v, runs.torchx), ours,
-                            display(tx_v, runs.torchx), tx, ratio_of(ours, tx), "— (reference)", None,
-                            note=join_notes(runs.paired_note(ours_v.name, tx_v.name, "wall"), runs.failure_note(tx_v.name))))
-        for alt_v in [ref_v] + ([tx_v] if tx_v else []):
-            a, b = runs.stats(ours_v.name, "first_step"), runs.stats(alt_v.name, "first_step")
-            rows.append(Row("launch-overhead", f"digits DDP {shape}: time to first training step "
-                            f"(`epoch 1/` line arrives), cloudtrain vs {alt_v.tool}",
-                            ["(same commands as above)"], a, ["(same commands as above)"], b, ratio_of(a, b),
-                            "— (reported)", None, note=runs.paired_note(ours_v.name, alt_v.name, "first_step")))
+        tx_v = Variant(f"torchx {shape}", "torchx", ours_v.nodes, ours_v.procs)
+        tx_failure = [] if runs.torchx else [runs.torchx.failure]
+        rows.append(runs.compared("launch-overhead", f"digits DDP {shape} (nodes x procs): wall time, cloudtrain vs "
+                                  "bare torchrun", ours_v.name, ref_v.name, "wall", display(ours_v),
+                                  display(ref_v), f"≤ {WALL_GOAL} × torchrun", lambda r: r <= WALL_GOAL))
+        rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: wall time, cloudtrain vs TorchX "
+                                  "(local_cwd, c10d rendezvous)", ours_v.name, tx_v.name, "wall", display(ours_v),
+                                  display(tx_v), "— (reference)", alt_failures=tx_failure))
+        for alt_v, failure in ((ref_v, []), (tx_v, tx_failure)):
+            rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: time to first training step "
+                                      f"(`epoch 1/` line arrives), cloudtrain vs {alt_v.tool}", ours_v.name,
+                                      alt_v.name, "first_step", ["(same commands as above)"],
+                                      ["(same commands as above)"], alt_failures=failure))
         tee_v = next((v for v in vs if v.tool == "torchrun-tee" and v.shape == shape), None)
         if tee_v is not None:
             for label, a_v, b_v in (("bare torchrun with the launcher's `--tee 3 --log-dir` vs without: what the "
                                      "per-rank log lines cost inside torchrun", tee_v, ref_v),
                                     ("cloudtrain vs bare torchrun with `--tee 3 --log-dir` (cloudtrain's overhead "
                                      "without torchrun's log tailer)", ours_v, tee_v)):
-                a, b = runs.stats(a_v.name, "wall"), runs.stats(b_v.name, "wall")
-                rows.append(Row("launch-overhead", f"digits DDP {shape}: wall time, {label}",
-                                display(a_v, runs.torchx), a, display(b_v, runs.torchx), b, ratio_of(a, b),
-                                "— (reported)", None, note=runs.paired_note(a_v.name, b_v.name, "wall")))
+                rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: wall time, {label}", a_v.name,
+                                          b_v.name, "wall", display(a_v), display(b_v)))
         for attr, what in (("to_nodes", "command start → the supervisor has started every node (store's `started_at`)"),
                            ("end_to_exit", "the job ended (store's `ended_at`) → `cloudtrain submit` exits")):
             st = runs.stats(ours_v.name, attr)
@@ -224,14 +216,9 @@ def run_throughput(ctx) -> List[Row]:
     for shape in ("1x2", "2x1"):
         ours_v = next(v for v in vs if v.tool == "cloudtrain" and v.shape == shape)
         ref_v = next(v for v in vs if v.tool == "torchrun" and v.shape == shape)
-        ours = runs.stats(ours_v.name, "steps_per_sec", "steps/s")
-        ref = runs.stats(ref_v.name, "steps_per_sec", "steps/s")
-        ratio = ratio_of(ours, ref)
-        rows.append(Row("throughput", f"digits DDP {shape}, {THROUGHPUT_EPOCHS} epochs: `steps_per_sec` printed by "
-                        "train.py (rank 0), under `cloudtrain launch` (via submit -p local) vs bare torchrun",
-                        display(ours_v, None), ours,
-                        display(ref_v, None), ref, ratio, f"≥ {THROUGHPUT_GOAL} × torchrun",
-                        None if ratio is None else ratio >= THROUGHPUT_GOAL,
-                        note=join_notes(runs.paired_note(ours_v.name, ref_v.name, "steps_per_sec"),
-                                        runs.failure_note(ours_v.name, ref_v.name))))
+        rows.append(runs.compared("throughput", f"digits DDP {shape}, {THROUGHPUT_EPOCHS} epochs: `steps_per_sec` "
+                                  "printed by train.py (rank 0), under `cloudtrain launch` (via submit -p local) vs "
+                                  "bare torchrun", ours_v.name, ref_v.name, "steps_per_sec", display(ours_v),
+                                  display(ref_v), f"≥ {THROUGHPUT_GOAL} × torchrun", lambda r: r >= THROUGHPUT_GOAL,
+                                  unit="steps/s"))
     return rows

@@ -81,9 +81,17 @@ class Row:
     goal: str = "—"                 # e.g. "≤ 0.5 × TorchX"
     passed: Optional[bool] = None   # None: informational row
     note: str = ""
+    failure: str = ""               # why the row could not be measured: FAIL, no ratio
+
+    def __post_init__(self) -> None:
+        if self.failure:  # a failed measurement is never a ratio, a PASS or a MISS
+            self.ratio, self.passed = None, False
+            self.note = join_notes(f"FAILED: {self.failure}", self.note)
 
     @property
     def result(self) -> str:
+        if self.failure:
+            return "**FAIL**"
         if self.passed is None:
             return "info"
         return "**PASS**" if self.passed else "**MISS**"
@@ -93,6 +101,27 @@ def ratio_of(a: Optional[Stats], b: Optional[Stats]) -> Optional[float]:
     if not a or not b or not a.samples or not b.samples or b.median == 0:
         return None
     return a.median / b.median
+
+
+def compared(bench: str, what: str, commands: List[str], value: Optional[Stats], alt_commands: List[str],
+             alt: Optional[Stats], goal: str = "— (reference)", meets: Optional[Callable[[float], bool]] = None,
+             failures: Sequence[str] = (), alt_failures: Sequence[str] = (), alt_name: str = "the alternative",
+             note: str = "", name: str = "cloudtrain") -> Row:
+    """A row that compares ``value`` with an anchor (TorchX, bare torchrun, boto3 alone): the ratio
+    of the medians, and PASS/MISS by ``meets(ratio)`` (informational without it). A run of either
+    side that failed, or a side with no samples, makes the row FAIL with the reason instead: a
+    ratio against a broken anchor (or over the runs that happened to work) measures nothing."""
+    why = [f"{who} failed: {', '.join(reasons)}" for who, reasons in ((alt_name, alt_failures), (name, failures))
+           if reasons]
+    if not why and not (alt and alt.samples):
+        why.append(f"{alt_name}: no measurement")
+    if not why and not (value and value.samples):
+        why.append(f"{name}: no measurement")
+    if why:
+        return Row(bench, what, commands, value, alt_commands, alt, goal=goal, note=note, failure="; ".join(why))
+    ratio = ratio_of(value, alt)
+    return Row(bench, what, commands, value, alt_commands, alt, ratio, goal,
+               None if meets is None or ratio is None else meets(ratio), note)
 
 
 # -- processes -----------------------------------------------------------------------------
@@ -112,12 +141,18 @@ SCRUB_NAMES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RA
 
 
 def base_env(**extra: str) -> Dict[str, str]:
-    """The environment every measured command gets: this shell's, less distributed-job variables,
-    with the interpreter's bin dir first on PATH (so `cloudtrain`, `torchrun` are not pyenv shims)."""
+    """The environment every measured command gets: this shell's, less distributed-job variables.
+    PATH stays as it is: commands run by their full path (``BIN``), and cloudtrain's local nodes
+    find the submitting interpreter's environment without it, as a user's unactivated venv does."""
     env = {k: v for k, v in os.environ.items() if not (SCRUB.match(k) or k in SCRUB_NAMES)}
-    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
     env.update(extra)
     return env
+
+
+def bin_first_on_path(env: Dict[str, str]) -> Dict[str, str]:
+    """``env`` with this interpreter's bin dir first on PATH: for TorchX, whose components run
+    ``torchrun`` by name (TorchX lives in a venv of its own, which has no torchrun)."""
+    return dict(env, PATH=BIN + os.pathsep + env.get("PATH", ""))
 
 
 @dataclass
@@ -351,13 +386,34 @@ class Rounds:
         p = self.paired(a, b, what)
         return f"per-round ratio of back-to-back runs: median {p.median_text()}, {p.range_text()}" if p else ""
 
-    def failure_note(self, *names: str) -> str:
-        return "; ".join(f"{n}: {len(self.failures[n])} failed run(s) ({', '.join(self.failures[n])})"
-                         for n in names if self.failures.get(n))
+    def compared(self, bench: str, what: str, a: str, b: str, attr, commands: List[str], alt_commands: List[str],
+                 goal: str = "— (reported)", meets: Optional[Callable[[float], bool]] = None, unit: str = "s",
+                 alt_failures: Sequence[str] = (), note: str = "") -> Row:
+        """The row comparing variant ``a`` with the anchor variant ``b`` on ``attr`` (see ``compared``)."""
+        return compared(bench, what, commands, self.stats(a, attr, unit), alt_commands, self.stats(b, attr, unit),
+                        goal, meets, failures=self.failures.get(a, []),
+                        alt_failures=list(alt_failures) + self.failures.get(b, []), alt_name=b,
+                        note=join_notes(self.paired_note(a, b, attr), note), name=a)
 
 
-# -- torchx --------------------------------------------------------------------------------
+# -- torchx ---------------------------------------------------------------------------------
 TORCHX_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cloudtrain-bench" / "torchx-venv"
+PARENT_PTH = "cloudtrain-bench-parent.pth"
+
+
+@dataclass
+class Torchx:
+    """TorchX, the suite's anchor for the CLI and launch benchmarks: its executable when
+    ``torchx --help`` runs, else why it is missing or broken (its rows then FAIL with that)."""
+
+    exe: Optional[str] = None
+    failure: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.exe) and not self.failure
+
+
+_torchx: Optional[Torchx] = None
 
 
 def torch_version(python: str = sys.executable) -> Optional[str]:
@@ -366,45 +422,138 @@ def torch_version(python: str = sys.executable) -> Optional[str]:
     return cp.stdout.strip() or None
 
 
-def find_torchx(log: Callable[[str], None], install: bool = True) -> Optional[str]:
-    """The torchx executable: $BENCH_TORCHX, else a torchx on PATH, else the suite's own venv.
+def site_dirs() -> List[str]:
+    """This interpreter's site-packages directories, as it sees them (a venv's own, and the
+    system's when the venv includes them)."""
+    return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages") and os.path.isdir(p)]
 
-    The venv (``--system-site-packages``, so it uses this interpreter's CPU torch) keeps
-    torchx's pins (urllib3<1.27, ...) and the kubernetes client out of the shared environment.
-    It is created on first use with `pip install torchx kubernetes`; the check below makes sure
-    that pip did not bring a different (CUDA) torch into it.
+
+def torchx_works(exe: str) -> str:
+    """'' when ``torchx --help`` runs, else why not (its last line of error output)."""
+    try:
+        cp = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`{exe} --help`: {exc}"
+    if cp.returncode == 0:
+        return ""
+    last = [x for x in cp.stderr.splitlines() if x.strip()][-1:] or [f"exit {cp.returncode}"]
+    return f"`torchx --help` exits {cp.returncode}: {last[0].strip()[:200]}"
+
+
+def install_torchx(log: Callable[[str], None]) -> str:
+    """Make the suite's TorchX venv; '' on success, else why it failed.
+
+    A plain venv whose ``.pth`` file appends this interpreter's site-packages (after the venv's
+    own): torchx and its pins live in the venv, torch, the example's scikit-learn and torchrun's
+    modules come from the environment under test. (`--system-site-packages` would not do: made
+    from a venv's python, it sees the *base* interpreter's packages, without this venv's torch.)
+    pip sees the appended packages as installed, so it installs only what torchx lacks.
     """
-    explicit = os.environ.get("BENCH_TORCHX")
-    if explicit:
-        return explicit
-    on_path = shutil.which("torchx")
-    if on_path:
-        return on_path
-    exe = TORCHX_VENV / "bin" / "torchx"
-    if exe.exists():
-        return str(exe)
-    if not install:
-        return None
-    log(f"installing torchx into {TORCHX_VENV} (once): python -m venv --system-site-packages; "
-        "pip install torchx kubernetes")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(TORCHX_VENV)], check=True)
-    pip = [str(TORCHX_VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
+    log(f"installing torchx into {TORCHX_VENV} (once): python -m venv; pip install torchx kubernetes")
+    shutil.rmtree(TORCHX_VENV, ignore_errors=True)
+    cp = subprocess.run([sys.executable, "-m", "venv", str(TORCHX_VENV)], capture_output=True, text=True)
+    if cp.returncode != 0:
+        return f"python -m venv {TORCHX_VENV} failed: {cp.stderr.strip()[-200:]}"
+    python = str(TORCHX_VENV / "bin" / "python")
+    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    Path(own, PARENT_PTH).write_text("".join(d + "\n" for d in site_dirs()))
     want = torch_version()
-    cp = subprocess.run(pip + ["torchx", "kubernetes"], capture_output=True, text=True)
-    got = torch_version(str(TORCHX_VENV / "bin" / "python"))
-    if cp.returncode != 0 or got != want:
-        log(f"pip install torchx changed torch ({want} -> {got}) or failed; retrying with --no-deps")
-        shutil.rmtree(TORCHX_VENV, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(TORCHX_VENV)], check=True)
-        subprocess.run(pip + ["--no-deps", "torchx"], check=True)
-        subprocess.run(pip + ["docstring-parser", "pyre-extensions", "tabulate", "kubernetes"], check=False)
-    return str(exe) if exe.exists() else None
+    cp = subprocess.run([python, "-m", "pip", "install", "-q", "torchx", "kubernetes"], capture_output=True,
+                        text=True)  # kubernetes: the kubernetes scheduler's dry run
+    if cp.returncode != 0:
+        return f"pip install torchx kubernetes failed: {cp.stderr.strip()[-300:]}"
+    got = torch_version(python)
+    if got != want:
+        return f"torch in the torchx venv is {got}, not this interpreter's {want}"
+    return ""
+
+
+def find_torchx(log: Callable[[str], None], install: bool = True) -> Torchx:
+    """TorchX: $BENCH_TORCHX, else a torchx on PATH, else the suite's own venv (made on first
+    use when ``install``); checked once per run with ``torchx --help``."""
+    global _torchx
+    if _torchx is not None:
+        return _torchx
+    exe = os.environ.get("BENCH_TORCHX") or shutil.which("torchx")
+    if exe:
+        failure = torchx_works(exe)
+    else:
+        exe = str(TORCHX_VENV / "bin" / "torchx")
+        failure = torchx_works(exe) if os.path.exists(exe) else "torchx is not installed"
+        if failure and install:  # missing, or a venv left broken by an earlier install: make it afresh
+            failure = install_torchx(log) or torchx_works(exe)
+    if failure:
+        log(f"torchx: FAILED: {failure}")
+    _torchx = Torchx(exe, failure)
+    return _torchx
 
 
 def package_version(name: str, python: str = sys.executable) -> Optional[str]:
     cp = subprocess.run([python, "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
                         capture_output=True, text=True)
     return cp.stdout.strip() or None
+
+
+# -- what the suite needs ------------------------------------------------------------------
+# (module the suite imports or runs, cloudtrain's extra that requires it, the distribution there)
+NEEDS = [("torch", "examples", "torch"), ("sklearn", "examples", "scikit-learn"),  # the digits job
+         ("boto3", "aws", "boto3"),                     # sagemaker-submit: the SageMaker provider
+         ("moto", "test", "moto"), ("flask", "test", "moto"), ("flask_cors", "test", "moto"),  # its double
+         ("docker", "docker", "docker")]                # docker: the docker provider
+
+
+def declared(requires: Sequence[str], extra: str, dist: str) -> str:
+    """``dist``'s requirement in ``extra`` among a distribution's ``Requires-Dist`` lines
+    (e.g. ``moto[server]>=5``), or ``dist`` alone when the extra does not name it."""
+    for line in requires:
+        spec, _, marker = line.partition(";")
+        m = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        name = re.match(r"[A-Za-z0-9._-]+", spec.strip())
+        if m and m.group(1) == extra and name and name.group(0).lower() == dist.lower():
+            return spec.strip()
+    return dist
+
+
+def missing_requirements() -> List[str]:
+    """pip requirements for what the suite needs and this interpreter lacks, as cloudtrain's
+    extras pin them (cloudtrain itself first when it is not installed)."""
+    import importlib.metadata
+    import importlib.util
+    try:
+        requires = importlib.metadata.requires("cloudtrain") or []
+        out = []
+    except importlib.metadata.PackageNotFoundError:
+        requires, out = [], [f"--editable={REPO}[{','.join(sorted({e for _, e, _ in NEEDS if e != 'test'}))}]"]
+    for module, extra, dist in NEEDS:
+        if importlib.util.find_spec(module) is None:
+            want = declared(requires, extra, dist)
+            if want not in out:
+                out.append(want)
+    return out
+
+
+def install_requirements(log: Callable[[str], None], install: bool = True) -> List[str]:
+    """pip-install what ``missing_requirements`` names into this interpreter's environment (or,
+    without ``install``, only say what to run); returns what is still missing."""
+    import importlib
+    missing = missing_requirements()
+    if not missing:
+        return []
+    argv = [sys.executable, "-m", "pip", "install", "-q", *missing]
+    line = " ".join(shlex.quote(a) for a in argv)
+    if not install:
+        log(f"the suite needs {', '.join(missing)}: {line}")
+        return missing
+    log(f"installing what the suite needs into {sys.prefix}: {line}")
+    cp = subprocess.run(argv, capture_output=True, text=True)
+    if cp.returncode != 0:
+        log(f"pip failed (exit {cp.returncode}): {cp.stderr.strip()[-500:]}")
+    importlib.invalidate_caches()
+    still = missing_requirements()
+    if still:
+        log(f"still missing: {', '.join(still)} (the benchmarks that need them will fail)")
+    return still
 
 
 # -- the machine ---------------------------------------------------------------------------

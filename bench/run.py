@@ -2,8 +2,14 @@
 """cloudtrain's benchmark suite: `python bench/run.py [--quick] [--only NAME ...]`.
 
 Runs the benchmarks of the registry below, prints one markdown table, and (on a run of the
-whole suite) writes it into docs/performance.md between `<!-- BENCH TABLE -->` and
+whole suite, --quick too) writes it into docs/performance.md between `<!-- BENCH TABLE -->` and
 `<!-- /BENCH TABLE -->`. Not part of the test run (no test_*.py files here).
+
+First it pip-installs into this interpreter's environment what the suite needs and lacks (the
+digits example's torch and scikit-learn, boto3, moto's server, the Docker SDK, as cloudtrain's
+extras pin them; --no-install only says what to run), and TorchX into a venv of its own.
+A row whose anchor (TorchX, bare torchrun, boto3 alone) or own runs failed is a **FAIL** with
+the reason, never a ratio; the suite then exits 1.
 
 Adding a benchmark: write `bench/bench_<topic>.py` with a function `run(ctx) -> list[Row]`
 (`benchlib.Row`: the commands measured, a `Stats` of samples for cloudtrain and for the
@@ -28,7 +34,8 @@ from typing import Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import REPO, Row, load_average, machine  # noqa: E402
+from benchlib import REPO, Row, find_torchx, install_requirements, load_average, machine, \
+    package_version  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,14 @@ def table(rows: List[Row]) -> str:
     return "\n".join(out)
 
 
+def summarize(rows: List[Row]) -> str:
+    passed = sum(1 for r in rows if r.passed)
+    failed = sum(1 for r in rows if r.failure)
+    missed = sum(1 for r in rows if r.passed is False) - failed
+    return (f"**{passed} PASS, {missed} MISS, {failed} FAIL** ({len(rows) - passed - missed - failed} "
+            "informational rows).")
+
+
 def report(ctx: Context, rows: List[Row], info: Dict[str, str], load_before: str, elapsed: float,
            errors: List[str]) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -112,9 +127,7 @@ def report(ctx: Context, rows: List[Row], info: Dict[str, str], load_before: str
             + (f", torchx {info['torchx']}" if info.get("torchx") else "")
             + f". Load average (1, 5, 15 min) before: {load_before}; after: {load_average()} "
             "(other work on the machine shows up as noise: compare the min – max ranges).")
-    passed = sum(1 for r in rows if r.passed)
-    missed = sum(1 for r in rows if r.passed is False)
-    summary = f"**{passed} PASS, {missed} MISS** ({len(rows) - passed - missed} informational rows)."
+    summary = summarize(rows)
     parts = [head, summary, table(rows)] + ctx.details
     if errors:
         parts.append("**Errors:**\n\n" + "\n".join(f"- {e}" for e in errors))
@@ -142,6 +155,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--docs", dest="docs", action="store_true", default=None,
                    help="write docs/performance.md even with --only")
     p.add_argument("--no-docs", dest="docs", action="store_false", help="do not write docs/performance.md")
+    p.add_argument("--no-install", action="store_true",
+                   help="do not pip-install what the suite lacks; say what to run instead")
     args = p.parse_args(argv)
     if args.list:
         for b in BENCHMARKS:
@@ -156,6 +171,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="cloudtrain-bench-"))
     ctx = Context(quick=args.quick, tmp=tmp, deadline=time.monotonic() + args.budget, selected=selected)
+    missing = install_requirements(ctx.log, install=not args.no_install)
+    if {"cli-cold-start", "launch-overhead", "docker"} & set(selected):  # their anchor
+        find_torchx(ctx.log, install=not args.no_install)
+    ctx.deadline = time.monotonic() + args.budget  # installing is not part of the budget
     load_before = load_average()
     info = machine()
     rows: List[Row] = []
@@ -172,18 +191,20 @@ def main(argv: Optional[List[str]] = None) -> int:
                 errors.append(f"{name}: {exc.__class__.__name__}: {exc}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    from benchlib import find_torchx, package_version
-    exe = find_torchx(ctx.log, install=False)
-    if exe:
-        info["torchx"] = package_version("torchx", str(Path(exe).parent / "python"))
+    torchx = find_torchx(ctx.log, install=False)
+    if torchx:
+        info["torchx"] = package_version("torchx", str(Path(torchx.exe).parent / "python"))
+    if missing:
+        errors.append(f"not installed: {', '.join(missing)}")
     elapsed = time.monotonic() - ctx.started
     text = report(ctx, rows, info, load_before, elapsed, errors)
     print(text)
     if write:
         write_docs(text)
         ctx.log(f"wrote the table into {DOCS.relative_to(REPO)}")
-    ctx.log(f"done in {elapsed:.0f} s")
-    return 1 if errors else 0
+    failed = [r for r in rows if r.failure]
+    ctx.log(f"done in {elapsed:.0f} s" + (f"; {len(failed)} rows FAILED" if failed else ""))
+    return 1 if errors or failed else 0
 
 
 if __name__ == "__main__":
