@@ -4,6 +4,7 @@ Standard library only (the benchmarks themselves import cloudtrain where they ne
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -397,7 +398,9 @@ class Rounds:
 
 
 # -- torchx ---------------------------------------------------------------------------------
-TORCHX_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cloudtrain-bench" / "torchx-venv"
+# one per tested environment: its .pth points into that environment (see install_torchx)
+TORCHX_VENV = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cloudtrain-bench"
+               / f"torchx-venv-{hashlib.sha1(sys.prefix.encode()).hexdigest()[:10]}")
 PARENT_PTH = "cloudtrain-bench-parent.pth"
 
 
