@@ -499,23 +499,29 @@ def package_version(name: str, python: str = sys.executable) -> Optional[str]:
 
 
 # -- what the suite needs ------------------------------------------------------------------
-# (module the suite imports or runs, cloudtrain's extra that requires it, the distribution there)
+# (module the suite imports or runs, cloudtrain's extra that requires it, the requirement when
+# that extra's own pin is unknown)
 NEEDS = [("torch", "examples", "torch"), ("sklearn", "examples", "scikit-learn"),  # the digits job
          ("boto3", "aws", "boto3"),                     # sagemaker-submit: the SageMaker provider
-         ("moto", "test", "moto"), ("flask", "test", "moto"), ("flask_cors", "test", "moto"),  # its double
+         ("moto", "test", "moto[server]"), ("flask", "test", "moto[server]"),  # its double
+         ("flask_cors", "test", "moto[server]"),
          ("docker", "docker", "docker")]                # docker: the docker provider
 
 
-def declared(requires: Sequence[str], extra: str, dist: str) -> str:
-    """``dist``'s requirement in ``extra`` among a distribution's ``Requires-Dist`` lines
-    (e.g. ``moto[server]>=5``), or ``dist`` alone when the extra does not name it."""
+def _name(spec: str) -> str:
+    m = re.match(r"[A-Za-z0-9._-]+", spec.strip())
+    return m.group(0).lower() if m else ""
+
+
+def declared(requires: Sequence[str], extra: str, default: str) -> str:
+    """The requirement of ``extra`` among a distribution's ``Requires-Dist`` lines that names
+    ``default``'s distribution (e.g. ``moto[server]>=5``), else ``default``."""
     for line in requires:
         spec, _, marker = line.partition(";")
         m = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
-        name = re.match(r"[A-Za-z0-9._-]+", spec.strip())
-        if m and m.group(1) == extra and name and name.group(0).lower() == dist.lower():
+        if m and m.group(1) == extra and _name(spec) == _name(default):
             return spec.strip()
-    return dist
+    return default
 
 
 def missing_requirements() -> List[str]:
@@ -523,14 +529,14 @@ def missing_requirements() -> List[str]:
     extras pin them (cloudtrain itself first when it is not installed)."""
     import importlib.metadata
     import importlib.util
+    extras = sorted({e for _, e, _ in NEEDS if e != "test"})
     try:
-        requires = importlib.metadata.requires("cloudtrain") or []
-        out = []
-    except importlib.metadata.PackageNotFoundError:
-        requires, out = [], [f"--editable={REPO}[{','.join(sorted({e for _, e, _ in NEEDS if e != 'test'}))}]"]
-    for module, extra, dist in NEEDS:
-        if importlib.util.find_spec(module) is None:
-            want = declared(requires, extra, dist)
+        requires, out, covered = importlib.metadata.requires("cloudtrain") or [], [], set()
+    except importlib.metadata.PackageNotFoundError:  # this checkout, with the extras it needs
+        requires, out, covered = [], [f"--editable={REPO}[{','.join(extras)}]"], set(extras)
+    for module, extra, default in NEEDS:
+        if extra not in covered and importlib.util.find_spec(module) is None:
+            want = declared(requires, extra, default)
             if want not in out:
                 out.append(want)
     return out

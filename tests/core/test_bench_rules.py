@@ -87,8 +87,8 @@ def test_what_the_suite_installs_is_what_cloudtrains_extras_pin(bench):
     lib = bench["benchlib"]
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     requires = [f'{spec}; extra == "{extra}"' for extra, specs in extras.items() for spec in specs]
-    for module, extra, dist in lib.NEEDS:
-        spec = lib.declared(requires, extra, dist)
+    for module, extra, default in lib.NEEDS:
+        spec = lib.declared(requires, extra, default)
         assert spec in extras[extra], (module, extra, spec)
     assert lib.declared(requires, "test", "moto") == "moto[server]>=5"
     assert lib.declared(requires, "examples", "torch") == "torch==2.13.0"
