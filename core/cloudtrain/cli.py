@@ -309,6 +309,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv and argv[0] == "launch":
         from .launch.main import main as launch_main
         return launch_main(argv[1:])
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        from .suggest import did_you_mean
+        hint = did_you_mean(argv[0], [*COMMANDS, "launch"]) or "; cloudtrain --help lists the commands"
+        print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     _print_warnings()
@@ -318,7 +323,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return COMMANDS[args.cmd](args)
     except CloudtrainError as exc:
-        print(f"cloudtrain: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # several problems: one line each
+            print(f"cloudtrain: error: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

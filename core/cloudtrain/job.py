@@ -12,6 +12,14 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from .errors import JobFileError
+
+# The providers cloudtrain's own plugins register.  A job file may carry a section for any of
+# them (a team's file serves users with different plugins installed); a section named after
+# none of them, and after no installed provider, is a misspelling.
+BUILTIN_PROVIDERS = ("local", "docker", "kubeflow", "kubeflow-trainer", "volcano", "sagemaker", "eks", "ec2",
+                     "azure", "tione", "modelarts", "modelarts-lite")
+
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -79,20 +87,15 @@ class SecretRef(Strict):
 class Network(Strict):
     """Fast-network settings; each provider maps them to its platform's presets."""
 
+    # a bare `on`/`off` in the job file is taken as written, not as YAML 1.1's boolean
     rdma: Literal["auto", "on", "off"] = Field("auto", description="RDMA / InfiniBand / EFA presets per provider")
-
-    @field_validator("rdma", mode="before")
-    @classmethod
-    def _yaml_booleans(cls, v):
-        # YAML 1.1 reads a bare `on`/`off` as a boolean: take it as the user meant it
-        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
 
 class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
     name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits, '-'; at most 63 characters")
-    code: str = Field(".", description="directory shipped to every node (relative to the job file)")
+    code: str = Field(".", description="directory shipped to every node (relative to the job file; from --set: to the current directory)")
     command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
     image: Optional[str] = Field(None, description="container image, for container-based providers")
     distribution: Distribution = Field(default_factory=Distribution)
@@ -162,8 +165,11 @@ class JobSpec(Strict):
 
     @property
     def code_path(self) -> Path:
-        """The code directory as an absolute path (relative to the job file)."""
-        base = self._source.path.parent if self._source and self._source.path else Path.cwd()
+        """The code directory as an absolute path: relative to the job file, or to the current
+        directory when ``--set code=...`` gave it (or there is no file)."""
+        source = self._source
+        from_file = source is not None and source.path is not None and source.override_of(("code",)) is None
+        base = source.path.parent if from_file else Path.cwd()
         return (base / self.code).resolve()
 
     @property
@@ -186,10 +192,15 @@ class JobSpec(Strict):
 
 
 class Source:
-    """Where a job came from, to point errors at a file, line and field."""
+    """Where a job came from, to point errors at a file, line and field (or at the ``--set``).
 
-    def __init__(self, path: Optional[Path], lines: Dict[tuple, int], overrides: Dict[str, Any]):
+    ``lines``: ``{path: line}``; ``overrides``: ``{"a.b": value}`` of ``--set``, ``raw``: their
+    text as given; ``texts``: scalars as written, ``{path: text}`` (see ``yamlio.Document``)."""
+
+    def __init__(self, path: Optional[Path], lines: Dict[tuple, int], overrides: Dict[str, Any], *,
+                 texts: Optional[Dict[tuple, str]] = None, raw: Optional[Dict[str, str]] = None):
         self.path, self.lines, self.overrides = path, lines, overrides
+        self.texts, self.raw = texts or {}, raw or {}
 
     def line_of(self, loc: tuple) -> Optional[int]:
         loc = tuple(loc)
@@ -199,9 +210,25 @@ class Source:
             loc = loc[:-1]
         return self.lines.get((), None)
 
-    def override_of(self, loc: tuple) -> Optional[str]:
+    def overrides_of(self, loc: tuple) -> List[str]:
+        """The ``--set`` keys that gave the value at ``loc``, or a part of it."""
         dotted = ".".join(str(p) for p in loc)
-        for key in self.overrides:
-            if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
-                return key
-        return None
+        return [key for key in self.overrides
+                if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + ".")]
+
+    def override_of(self, loc: tuple) -> Optional[str]:
+        keys = self.overrides_of(loc)
+        return keys[0] if keys else None
+
+    def error(self, message: str, loc: tuple = ()) -> JobFileError:
+        """A problem with the value at ``loc``: ``--set KEY=VALUE: field: message`` when a
+        ``--set`` gave it (each one, when several gave parts of it), else
+        ``file:line: field: message``."""
+        field = ".".join(str(p) for p in loc) or None
+        keys = self.overrides_of(loc)
+        if keys:
+            given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={self.raw[key]}")
+                             for key in keys)
+            return JobFileError(message, file=given, field=field)
+        return JobFileError(message, file=str(self.path) if self.path else None, line=self.line_of(loc),
+                            field=field)

@@ -1,58 +1,131 @@
-"""Reading job files: YAML with line numbers, ``--set`` overrides, errors that point at the line."""
+"""Reading job files: YAML with line numbers, ``--set`` overrides, errors that point at the line.
+
+A job file is read with ``yamlio.read`` (hostile YAML is refused, see there) and its scalars stay
+as written wherever the job wants a string (``fieldtypes.as_written``).  Every problem of a file
+is reported at once, one ``file:line: field: message`` line each.
+"""
 from __future__ import annotations
 
 import copy
+import json
+import os
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Type
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from . import yamlio
+from . import fieldtypes, yamlio
 from .errors import BadInput, JobFileError
-from .job import JobSpec, Source
+from .job import BUILTIN_PROVIDERS, JobSpec, Source
+from .suggest import did_you_mean
+
+MAX_JOB_FILE_BYTES = 1 << 20  # a job file is a few hundred bytes; anything this big is the wrong file
 
 
-def _index_lines(node, path: tuple = (), out: Optional[dict] = None) -> dict:
-    """``{(key, ...): line}`` for every mapping key and sequence item of a composed YAML tree."""
-    out = {} if out is None else out
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            out[path + (key,)] = key_node.start_mark.line + 1
-            _index_lines(value_node, path + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            out[path + (i,)] = item.start_mark.line + 1
-            _index_lines(item, path + (i,), out)
-    return out
+class JobFileProblems(JobFileError):
+    """Several job file problems at once, one ``file:line: field: message`` line each (the
+    attributes are the first one's)."""
+
+    def __init__(self, problems: "list[JobFileError]"):
+        self.problems = list(problems)
+        first = self.problems[0]
+        self.file, self.line, self.field, self.detail = first.file, first.line, first.field, first.detail
+        BadInput.__init__(self, "\n".join(str(p) for p in self.problems))
+
+    @staticmethod
+    def raise_all(problems: "list[JobFileError]") -> None:
+        """Raise the one problem, or all of them together; nothing when there is none."""
+        if len(problems) == 1:
+            raise problems[0]
+        if problems:
+            raise JobFileProblems(problems)
 
 
-def parse_yaml(text: str, filename: str) -> Tuple[Any, Dict[tuple, int]]:
+def read_job_text(path: Path) -> str:
+    """The job file's text: UTF-8, at most ``MAX_JOB_FILE_BYTES``; else ``BadInput`` naming it."""
+    shown = str(path)
     try:
-        node, data = yamlio.parse(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        raise JobFileError(f"invalid YAML: {exc.problem}", file=filename,
-                           line=mark.line + 1 if mark else None) from None
-    if node is None:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            small = stat.S_ISREG(st.st_mode) and st.st_size <= MAX_JOB_FILE_BYTES
+            raw = f.read() if small else f.read(MAX_JOB_FILE_BYTES + 1)  # (a fifo, /dev/zero: no size)
+    except FileNotFoundError:
+        raise BadInput(f"{shown}: no such file; check the path to the job file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{shown}: is a directory; give the job file in it, e.g. {path / 'job.yaml'}") from None
+    except OSError as exc:
+        raise BadInput(f"{shown}: cannot read the job file ({exc.strerror or exc.__class__.__name__}); "
+                       "check its permissions") from None
+    if len(raw) > MAX_JOB_FILE_BYTES:
+        raise BadInput(f"{shown}: larger than {MAX_JOB_FILE_BYTES >> 20} MiB, which no job file is; "
+                       "check the path to the job file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JobFileError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x}); is it a binary file? A job file "
+                           "is YAML text saved as UTF-8", file=shown, line=raw.count(b"\n", 0, exc.start) + 1) from None
+
+
+def parse_yaml(text: str, filename: str) -> yamlio.Document:
+    """The job file's one YAML document (a mapping), or a ``JobFileError`` at its line."""
+    try:
+        doc = yamlio.read(text)
+    except yamlio.YamlProblem as exc:
+        raise JobFileError(exc.message, file=filename, line=exc.line) from None
+    if doc.data is None:
         raise JobFileError("the file is empty; a job needs at least name and command", file=filename)
-    if not isinstance(data, dict):
-        raise JobFileError("the top level must be a mapping (name: ..., command: ...)", file=filename, line=1)
-    return data, _index_lines(node)
+    if not isinstance(doc.data, dict):
+        raise JobFileError("the top level must be a mapping (name: ..., command: ...)", file=filename,
+                           line=doc.lines.get(()) or 1)
+    return doc
 
 
-def parse_override(item: str) -> Tuple[str, Any]:
-    """``a.b=c`` -> ``("a.b", c)`` with ``c`` read as a YAML scalar (``4`` is a number)."""
+@dataclass
+class Override:
+    """One ``--set KEY=VALUE``: the value read as YAML (the same rules as a job file), the text
+    as given, and the texts of its scalars (for fields that take them as written)."""
+
+    key: str
+    value: Any
+    raw: str
+    texts: Dict[tuple, str] = field(default_factory=dict)
+
+    @property
+    def path(self) -> tuple:
+        return tuple(self.key.split("."))
+
+
+def parse_override(item: str) -> Override:
+    """``a.b=c`` -> ``Override("a.b", c)`` with ``c`` read as YAML (``4`` is a number, ``0755``
+    stays ``0755`` for a string field); text that is not valid YAML is taken as a string."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise BadInput(f"--set {item!r}: expected KEY=VALUE, e.g. --set distribution.nodes=4")
+    key = key.strip()
+    if not raw.strip():
+        return Override(key, "", raw)
     try:
-        value = yamlio.load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
+        doc = yamlio.read(raw)
+    except yamlio.YamlProblem as exc:
+        if exc.syntax:
+            return Override(key, raw, raw)
+        raise BadInput(f"--set {key}={raw}: {exc.message}") from None
+    if doc.duplicates:
+        path = ".".join(map(str, doc.duplicates[0][0]))
+        raise BadInput(f"--set {key}={raw}: {path} is given twice; give it once")
+    return Override(key, doc.data, raw, doc.texts)
+
+
+def _overrides(overrides) -> Dict[str, Override]:
+    if not overrides:
+        return {}
+    if isinstance(overrides, Mapping):
+        return {k: Override(k, v, v if isinstance(v, str) else json.dumps(v, default=str))
+                for k, v in overrides.items()}
+    parsed = [parse_override(item) for item in overrides]
+    return {o.key: o for o in parsed}
 
 
 def apply_overrides(data: dict, overrides: Mapping[str, Any]) -> dict:
@@ -70,13 +143,16 @@ def apply_overrides(data: dict, overrides: Mapping[str, Any]) -> dict:
     return data
 
 
-def describe_error(err: dict) -> str:
-    """One pydantic error as a short human phrase: ``must be ≥ 1, got 0``."""
+def describe_error(err: dict, model: Optional[type] = None, loc: tuple = ()) -> str:
+    """One pydantic error as a short human phrase: ``must be ≥ 1, got 0``.  With the ``model``
+    validated and the error's ``loc`` in it, an unknown field gets the nearest field's name."""
     kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
-        return "unknown field; check the spelling (cloudtrain schema lists every field)"
+        names = fieldtypes.field_names(model, loc[:-1]) if model is not None and loc else None
+        hint = did_you_mean(loc[-1], names) if names else ""
+        return f"unknown field{hint or '; check the spelling (cloudtrain schema lists every field)'}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         sym = {"greater_than_equal": "≥", "greater_than": ">", "less_than_equal": "≤", "less_than": "<"}[kind]
         bound = next(iter(ctx.values()))
@@ -93,54 +169,91 @@ def describe_error(err: dict) -> str:
     return msg
 
 
-def raise_validation(exc: ValidationError, source: Optional[Source], prefix: tuple = ()) -> None:
-    """Turn the first pydantic error into a ``JobFileError`` at its file, line and field."""
-    errors = exc.errors(include_url=False)
-    err = errors[0]
-    loc = prefix + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    field = ".".join(str(p) for p in loc) or None
-    message = describe_error(err)
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    filename = line = None
-    if source is not None:
-        override = source.override_of(loc)
-        if override is not None:
-            raise JobFileError(message, file=f"--set {override}",
-                               field=field if field != override else None) from None
-        filename = str(source.path) if source.path else None
-        line = source.line_of(loc)
-    raise JobFileError(message, file=filename, line=line, field=field) from None
+def validation_problems(exc: ValidationError, source: Optional[Source], prefix: tuple = (),
+                        model: Optional[type] = None) -> List[JobFileError]:
+    """Every pydantic error as a ``JobFileError`` at its file (or ``--set``), line and field."""
+    source = source or Source(None, {}, {})
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        problems.append(source.error(describe_error(err, model, loc), prefix + loc))
+    return problems
+
+
+def model_problems(model: Type[BaseModel], data: Any, source: Optional[Source],
+                   prefix: tuple = ()) -> Tuple[Optional[BaseModel], List[JobFileError]]:
+    """``(instance, [])``, or ``(None, problems)``; scalars stay as written where the model wants
+    text (``source.texts``)."""
+    if source is not None and source.texts:
+        data = fieldtypes.as_written(model, data, source.texts, prefix)
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        return None, validation_problems(exc, source, prefix, model)
 
 
 def validate_model(model: Type[BaseModel], data: Any, source: Optional[Source], prefix: tuple = ()):
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise_validation(exc, source, prefix)
+    """The validated model, or every problem raised together (``JobFileProblems``)."""
+    instance, problems = model_problems(model, data, source, prefix)
+    JobFileProblems.raise_all(sorted_problems(problems))
+    return instance
+
+
+def sorted_problems(problems: List[JobFileError]) -> List[JobFileError]:
+    """In the order of the file, the ``--set`` ones last."""
+    return sorted(problems, key=lambda p: ((p.file or "").startswith("--set "), p.line or 0))
+
+
+def provider_section_problems(data: dict, source: Source) -> List[JobFileError]:
+    """A ``providers.<name>`` section for no known provider (a misspelling): the known ones are
+    cloudtrain's own and whatever plugins are installed."""
+    sections = data.get("providers")
+    if not isinstance(sections, dict):
+        return []
+    unknown = [name for name in sections if name not in BUILTIN_PROVIDERS]
+    if not unknown:
+        return []
+    from .plugins import providers
+    known = sorted(set(BUILTIN_PROVIDERS) | set(providers()))
+    problems = []
+    for name in unknown:
+        if name not in known:
+            hint = did_you_mean(name, known) or ("; fix the name, or install the plugin that provides it "
+                                                 "(cloudtrain providers lists the installed ones)")
+            problems.append(source.error(f"unknown provider{hint}", ("providers", name)))
+    return problems
+
+
+def duplicate_problems(duplicates, source: Source) -> List[JobFileError]:
+    return [JobFileError(f"given twice in one mapping (also at line {first}); YAML would keep only this one: "
+                         "remove one", file=str(source.path) if source.path else None, line=line,
+                         field=".".join(map(str, path)))
+            for path, line, first in duplicates]
 
 
 def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None) -> JobSpec:
     """Read a job file; ``overrides`` is ``{"distribution.nodes": 4}`` or ``["distribution.nodes=4"]``."""
     path = Path(path)
-    shown = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{shown}: no such file; check the path to the job file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{shown}: cannot read the job file ({exc.__class__.__name__})") from None
-    data, lines = parse_yaml(text, shown)
-    return job_from_dict(data, path=path, lines=lines, overrides=overrides)
+    doc = parse_yaml(read_job_text(path), str(path))
+    return job_from_dict(doc.data, path=path, lines=doc.lines, overrides=overrides, texts=doc.texts,
+                         duplicates=doc.duplicates)
 
 
 def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[dict] = None,
-                  overrides=None) -> JobSpec:
-    if overrides and not isinstance(overrides, Mapping):
-        overrides = dict(parse_override(item) for item in overrides)
-    overrides = dict(overrides or {})
-    data = apply_overrides(copy.deepcopy(data), overrides)
-    source = Source(path, lines or {}, overrides)
-    job = validate_model(JobSpec, data, source)
+                  overrides=None, texts: Optional[Dict[tuple, str]] = None, duplicates=()) -> JobSpec:
+    """The job from data read from ``path`` (``lines``, ``texts``, ``duplicates``: what
+    ``yamlio.read`` found there) with ``overrides`` applied; raises every problem at once."""
+    parsed = _overrides(overrides)
+    data = apply_overrides(copy.deepcopy(data), {key: o.value for key, o in parsed.items()})
+    texts = dict(texts or {})
+    for o in parsed.values():
+        cut = len(o.path)
+        texts = {p: t for p, t in texts.items() if p[:cut] != o.path}
+        texts.update((o.path + rel, text) for rel, text in o.texts.items())
+    source = Source(path, lines or {}, {key: o.value for key, o in parsed.items()}, texts=texts,
+                    raw={key: o.raw for key, o in parsed.items()})
+    problems = duplicate_problems(duplicates, source) + provider_section_problems(data, source)
+    job, invalid = model_problems(JobSpec, data, source)
+    JobFileProblems.raise_all(sorted_problems(problems + invalid))
     job._source = source
     return job

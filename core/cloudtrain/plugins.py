@@ -167,7 +167,11 @@ def providers() -> Dict[str, ProviderInfo]:
 def get_provider_class(name: str) -> Type:
     registry = providers()
     if name not in registry:
+        from .suggest import did_you_mean
         known = ", ".join(registry) or "none"
+        hint = did_you_mean(name, registry)
+        if hint:
+            raise UnknownProvider(f"unknown provider {name!r}{hint} (installed providers: {known})")
         raise UnknownProvider(f"unknown provider {name!r}; installed providers: {known}. "
                               "Install its plugin (cloudtrain providers lists what is installed)")
     return registry[name].cls

@@ -75,7 +75,7 @@ def test_emulate_injects_another_platforms_environment(tmp_path):
 
 @pytest.mark.parametrize("args,text", [
     (["submit", "missing.yaml"], "missing.yaml: no such file"),
-    (["submit", "JOB", "--set", "distribution.nodes=0"], "--set distribution.nodes: must be ≥ 1, got 0"),
+    (["submit", "JOB", "--set", "distribution.nodes=0"], "--set distribution.nodes=0: distribution.nodes: must be ≥ 1, got 0"),
     (["submit", "-p", "nowhere", "JOB"], "unknown provider 'nowhere'; installed providers:"),
     (["submit", "JOB", "--emulate", "nowhere"], "unknown provider 'nowhere'"),
     (["validate", "JOB", "--set", "providers.local.bogus=1"], "providers.local.bogus: unknown field"),
