@@ -41,10 +41,17 @@ def node_command(job: JobSpec, platform: Optional[str] = None, python: str = "py
     return with_launcher_path(launch_argv(job, platform, python), launcher_dir)
 
 
+def launcher_path(launcher_dir: str = LAUNCHER_DIR) -> str:
+    """The shell assignment that puts ``launcher_dir`` first on ``PYTHONPATH`` and keeps the
+    image's own entries after it.  A container's environment replaces the image's variables
+    (Ascend/CANN images need their ``PYTHONPATH``), so the launcher's directory is always
+    prepended in the command, never set in a container's or request's environment."""
+    return f'PYTHONPATH={shlex.quote(launcher_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"'
+
+
 def with_launcher_path(argv: List[str], launcher_dir: str = LAUNCHER_DIR) -> str:
-    """``argv`` as one shell line that finds the shipped launcher (``launcher_dir`` first on
-    ``PYTHONPATH``, the image's own entries kept after it)."""
-    return f'PYTHONPATH={shlex.quote(launcher_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}" ' + shlex.join(argv)
+    """``argv`` as one shell line that finds the shipped launcher (see ``launcher_path``)."""
+    return launcher_path(launcher_dir) + " " + shlex.join(argv)
 
 
 def code_files(root: Path) -> Iterator[Tuple[str, Path]]:

@@ -10,7 +10,9 @@ Shipping the launcher: a ConfigMap
     The node's command is always the launcher, ``python3 -m cloudtrain.launch <launch args> --
     <command>``.  Its bundle (``cloudtrain.launch.bundle``: standard-library modules, ~45 KB,
     far below a ConfigMap's 1 MiB) is rendered as the ConfigMap ``<name>-launcher`` and mounted
-    read-only at ``/opt/cloudtrain`` with ``PYTHONPATH=/opt/cloudtrain``.  Chosen over an init
+    read-only at ``/opt/cloudtrain``; every container's command is a ``/bin/sh -c`` wrapper that
+    puts ``/opt/cloudtrain`` first on the image's own ``PYTHONPATH`` (never a container ``env``
+    entry: that would replace the image's, which Ascend/CANN images rely on).  Chosen over an init
     container because an init container needs an image that carries cloudtrain (none is
     published, and pulling one costs every pod a round trip), while the ConfigMap needs nothing
     but the job's own image with Python >= 3.8; it is created with the job in one step, shows
@@ -49,6 +51,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from cloudtrain.job import JobSpec
 from cloudtrain.secrets import MASK
+from cloudtrain.shipping import launcher_path
 
 LABEL_JOB = "cloudtrain.io/job"
 LABEL_PROVIDER = "cloudtrain.io/provider"
@@ -221,9 +224,13 @@ def launch_command(job: JobSpec, options: ManifestOptions) -> List[str]:
     return [options.python, "-m", "cloudtrain.launch", *platform, *job.launch_args(), "--", *job.argv]
 
 
-def _with_ssh(command: List[str], sshd: bool) -> List[str]:
-    """Wrap ``command`` in a shell that prepares ssh (and starts sshd) before exec'ing it."""
-    script = SSH_CLIENT_PREP + "; " + (SSHD_START + " && " if sshd else "") + 'exec "$@"'
+def node_shell(command: List[str], ssh: bool = False, sshd: bool = False) -> List[str]:
+    """``command`` run through a shell that prepends the launcher to the image's ``PYTHONPATH``
+    and, for mpirun, prepares the ssh client (``ssh``) and starts sshd (``sshd``) first."""
+    steps = ["export " + launcher_path(LAUNCHER_DIR)]
+    if ssh or sshd:
+        steps.append(SSH_CLIENT_PREP)
+    script = "; ".join(steps) + "; " + (SSHD_START + " && " if sshd else "") + 'exec "$@"'
     return ["/bin/sh", "-c", script, "cloudtrain-node", *command]
 
 
@@ -236,7 +243,6 @@ def env_list(job: JobSpec, options: ManifestOptions, extra: Optional[Mapping[str
         values.update(preset)
     values.update(job.env)
     values.update({
-        "PYTHONPATH": ":".join(filter(None, [LAUNCHER_DIR, job.env.get("PYTHONPATH")])),
         "CLOUDTRAIN_JOB_ID": object_name(job, options),
         "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
         "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
@@ -333,7 +339,7 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     """``kubeflow.org/v1`` PyTorchJob: Master (1) + Worker (nodes-1); each pod is one node."""
     d = job.distribution
     name = object_name(job, options)
-    cmd = launch_command(job, options)
+    cmd = node_shell(launch_command(job, options))
     port = [{"name": "pytorchjob-port", "containerPort": options.master_port, "protocol": "TCP"}]
     replicas = {"Master": 1, "Worker": d.nodes - 1}
     specs = {}
@@ -363,7 +369,7 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     d = job.distribution
     name = object_name(job, options)
     env = {"CLOUDTRAIN_KUBEFLOW_KIND": "MPIJob"}
-    launcher = container(job, options, "launcher", _with_ssh(launch_command(job, options), sshd=False),
+    launcher = container(job, options, "launcher", node_shell(launch_command(job, options), ssh=True),
                          compute=False, extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher"})
     worker = container(job, options, "worker", ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"],
                        extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "worker"})
@@ -383,7 +389,7 @@ def tf_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) ->
     """``kubeflow.org/v1`` TFJob: PS (ps) + Worker (nodes - ps); the operator's TF_CONFIG is used."""
     d = job.distribution
     name = object_name(job, options)
-    cmd = launch_command(job, options)
+    cmd = node_shell(launch_command(job, options))
     specs = {}
     for role, count in (("PS", job.ps), ("Worker", d.nodes - job.ps)):
         c = container(job, options, "tensorflow", cmd,
@@ -435,9 +441,8 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     name = object_name(job, options)
     tasks = volcano_tasks(job)
     ssh = d.type in ("mpi", "horovod") and d.nodes > 1
-    cmd = launch_command(job, options)
-    if ssh:  # node 0's mpirun/horovodrun reaches the others over ssh (keys: the `ssh` plugin)
-        cmd = _with_ssh(cmd, sshd=True)
+    # node 0's mpirun/horovodrun reaches the others over ssh (keys: the `ssh` plugin)
+    cmd = node_shell(launch_command(job, options), sshd=ssh)
     env = {"CLOUDTRAIN_VOLCANO_TASKS": ",".join(n for n, _ in tasks)}
     restart = job.max_restarts > 0
     out_tasks = []

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster
+from cloudtrain.shipping import launcher_path
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes.provider import VolcanoOptions, VolcanoProvider
 
@@ -128,7 +129,8 @@ class LiteOptions(VolcanoOptions):
 # -- the manifest (pure) ----------------------------------------------------------------------------
 def launch_line(job: JobSpec, options: LiteOptions) -> str:
     argv = [options.python, "-m", "cloudtrain.launch", "--platform", LITE, *job.launch_args(), "--", *job.argv]
-    return "exec " + " ".join(shlex.quote(a) for a in argv)
+    # the launcher goes in front of the image's PYTHONPATH (CANN images need theirs), see node_shell
+    return f"export {launcher_path(m.LAUNCHER_DIR)}; exec " + " ".join(shlex.quote(a) for a in argv)
 
 
 def start_line(job: JobSpec, options: LiteOptions) -> str:

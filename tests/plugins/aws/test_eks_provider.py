@@ -76,7 +76,9 @@ def test_rdma_on_asks_for_efa_devices_and_validates_against_the_crd(tmp_path):
     assert c["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1"}
     assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
-    assert c["command"][:5] == ["python3", "-m", "cloudtrain.launch", "--platform", "eks"]
+    # through the shell that prepends the launcher to the image's PYTHONPATH (issue 21 #1)
+    assert c["command"][:2] == ["/bin/sh", "-c"] and "PYTHONPATH" not in {e["name"] for e in c["env"]}
+    assert c["command"][4:9] == ["python3", "-m", "cloudtrain.launch", "--platform", "eks"]
     # the EKS detector builds on Kubeflow's: both ship in the launcher ConfigMap
     data = rendered.artifacts[0].content["data"]
     assert "cloudtrain_aws.eks_detect.py" in data and "cloudtrain_kubernetes.detect.py" in data

@@ -93,7 +93,7 @@ def test_every_manifest_passes_the_crd_schemas(provider, combo, type_, monkeypat
         assert spec["imagePullSecrets"] == [{"name": "regcred"}] and spec["tolerations"]
         for c in spec["containers"]:
             env = {e["name"]: e for e in c["env"]}
-            assert env["PYTHONPATH"]["value"] == "/opt/cloudtrain"
+            assert "PYTHONPATH" not in env  # prepended in the command instead (issue 21 #1)
             for name in job.secrets:  # by reference only
                 assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {
                     "name": "digits-secrets", "key": name}}}
@@ -227,6 +227,40 @@ def test_rdma_resources_capability_and_nccl_env():
     assert "securityContext" not in pods(workload(m.build_kubeflow(off, {"rdma_resource": "rdma/hca"})))["Master"][1]["containers"][0]
 
 
+IMAGE_PYTHONPATH = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages"
+
+
+@pytest.mark.parametrize("type_", ["ddp", "ps-worker", "ray", "mpi"])
+@pytest.mark.parametrize("provider", sorted(BUILDERS))
+def test_the_launcher_is_prepended_to_the_images_pythonpath(provider, type_, tmp_path):
+    """Issue 21 #1.  Kubernetes: "Environment variables that you define in a Pod's configuration
+    override any environment variables set in the container image" (kubernetes.io, Tasks > Inject
+    Data > Define Environment Variables for a Container); seed 001's manifest sets no PYTHONPATH,
+    which Ascend/CANN images set in their own ENV.  So no pod sets it: each command puts
+    /opt/cloudtrain in front of the image's value, as the tione/azure/modelarts/sagemaker
+    commands already do (`${PYTHONPATH:+:$PYTHONPATH}`)."""
+    import subprocess
+    for role, (_, spec) in pods(workload(BUILDERS[provider](make_job(type_)))).items():
+        (c,) = spec["containers"]
+        assert "PYTHONPATH" not in {e["name"] for e in c["env"]}, role
+        if "cloudtrain.launch" not in c["command"]:
+            continue  # an MPIJob worker runs sshd only; its ranks get PYTHONPATH through mpirun -x
+        shell, flag, script, name = c["command"][:4]
+        assert (shell, flag) == ("/bin/sh", "-c") and script.startswith("export PYTHONPATH=")
+        if "ssh" in script:
+            continue  # not run here: it would edit this machine's ssh config / start sshd
+        # the image's value is kept after the launcher's; without one, the launcher's alone
+        for image, expected in ((IMAGE_PYTHONPATH, "/opt/cloudtrain:" + IMAGE_PYTHONPATH), (None, "/opt/cloudtrain")):
+            env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": image} if image else {})}
+            out = subprocess.run([shell, flag, script, name, "printenv", "PYTHONPATH"], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            assert out.strip() == expected, (role, out)
+    # the job's own PYTHONPATH (its env) is still the user's to set
+    own = BUILDERS[provider](make_job(type_, env={"PYTHONPATH": "/work/lib"}))
+    (c,) = pods(workload(own))[next(iter(pods(workload(own))))][1]["containers"]
+    assert {"name": "PYTHONPATH", "value": "/work/lib"} in c["env"]
+
+
 def test_secrets_are_placeholders_and_references_only(monkeypatch):
     monkeypatch.setenv("CT_K8S_TEST_SECRET", SECRET_VALUE)
     job = make_job("mpi", secrets={"HF_TOKEN": {"from_env": "CT_K8S_TEST_SECRET"},
@@ -305,7 +339,7 @@ def test_the_validator_catches_schema_violations():
         lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", 2 ** 31),  # int32
         lambda o: o["spec"].__setitem__("nprocsPerNode", "2"),                    # unknown field (strict)
         lambda o: o["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"].append(
-            {"name": "PYTHONPATH", "value": "x"}),                                # list-map key duplicated
+            {"name": "CLOUDTRAIN_JOB_ID", "value": "x"}),                         # list-map key duplicated
         lambda o: o["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
                   "ports"][0].__setitem__("containerPort", "29500"),  # integer
     ):

@@ -238,6 +238,19 @@ def test_the_jobs_own_env_wins():
     assert env["HCCL_CONNECT_TIMEOUT"] == "7200"
 
 
+def test_the_launcher_is_prepended_to_the_images_pythonpath():
+    """Issue 21 #1: seed 001's manifest sets no PYTHONPATH (CANN images set theirs in the image,
+    and a container's env would replace it), so the start line prepends the launcher instead."""
+    import subprocess
+    container = pod_of(render(options={"routing": False})["Job"])["spec"]["containers"][0]
+    assert "PYTHONPATH" not in env_of(container)
+    line = container["command"][2]
+    export = line[line.index("export PYTHONPATH="):line.index("; exec ")]
+    out = subprocess.run(["/bin/bash", "-c", export + "; printenv PYTHONPATH"], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "/usr/local/Ascend/python"}, check=True).stdout
+    assert out.strip() == "/opt/cloudtrain:/usr/local/Ascend/python"
+
+
 # -- seed 001's constraints --------------------------------------------------------------------------
 def job_in(tmp_path, text=NPU_JOB, script=None, files=None):
     path = write_job(tmp_path, text + f"code: {tmp_path / 'code'}\n")
