@@ -106,6 +106,7 @@ class ManifestOptions:
     rdma_resource: Optional[str] = None              # network.rdma=on: default rdma/hca; auto: on iff set
     rdma_count: int = 1
     rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
+    rdma_device: bool = True                         # False: the nodes' RDMA needs no device plugin (Ascend: hccn.conf)
     queue: Optional[str] = None                      # Volcano queue (Volcano: default "default"; Kubeflow: gang scheduling)
     scheduler_name: str = "volcano"
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
@@ -155,7 +156,10 @@ def gib_quantity(gib: float) -> str:
 
 
 def rdma_enabled(job: JobSpec, options: ManifestOptions) -> bool:
-    """``on``: always; ``auto``: when the options name an RDMA resource; ``off``: never."""
+    """Does a pod ask for an RDMA device?  ``on``: always; ``auto``: when the options name an
+    RDMA resource; ``off``: never -- and never where the nodes' RDMA needs no device plugin."""
+    if not options.rdma_device:
+        return False
     return job.network.rdma == "on" or (job.network.rdma == "auto" and options.rdma_resource is not None)
 
 

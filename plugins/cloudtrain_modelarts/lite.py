@@ -239,7 +239,9 @@ class ModelartsLiteProvider(VolcanoProvider):
             plugins["configmap1980"] = ["--rank-table-version=v2"]
         plugins.update({k: list(v) for k, v in options.plugins.items()})
         annotations = {**(CABINET if options.routed() else {}), **options.pod_annotations}
-        return replace(mopts, volcano_plugins=plugins, pod_annotations=annotations,
+        # Ascend nodes reach each other over RoCE through the NPUs' own ports, configured by the
+        # mounted /etc/hccn.conf: seed 001's manifest asks for the NPUs only, no RDMA device.
+        return replace(mopts, volcano_plugins=plugins, pod_annotations=annotations, rdma_device=not ascend,
                        gpu_resource=options.npu_resource if ascend else options.gpu_resource,
                        node_selector={**(NPU_SELECTOR if ascend else {}), **options.node_selector})
 
@@ -250,6 +252,11 @@ class ModelartsLiteProvider(VolcanoProvider):
             file, line = _where(job, "distribution", "type")
             raise JobFileError(f"modelarts-lite runs torchrun on every pod ({', '.join(TYPES)}), not {d.type}; "
                                "use the volcano provider for other types", file=file, line=line, field="distribution.type")
+        if options.accelerator == "ascend" and options.rdma_resource:
+            file, line = _where(job, "providers", self.name, "rdma_resource")
+            raise JobFileError(f"Ascend nodes get RoCE through the mounted /etc/hccn.conf, not an RDMA device plugin "
+                               f"({options.rdma_resource} would keep the pods Pending); drop rdma_resource",
+                               file=file, line=line, field=f"providers.{self.name}.rdma_resource")
         if options.accelerator == "gpu" and options.routing:
             file, line = _where(job, "providers", self.name, "routing")
             raise JobFileError("ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend",

@@ -238,6 +238,26 @@ def test_the_jobs_own_env_wins():
     assert env["HCCL_CONNECT_TIMEOUT"] == "7200"
 
 
+def test_rdma_on_ascend_asks_for_the_npus_only(tmp_path):
+    """Issue 21 #2.  Seed 001's manifest (line 20) requests ``huawei.com/ascend-1980: "8"`` and
+    nothing else, and mounts ``/etc/hccn.conf`` ("驱动hccn配置"): Ascend nodes reach each other
+    over RoCE through the NPUs' own ports, with no RDMA device plugin (an ``rdma/hca`` request
+    keeps the pods Pending on a Lite pool).  network.rdma: on keeps the NPU network presets."""
+    for rdma in ("on", "auto", "off"):
+        container = pod_of(render(network={"rdma": rdma})["Job"])["spec"]["containers"][0]
+        assert container["resources"]["limits"] == {"huawei.com/ascend-1980": "8"}, rdma
+        assert container["resources"]["requests"] == {"huawei.com/ascend-1980": "8"}, rdma
+        assert "securityContext" not in container and "NCCL_IB_DISABLE" not in env_of(container)
+        assert {"name": "hccn", "mountPath": "/etc/hccn.conf"} in container["volumeMounts"]
+        assert env_of(container)["HCCL_CONNECT_TIMEOUT"] == "1800"
+    # GPU pools keep their RDMA device
+    gpu = pod_of(render(network={"rdma": "on"}, options={"accelerator": "gpu"})["Job"])["spec"]["containers"][0]
+    assert gpu["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/hca": "1"}
+    path = job_in(tmp_path)
+    with pytest.raises(JobFileError, match=r"rdma_resource: Ascend nodes get RoCE through the mounted /etc/hccn.conf"):
+        get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.rdma_resource": "rdma/hca"}))
+
+
 def test_the_launcher_is_prepended_to_the_images_pythonpath():
     """Issue 21 #1: seed 001's manifest sets no PYTHONPATH (CANN images set theirs in the image,
     and a container's env would replace it), so the start line prepends the launcher instead."""
