@@ -11,8 +11,13 @@ Where SageMaker says where a node stands, in the order read here:
    path, for tests);
 3. the toolkit's ``SM_HOSTS`` (a JSON list) and ``SM_CURRENT_HOST``.
 
-``SM_CURRENT_HOST_RANK`` (toolkit) wins over the index of the current host in the host list, so
-that emulated nodes sharing one address still know their rank.  SageMaker gives no master port:
+Node ranks follow the host list sorted lexicographically (``algo-1, algo-10, algo-11, algo-2``),
+as SageMaker's own drivers rank them: the SDK's ``scripts/environment.py`` exports
+``SM_HOSTS = sorted(hosts)`` and ``SM_CURRENT_HOST_RANK = sorted(hosts).index(current_host)``,
+and the training toolkit's ``torch_distributed.py`` uses ``hosts.index(current_host)`` on
+resourceconfig.json's ``hosts``, which SageMaker writes "sorted lexicographically"
+(``environment.py``); the master is the first of them.  ``SM_CURRENT_HOST_RANK`` (toolkit) wins
+when it is set, so that emulated nodes sharing one address still know their rank.  SageMaker gives no master port:
 the SageMaker SDK's drivers use 7777, and so does cloudtrain unless ``SM_MASTER_PORT`` says
 otherwise.  Outputs go to ``SM_MODEL_DIR``, else ``/opt/ml/model`` (uploaded to S3 as
 ``model.tar.gz`` when the job ends).
@@ -60,6 +65,7 @@ def detect_sagemaker(environ):
         return None
     if not hosts:
         raise ValueError("SageMaker's resource config lists no hosts")
+    hosts = sorted(hosts)
     rank = env_int(environ, "SM_CURRENT_HOST_RANK")
     if rank is None:
         if current not in hosts:

@@ -350,17 +350,21 @@ class SageMakerProvider(AwsProvider):
         """SageMaker's node environment as its training toolkit exports it: the content of
         resourceconfig.json in ``SM_RESOURCE_CONFIG`` and the ``SM_*`` variables derived from it."""
         cluster = cluster or Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
-        hosts = list(cluster.hosts)
+        current = cluster.hosts[node_index]
+        # SageMaker lists the hosts sorted lexicographically and ranks nodes in that order
+        # (see detect.py); emulated nodes sharing one address keep their index as their rank.
+        hosts = sorted(cluster.hosts)
+        rank = hosts.index(current) if len(set(hosts)) == len(hosts) else node_index
         options = job.providers.get("sagemaker") or {}
         kind = options.get("instance_type") or job.resources.instance_type or "ml.m5.xlarge"
         kind = kind if kind.startswith("ml.") else "ml." + kind
-        config = {"current_host": hosts[node_index], "current_instance_type": kind, "current_group_name": "homogeneousCluster",
+        config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
                   "hosts": hosts}
         env = {
             "SM_RESOURCE_CONFIG": json.dumps(config),
             "SM_HOSTS": json.dumps(hosts),
-            "SM_CURRENT_HOST": hosts[node_index],
-            "SM_CURRENT_HOST_RANK": str(node_index),
+            "SM_CURRENT_HOST": current,
+            "SM_CURRENT_HOST_RANK": str(rank),
             "SM_HOST_COUNT": str(len(hosts)),
             "SM_CURRENT_INSTANCE_TYPE": kind,
             "SM_MASTER_ADDR": hosts[0],

@@ -4,6 +4,7 @@ A provider registered under a name here must detect every case exactly.  Test do
 implement a platform's semantics are mapped to it in SEMANTICS, so the cases run today even
 before the platform's own plugin exists.
 """
+import json
 
 CASES = {
     # Seed 000, TI-ONE DDP mode: WORLD_SIZE counts *nodes* and RANK is the *node* index.
@@ -85,6 +86,18 @@ CASES = {
          {"node_rank": 2, "num_nodes": 3, "master_addr": "algo-1", "master_port": 7777, "nproc_per_node": 8,
           "hosts": ["algo-1", "algo-2", "algo-3"], "output_dir": "/opt/ml/model",
           "env": {"NCCL_SOCKET_IFNAME": "eth0"}}),
+        # Issue 21 #9: ranks follow the hosts sorted lexicographically, as SageMaker's drivers
+        # rank them -- sagemaker-python-sdk src/sagemaker/modules/train/container_drivers/scripts/
+        # environment.py set_env(): SM_HOSTS = sorted(hosts), SM_CURRENT_HOST_RANK =
+        # sorted_hosts.index(current_host); sagemaker-training-toolkit torch_distributed.py:
+        # --node_rank hosts.index(current_host), resourceconfig.json's hosts being "sorted
+        # lexicographically" (environment.py read_resource_config).  algo-10 is rank 1 of 11.
+        ({"SM_RESOURCE_CONFIG": json.dumps({"current_host": "algo-10", "hosts": ["algo-%d" % i for i in range(1, 12)],
+                                            "network_interface_name": "eth0"})},
+         {"node_rank": 1, "num_nodes": 11, "master_addr": "algo-1", "master_port": 7777,
+          "hosts": sorted("algo-%d" % i for i in range(1, 12))}),
+        ({"SM_HOSTS": '["algo-2", "algo-1"]', "SM_CURRENT_HOST": "algo-1"},
+         {"node_rank": 0, "num_nodes": 2, "master_addr": "algo-1", "hosts": ["algo-1", "algo-2"]}),
         ({"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_MASTER_ADDR": "algo-1",
           "SM_MASTER_PORT": "7777", "SM_NUM_GPUS": "0", "SM_MODEL_DIR": "/opt/ml/model", "SM_HOST_COUNT": "2"},
          {"node_rank": 1, "num_nodes": 2, "master_addr": "algo-1", "master_port": 7777, "nproc_per_node": None,
