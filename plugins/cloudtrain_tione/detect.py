@@ -30,6 +30,9 @@ PLATFORM = "tione"
 # RDMA flag): the port of cloudtrain's liveness channel, and whether RDMAConfig was enabled.
 PORT_VAR = "CLOUDTRAIN_MASTER_PORT"
 RDMA_VAR = "CLOUDTRAIN_TIONE_RDMA"
+# The job's node count, for Ray mode: seed 000's Ray table gives HEAD_ADDR, HEAD_PORT and RANK
+# only, so without NODE_LIST a node could not tell how many nodes the cluster has.
+NODES_VAR = "CLOUDTRAIN_TIONE_NODES"
 RAY_HEAD_PORT = 6379
 PS_PORT = 2222
 MPI_HOSTFILE = "/etc/mpi/hostfile"
@@ -244,7 +247,8 @@ def _ray(environ: Mapping[str, str]) -> Topology:
     head, port = environ["HEAD_ADDR"], env_int(environ, "HEAD_PORT") or RAY_HEAD_PORT
     rank = env_int(environ, "RANK", "INDEX") or 0
     hosts = _node_list(environ)
-    num_nodes = len(hosts) or rank + 1  # the Ray table gives no node count; NODE_LIST does
+    # the Ray table gives no node count; NODE_LIST does when present, else the provider's Envs
+    num_nodes = len(hosts) or env_int(environ, NODES_VAR) or rank + 1
     env: Dict[str, str] = {"RAY_ADDRESS": "%s:%d" % (head, port)}
     return Topology(
         platform=PLATFORM,

@@ -25,7 +25,7 @@ from cloudtrain.secrets import MASK, Masker
 from cloudtrain.shipping import code_digest
 
 from . import request as rq
-from .detect import NCCL_PRESET, PORT_VAR, PS_PORT, RDMA_VAR
+from .detect import NCCL_PRESET, NODES_VAR, PORT_VAR, PS_PORT, RDMA_VAR
 from .options import TioneOptions
 
 ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
@@ -386,7 +386,10 @@ class TioneProvider(Provider):
                                            "environment": "cloud"})
             env[PORT_VAR] = str(cluster.master_port)
         elif mode == "RAY":
-            env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index)})
+            # seed 000's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
+            del env["NODE_LIST"]
+            env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
+                        NODES_VAR: str(nodes)})
         else:
             env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
                         "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})

@@ -17,7 +17,7 @@ from cloudtrain.job import JobSpec
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
 
-from .detect import PORT_VAR, RDMA_VAR
+from .detect import NODES_VAR, PORT_VAR, RDMA_VAR
 from .options import TioneOptions
 
 PROVIDER = "tione"
@@ -230,6 +230,8 @@ def envs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict
         own["CLOUDTRAIN_ENV_NAMES"] = names
     if training_mode(job, options) in ("MPI", "HOROVOD", "PS_WORKER"):
         own[PORT_VAR] = str(options.master_port)
+    if training_mode(job, options) == "RAY":
+        own[NODES_VAR] = str(job.distribution.nodes)
     if rdma:
         own[RDMA_VAR] = "1"
     out += [{"Name": k, "Value": v} for k, v in own.items() if k not in job.env]

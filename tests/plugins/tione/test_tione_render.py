@@ -118,6 +118,10 @@ def test_ray_head_and_workers_and_the_head_only_command():
     assert [(r["Role"], r["InstanceNum"]) for r in c["ResourceConfigInfos"]] == [("HEAD", 1), ("WORKER", 2)]
     # TI-ONE starts Ray and runs the command on the head: the launcher must not start Ray again
     assert "--type none --nproc-per-node 1 -- python job.py" in c["StartCmdInfo"]["StartCmd"]
+    # Issue 21 #4: seed 000's Ray table (lines 75-78) gives HEAD_ADDR, HEAD_PORT and RANK only --
+    # no node count -- so the request tells every node how many there are
+    assert envs(c)["CLOUDTRAIN_TIONE_NODES"]["Value"] == "3"
+    assert "CLOUDTRAIN_TIONE_NODES" not in envs(render())
     assert render(distribution={"type": "ray", "nodes": 1})["ResourceConfigInfos"] == [
         {"Role": "HEAD", "InstanceType": "TI.S.LARGE.POST", "InstanceNum": 1}]
 
