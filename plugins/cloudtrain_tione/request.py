@@ -165,8 +165,21 @@ def is_hcc(job: JobSpec, options: TioneOptions) -> bool:
     return "HCC" in (instance_type(job, options) or "").upper()
 
 
+# Why RDMA is a resource-group feature here (issue 21 #5): seed 000 line 94 puts "a resource
+# group holding at least 2 RDMA-capable high-performance GPU nodes" first among RDMA's
+# prerequisites, and the SDK's ResourceConfigInfo.InstanceType lists the pay-as-you-go
+# ("for后付费") specs -- TI.S.*, TI.GN10 (V100), TI.GN7 (T4) -- none of them RDMA-capable.
+# Neither the API reference nor the SDK model (RDMAConfig.Enable: "是否开启RDMA") says that
+# RDMAConfig is honoured with ChargeType POSTPAID_BY_HOUR, so cloudtrain never sends it there.
+POSTPAID_RDMA = ("TI-ONE gives RDMA to a resource group (prepaid) holding at least 2 RDMA-capable 8-GPU nodes "
+                 "(its RDMA guide's first prerequisite); pay-as-you-go instances (instance_type) list no RDMA "
+                 "type and the API does not document RDMAConfig for them")
+
+
 def rdma_setting(job: JobSpec, options: TioneOptions) -> Optional[bool]:
-    """RDMAConfig.Enable for every resource config (None: leave it to the platform)."""
+    """RDMAConfig.Enable for every resource config (None: leave it out of the request)."""
+    if not options.resource_group:
+        return None  # POSTPAID_RDMA
     eligible = job.distribution.nodes >= 2 and gpus_per_node(job, options) == 8
     mode = job.network.rdma
     if mode == "on":
@@ -335,12 +348,19 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
                         f"TI-ONE gives RDMA to jobs of at least 2 nodes with 8 GPUs each (whole HCC machines); this "
                         f"job has {d.nodes} node(s) x {gpus:g} GPU(s): set distribution.nodes >= 2 and "
                         "resources.gpus_per_node: 8, or network.rdma: auto")
+    if job.network.rdma == "on" and not options.resource_group:
+        raise job_error(job, ("network", "rdma"),
+                        f"{POSTPAID_RDMA}: set providers.tione.resource_group to such a group (with resources."
+                        "cpus_per_node and memory_gb), or network.rdma: auto")
     rdma = rdma_setting(job, options)
     if rdma and not is_hcc(job, options):
-        what = instance_type(job, options) or "the resource group's nodes"
-        warnings.append(f"network.rdma is on, but {what} does not look like an HCC type; RDMA needs HCC "
-                        "machines (set providers.tione.hcc: true if they are)")
-    if job.network.rdma == "auto" and rdma is None and d.nodes >= 2 and gpus == 8 and options.hcc is None:
+        warnings.append("network.rdma is on, but nothing says the resource group's nodes are HCC machines; RDMA "
+                        "needs them (set providers.tione.hcc: true if they are)")
+    if not options.resource_group and job.network.rdma == "auto" and d.nodes >= 2 and gpus == 8 \
+            and is_hcc(job, options):
+        warnings.append(f"RDMA is not requested: {POSTPAID_RDMA}; for RDMA use providers.tione.resource_group")
+    if options.resource_group and job.network.rdma == "auto" and rdma is None and d.nodes >= 2 and gpus == 8 \
+            and options.hcc is None:
         warnings.append("8-GPU nodes: TI-ONE enables RDMA on HCC types by itself; set providers.tione.hcc "
                         "(true/false) or network.rdma (on/off) to say what you want")
     image = options.image or job.image

@@ -193,16 +193,21 @@ def test_images_by_registry():
         "PYTORCH", "1.9", "torch1.9-py3.8-cuda11.1-gpu")
 
 
-def test_rdma_on_needs_two_nodes_by_eight_gpus(tmp_path):
-    path = write_job(tmp_path, """
+def rdma_job(tmp_path, nodes: int):
+    """A job file asking for RDMA on postpaid instances (network.rdma on line 5)."""
+    return write_job(tmp_path, f"""
         name: big
         command: python train.py
-        distribution: {type: ddp, nodes: 1}
-        resources: {gpus_per_node: 8}
-        network: {rdma: "on"}
+        distribution: {{type: ddp, nodes: {nodes}}}
+        resources: {{gpus_per_node: 8}}
+        network: {{rdma: "on"}}
         providers:
-          tione: {instance_type: TI.HCCPNV6.96XLARGE2304.POST}
+          tione: {{instance_type: TI.HCCPNV6.96XLARGE2304.POST}}
         """)
+
+
+def test_rdma_on_needs_two_nodes_by_eight_gpus(tmp_path):
+    path = rdma_job(tmp_path, 1)
     with pytest.raises(JobFileError) as info:
         get_provider("tione").render(load_job(path))
     assert str(info.value).startswith(f"{path}:5: network.rdma: TI-ONE gives RDMA to jobs of at least 2 nodes")
@@ -210,23 +215,48 @@ def test_rdma_on_needs_two_nodes_by_eight_gpus(tmp_path):
         get_provider("tione").render(load_job(path, {"distribution.nodes": 2, "resources.gpus_per_node": 4}))
 
 
+GROUP = {"instance_type": None, "resource_group": "rsg-hcc", "hcc": True}
+GROUP_RES = {"gpus_per_node": 8, "cpus_per_node": 90, "memory_gb": 900}
+
+
 def test_rdma_settings(capsys):
-    hcc = {"instance_type": "TI.HCCPNV6.96XLARGE2304.POST"}
-    on = render(resources={"gpus_per_node": 8}, network={"rdma": "on"}, tione=hcc)
+    on = render(resources=GROUP_RES, network={"rdma": "on"}, tione=GROUP)
+    assert on["ChargeType"] == "PREPAID"
     assert all(r["RDMAConfig"] == {"Enable": True} for r in on["ResourceConfigInfos"])
     assert envs(on)["CLOUDTRAIN_TIONE_RDMA"]["Value"] == "1"
-    auto = render(resources={"gpus_per_node": 8}, tione=hcc)
+    auto = render(resources=GROUP_RES, tione=GROUP)
     assert auto["ResourceConfigInfos"][0]["RDMAConfig"] == {"Enable": True}
-    off = render(resources={"gpus_per_node": 8}, network={"rdma": "off"}, tione=hcc)
+    off = render(resources=GROUP_RES, network={"rdma": "off"}, tione=GROUP)
     assert off["ResourceConfigInfos"][0]["RDMAConfig"] == {"Enable": False}
     assert "CLOUDTRAIN_TIONE_RDMA" not in envs(off)
     small = render(resources={"gpus_per_node": 1})
     assert "RDMAConfig" not in small["ResourceConfigInfos"][0]
     capsys.readouterr()
-    render(resources={"gpus_per_node": 8}, network={"rdma": "on"}, tione={"instance_type": "TI.GN10.20XLARGE320.POST"})
-    assert "does not look like an HCC type" in capsys.readouterr().err
-    render(resources={"gpus_per_node": 8}, tione={"instance_type": "TI.GN10.20XLARGE320.POST"})
+    render(resources=GROUP_RES, network={"rdma": "on"}, tione=dict(GROUP, hcc=None))
+    assert "nothing says the resource group's nodes are HCC machines" in capsys.readouterr().err
+    render(resources=GROUP_RES, tione=dict(GROUP, hcc=None))
     assert "set providers.tione.hcc" in capsys.readouterr().err
+
+
+def test_rdma_is_a_resource_group_feature(tmp_path, capsys):
+    """Issue 21 #5.  Seed 000 line 94, RDMA's first prerequisite: "资源组中至少包含2台支持 RDMA 的
+    高性能 GPU 节点" (a resource group with at least 2 RDMA-capable GPU nodes).  The SDK model
+    (tencentcloud tione v20211111 models.py) documents ResourceConfigInfo.InstanceType's
+    pay-as-you-go ("for后付费") specs as TI.S.*, TI.GN10 (V100) and TI.GN7 (T4) -- no RDMA type --
+    and RDMAConfig.Enable only as "是否开启RDMA", nowhere for ChargeType POSTPAID_BY_HOUR.  So
+    network.rdma: on without a resource group is refused (before: sent with a naming warning),
+    and auto on postpaid sends no RDMAConfig."""
+    path = rdma_job(tmp_path, 2)
+    with pytest.raises(JobFileError) as info:
+        get_provider("tione").render(load_job(path))
+    assert str(info.value).startswith(f"{path}:5: network.rdma: TI-ONE gives RDMA to a resource group (prepaid)")
+    assert "set providers.tione.resource_group" in str(info.value)
+    auto = render(resources={"gpus_per_node": 8}, tione={"instance_type": "TI.HCCPNV6.96XLARGE2304.POST"})
+    assert auto["ChargeType"] == "POSTPAID_BY_HOUR"
+    assert all("RDMAConfig" not in r for r in auto["ResourceConfigInfos"]) and "CLOUDTRAIN_TIONE_RDMA" not in envs(auto)
+    assert "RDMA is not requested" in capsys.readouterr().err
+    off = render(resources={"gpus_per_node": 8}, network={"rdma": "off"}, tione={"instance_type": "TI.GN10.20XLARGE320.POST"})
+    assert all("RDMAConfig" not in r for r in off["ResourceConfigInfos"])
 
 
 def test_ray_needs_whole_cpus(tmp_path):
@@ -304,8 +334,8 @@ def test_cli_render_json_for_every_example_loads_into_the_model():
 
 def test_environment_with_rdma_carries_the_nccl_preset():
     from cloudtrain_tione.provider import TioneProvider
-    j = job(resources={"gpus_per_node": 8}, network={"rdma": "on"},
-            tione={"instance_type": "TI.HCCPNV6.96XLARGE2304.POST"})
+    j = job(resources={"gpus_per_node": 8, "cpus_per_node": 90, "memory_gb": 900}, network={"rdma": "on"},
+            tione={"instance_type": None, "resource_group": "rsg-hcc", "hcc": True})
     env = TioneProvider.environment(j, 1)
     assert {k: env[k] for k in NCCL_PRESET} == NCCL_PRESET
     topo = TioneProvider.detect(env)
