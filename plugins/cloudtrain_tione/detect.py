@@ -154,40 +154,83 @@ def _read_hostfile(path: str) -> List[Tuple[str, int]]:
         return []
 
 
+def _local_names() -> set:
+    """This machine's host name (full and short) and address."""
+    try:
+        hostname = socket.gethostname()
+    except OSError:
+        return set()
+    names = {hostname, hostname.split(".")[0]} - {""}
+    try:
+        names.add(socket.gethostbyname(hostname))
+    except OSError:
+        pass
+    return names
+
+
+def _short(name: str) -> str:
+    return name.split(".")[0]
+
+
 def _this_node(environ: Mapping[str, str], names: List[List[str]]) -> Optional[int]:
     """This node's index: ``INDEX``, else its host name or address in one of the lists."""
     index = env_int(environ, "INDEX")
     if index is not None:
         return index
-    try:
-        hostname = socket.gethostname()
-    except OSError:
-        hostname = ""
-    candidates = {hostname, hostname.split(".")[0]} - {""}
-    try:
-        candidates.add(socket.gethostbyname(hostname))
-    except OSError:
-        pass
+    candidates = _local_names()
     for listing in names:
         for i, name in enumerate(listing):
-            if name in candidates or name.split(".")[0] in candidates:
+            if name in candidates or _short(name) in candidates:
                 return i
-    if hostname.endswith("-launcher"):
+    if socket.gethostname().endswith("-launcher"):
         return 0
+    return None
+
+
+def _launcher_first(entries: List[Tuple[str, int]]) -> Optional[List[Tuple[str, int]]]:
+    """The hostfile's entries with the Launcher's first (None when no entry is the Launcher).
+
+    Seed 000 (lines 42-43, 54): MPI and Horovod jobs have a Launcher and Workers, the hostfile
+    names them (``<task>-launcher slots=1 <task>-worker-0 slots=1``), and in Horovod mode only the
+    Launcher runs the start command.  So the Launcher is node 0, whatever the order of the list."""
+    launchers = [i for i, (host, _) in enumerate(entries) if _short(host).endswith("-launcher")]
+    if len(launchers) != 1:
+        return None
+    return [entries[launchers[0]]] + [e for i, e in enumerate(entries) if i != launchers[0]]
+
+
+def _me_in(hosts: List[str], environ: Mapping[str, str]) -> Optional[int]:
+    """This node's place in ``hosts`` (hostfile names): its own name from NODE_LIST[INDEX] (the
+    common variables), else this machine's host name or address."""
+    listed, index = _node_list(environ), env_int(environ, "INDEX")
+    named = [{listed[index]}] if index is not None and 0 <= index < len(listed) else []
+    for mine in named + [_local_names()]:
+        shorts = {_short(m) for m in mine}
+        for i, host in enumerate(hosts):
+            if host in mine or _short(host) in shorts:
+                return i
+    if any(_short(name).endswith("-launcher") for name in _local_names()):
+        return 0  # the Launcher pod, first in ``hosts``
     return None
 
 
 def _mpi(environ: Mapping[str, str]) -> Topology:
     hostfile = environ.get("OMPI_MCA_orte_default_hostfile") or None
-    entries = parse_slot_list(environ.get("NODE_IP_SLOT_LIST", ""))
     from_file = _read_hostfile(hostfile) if hostfile else []
-    if not entries:
-        entries = from_file
-    if not entries:
-        raise ValueError("TI-ONE MPI mode without NODE_IP_SLOT_LIST and no readable hostfile (%s); "
-                         "cannot tell where the nodes are" % (hostfile or MPI_HOSTFILE))
-    hosts = [h for h, _ in entries]
-    rank = _this_node(environ, [hosts, [h for h, _ in from_file]])
+    ordered = _launcher_first(from_file)
+    if ordered is not None:
+        # Node 0 is the hostfile's Launcher entry, whatever INDEX or NODE_IP_SLOT_LIST's order say
+        # (INDEX counts NODE_LIST, whose order need not be the IP list's).
+        hosts = [h for h, _ in ordered]
+        rank = _me_in(hosts, environ)
+        entries = ordered
+    else:
+        entries = parse_slot_list(environ.get("NODE_IP_SLOT_LIST", "")) or from_file
+        if not entries:
+            raise ValueError("TI-ONE MPI mode without NODE_IP_SLOT_LIST and no readable hostfile (%s); "
+                             "cannot tell where the nodes are" % (hostfile or MPI_HOSTFILE))
+        hosts = [h for h, _ in entries]
+        rank = _this_node(environ, [hosts, [h for h, _ in from_file]])
     if rank is None:
         raise ValueError("cannot tell which TI-ONE MPI node this is (no INDEX, and neither the host "
                          "name nor its address is in NODE_IP_SLOT_LIST or the hostfile)")

@@ -85,10 +85,11 @@ def test_mpi_node_from_the_hostfile_and_host_name(tmp_path, monkeypatch):
     topo = td.detect(env)
     assert (topo.node_rank, topo.num_nodes, topo.hostfile) == (1, 2, str(hostfile))
     assert topo.hosts == ["train-960258573108964736-7an39bddmfpc-launcher", "train-960258573108964736-7an39bddmfpc-worker-0"]
-    # with the IP list too, the node is found by its address
+    # with the IP list only (no readable hostfile), the node is found by its address
     monkeypatch.setattr(td.socket, "gethostname", lambda: "somewhere-else")
     monkeypatch.setattr(td.socket, "gethostbyname", lambda name: "9.0.255.118")
-    assert td.detect(dict(env, NODE_IP_SLOT_LIST="9.0.255.56:1,9.0.255.118:1")).node_rank == 1
+    no_file = dict(env, OMPI_MCA_orte_default_hostfile=str(tmp_path / "missing"))
+    assert td.detect(dict(no_file, NODE_IP_SLOT_LIST="9.0.255.56:1,9.0.255.118:1")).node_rank == 1
     # Horovod runs the command on the Launcher only
     monkeypatch.setattr(td.socket, "gethostname", lambda: "train-1-x-launcher")
     monkeypatch.setattr(td.socket, "gethostbyname", lambda name: "10.9.9.9")
@@ -96,6 +97,27 @@ def test_mpi_node_from_the_hostfile_and_host_name(tmp_path, monkeypatch):
     monkeypatch.setattr(td.socket, "gethostname", lambda: "nobody")
     with pytest.raises(ValueError, match="cannot tell which TI-ONE MPI node this is"):
         td.detect(dict(env, NODE_IP_SLOT_LIST="9.0.255.56:1,9.0.255.118:1"))
+
+
+def test_mpi_node_0_is_the_hostfiles_launcher(tmp_path):
+    """Issue 21 #6.  Seed 000: MPI/Horovod jobs have a Launcher and Workers (line 42); in Horovod
+    mode only the Launcher runs the start command, the Workers `sleep infinity` (line 43); the
+    hostfile names them (line 54: ``<task>-launcher slots=1 <task>-worker-0 slots=1``); INDEX is
+    the index in NODE_LIST (line 18).  Node 0 -- the node that runs mpirun -- must be the
+    Launcher on every node, whatever order NODE_LIST or NODE_IP_SLOT_LIST have."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("train-9-abc-worker-0 slots=1\ntrain-9-abc-worker-1 slots=1\ntrain-9-abc-launcher slots=1\n")
+    node_list = ["train-9-abc-worker-1", "train-9-abc-launcher", "train-9-abc-worker-0"]
+    base = {"OMPI_MCA_orte_default_hostfile": str(hostfile), "GPU_NUM": "3", "GPU_NUM_PER_NODE": "1",
+            "NODE_IP_SLOT_LIST": "9.0.0.2:1,9.0.0.3:1,9.0.0.1:1",
+            "NODE_LIST": ",".join(f"{h}.train-100.svc.cluster.local:1" for h in node_list)}
+    order = ["train-9-abc-launcher", "train-9-abc-worker-0", "train-9-abc-worker-1"]
+    seen = {}
+    for index, name in enumerate(node_list):
+        topo = td.detect(dict(base, INDEX=str(index)))
+        assert topo.hosts == order and topo.master_addr == "train-9-abc-launcher", index
+        seen[name] = topo.node_rank
+    assert seen == {name: i for i, name in enumerate(order)}  # one node 0 -- the Launcher -- and no clash
 
 
 def test_parsers():
