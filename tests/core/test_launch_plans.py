@@ -75,6 +75,51 @@ def test_mpirun_merges_nodes_that_share_an_address():
     assert argv[argv.index("-H") + 1] == "127.0.0.1:4"
 
 
+RDMA_PRESETS = [
+    {"NCCL_IB_DISABLE": "0", "UCX_TLS": "rc"},              # Azure InfiniBand sizes (infiniband.IB_ENV)
+    {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5_bond"},   # TI-ONE RDMA (seed 000 line 102), kube rdma/hca
+    {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1"},        # EFA: sagemaker, ec2, eks
+    {"CLOUDTRAIN_RDMA": "1"},
+]
+
+
+@pytest.mark.parametrize("environ", RDMA_PRESETS)
+def test_mpirun_leaves_the_transport_to_open_mpi_over_rdma(environ):
+    """Issue 21 #7.  With the fast network on, forcing ``--mca pml ob1 --mca btl self,vader,tcp``
+    kept MPI traffic on TCP.  Open MPI's own selection picks UCX (InfiniBand/RoCE) or libfabric
+    (EFA) when present: "Typically, it is unnecessary to do so; OMPI will use the best BTL
+    available for each communication" (docs.open-mpi.org/en/v5.0.8/tuning-apps/networking/
+    shared-memory.html).  The interface settings stay (bootstrap and fallback)."""
+    line = " ".join(plans.plan(topo(), settings("mpi"), environ).argv)
+    assert "--mca pml" not in line and "--mca btl " not in line and ",tcp" not in line
+    assert "--mca btl_tcp_if_include eth0" in line
+    tcp = " ".join(plans.plan(topo(), settings("mpi"), dict(environ, CLOUDTRAIN_RDMA="0")).argv)
+    assert "--mca pml ob1 --mca btl self,vader,tcp" in tcp
+
+
+def test_mpirun_names_follow_the_open_mpi_version():
+    """Issue 21 #7.  Open MPI 5: "As of Open MPI version 5.0.0, the BTL has been renamed sm"
+    (docs.open-mpi.org/en/v5.0.8/tuning-apps/networking/shared-memory.html; ``vader`` is only a
+    transitional alias), and the runtime moved from ORTE to PRRTE
+    (open-mpi.org/software/ompi/major-changes.php), whose parameters -- the out-of-band
+    ``oob_tcp_if_include`` among them -- go through ``--prtemca`` (docs.open-mpi.org/en/v5.0.x/mca.html)."""
+    four = " ".join(plans.plan(topo(), settings("mpi", mpi_major=4), {}).argv)
+    assert "--mca oob_tcp_if_include eth0 --mca pml ob1 --mca btl self,vader,tcp" in four
+    five = " ".join(plans.plan(topo(), settings("mpi", mpi_major=5), {}).argv)
+    assert "--mca btl_tcp_if_include eth0 --prtemca oob_tcp_if_include eth0 --mca pml ob1 --mca btl self,sm,tcp" in five
+    assert "vader" not in five and "--mca oob_tcp_if_include" not in five
+    assert plans.mpi_version("mpirun (Open MPI) 5.0.3\n\nReport bugs to https://www.open-mpi.org/community/help/") == 5
+    assert plans.mpi_version("mpirun (Open MPI) 4.1.4") == 4
+    assert plans.mpi_version("HYDRA build details:") is None and plans.mpi_version("") is None
+
+
+def test_the_launcher_detects_this_nodes_open_mpi():
+    from cloudtrain.launch import main
+    import subprocess
+    installed = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    assert main._open_mpi_major() == int(installed.split("(Open MPI)")[1].split(".")[0])
+
+
 def test_horovodrun_and_deepspeed():
     h = plans.plan(topo(), settings("horovod"), {})
     assert h.argv[:6] == ["horovodrun", "-np", "6", "-H", "10.0.0.1:2,10.0.0.2:2,10.0.0.3:2", "--network-interface"]

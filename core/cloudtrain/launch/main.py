@@ -63,8 +63,9 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         master_ip = topology.master_addr
     node_ip = netif.local_ip_towards(master_ip)
     iface = environ.get("CLOUDTRAIN_IFNAME") or netif.interface_for(node_ip)
+    distribution = args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp"
     return plans.Settings(
-        distribution=args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp",
+        distribution=distribution,
         command=command,
         nproc_per_node=nproc,
         max_restarts=args.max_restarts if args.max_restarts is not None
@@ -78,6 +79,7 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         env_names=[n for n in environ.get("CLOUDTRAIN_ENV_NAMES", "").split(",") if n],
         min_nodes=args.min_nodes,
         python=_python_of(command),
+        mpi_major=_open_mpi_major() if distribution == "mpi" and topology.is_master else None,
     )
 
 
@@ -96,6 +98,15 @@ def with_python_found(command: List[str], environ) -> List[str]:
             and not _on_path(command[0], environ):
         return [sys.executable] + command[1:]
     return command
+
+
+def _open_mpi_major() -> Optional[int]:
+    """The major version of this node's Open MPI (``mpirun --version``), None if unknown."""
+    try:
+        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return plans.mpi_version(out.stdout + out.stderr)
 
 
 def _python_of(command: List[str]) -> str:

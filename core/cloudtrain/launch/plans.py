@@ -43,6 +43,7 @@ class Settings:
     env_names: List[str] = field(default_factory=list)
     min_nodes: Optional[int] = None
     python: str = "python3"
+    mpi_major: Optional[int] = None  # Open MPI's major version on this node (None: unknown, 4's names)
 
 
 @dataclass
@@ -127,6 +128,32 @@ def torchrun(topology: Topology, s: Settings) -> List[str]:
     return argv + ["--no-python"] + s.command
 
 
+def rdma_network(environ) -> bool:
+    """Is this node's fast network (InfiniBand/RoCE, EFA) on?  ``CLOUDTRAIN_RDMA`` (``1``/``0``)
+    says so explicitly; else the presets providers set for ``network.rdma``: libfabric's EFA
+    provider (``FI_PROVIDER=efa``) or NCCL's InfiniBand (``NCCL_IB_DISABLE=0``)."""
+    explicit = environ.get("CLOUDTRAIN_RDMA", "").strip().lower()
+    if explicit:
+        return explicit in ("1", "on", "true", "yes")
+    return environ.get("FI_PROVIDER") == "efa" or environ.get("NCCL_IB_DISABLE") == "0"
+
+
+def mpi_transport(s: Settings, environ) -> List[str]:
+    """mpirun's transport options.  Over RDMA, none: Open MPI picks its fastest transport itself
+    (UCX on InfiniBand/RoCE, libfabric on EFA; "OMPI will use the best BTL available").  Else
+    TCP, forced, with the shared-memory BTL under its name: ``vader`` up to 4.1, ``sm`` since 5.0."""
+    if rdma_network(environ):
+        return []
+    shared = "sm" if (s.mpi_major or 4) >= 5 else "vader"
+    return ["--mca", "pml", "ob1", "--mca", "btl", "self,%s,tcp" % shared]
+
+
+def mpi_version(text: str) -> Optional[int]:
+    """``mpirun (Open MPI) 5.0.3`` -> 5; None for another MPI or no output."""
+    match = re.search(r"\(Open MPI\)\s+(\d+)\.", text or "")
+    return int(match.group(1)) if match else None
+
+
 def mpirun(topology: Topology, s: Settings, environ) -> List[str]:
     total = sum(topology.slots) if topology.slots else s.nproc_per_node * topology.num_nodes
     argv = ["mpirun"]
@@ -135,8 +162,10 @@ def mpirun(topology: Topology, s: Settings, environ) -> List[str]:
     argv += ["-np", str(total), "-H", _hosts_with_slots(topology, s.nproc_per_node),
              "--bind-to", "none", "--map-by", "slot", "--tag-output"]
     if s.iface:
-        argv += ["--mca", "btl_tcp_if_include", s.iface, "--mca", "oob_tcp_if_include", s.iface]
-    argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"]
+        # Open MPI 5 moved the runtime (ORTE) to PRRTE: its out-of-band channel is PRRTE's setting
+        oob = "--prtemca" if (s.mpi_major or 4) >= 5 else "--mca"
+        argv += ["--mca", "btl_tcp_if_include", s.iface, oob, "oob_tcp_if_include", s.iface]
+    argv += mpi_transport(s, environ)
     for name in forwarded_names(environ, s):
         argv += ["-x", name]
     return argv + rank_shim(s) + s.command
