@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from cloudtrain.job import JobSpec
+from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import launcher_path
 
@@ -80,6 +81,7 @@ DEFAULT_RDMA_RESOURCE = "rdma/hca"
 SSH_CLIENT_PREP = ('printf "Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n" '
                    '>> /etc/ssh/ssh_config 2>/dev/null || true')
 SSHD_START = "mkdir -p /run/sshd && /usr/sbin/sshd -o StrictModes=no"
+SSHD_PORT = 22
 
 
 @dataclass(frozen=True)
@@ -373,8 +375,12 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     d = job.distribution
     name = object_name(job, options)
     env = {"CLOUDTRAIN_KUBEFLOW_KIND": "MPIJob"}
+    # launcherCreationPolicy (mpi-operator >= 0.5.0) makes the operator create the launcher once
+    # the workers are ready; older CRDs (0.4.0, seed 003's) prune it and the launcher starts at
+    # once, so the launcher itself also waits until every worker's sshd answers (port 22).
     launcher = container(job, options, "launcher", node_shell(launch_command(job, options), ssh=True),
-                         compute=False, extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher"})
+                         compute=False, extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher",
+                                                   SSH_WAIT: str(SSHD_PORT)})
     worker = container(job, options, "worker", ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"],
                        extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "worker"})
     specs = {
@@ -448,6 +454,8 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     # node 0's mpirun/horovodrun reaches the others over ssh (keys: the `ssh` plugin)
     cmd = node_shell(launch_command(job, options), sshd=ssh)
     env = {"CLOUDTRAIN_VOLCANO_TASKS": ",".join(n for n, _ in tasks)}
+    if ssh:  # pods start at their own pace: node 0 waits for every pod's sshd before mpirun
+        env[SSH_WAIT] = str(SSHD_PORT)
     restart = job.max_restarts > 0
     out_tasks = []
     for task, replicas in tasks:

@@ -140,3 +140,34 @@ def test_secrets_file_is_exported_to_the_command(tmp_path):
     assert proc.stdout.strip() == "v-123"
     proc = launch(["--print", "--", "x"], {**env, "CLOUDTRAIN_SECRETS_FILE": str(tmp_path / "missing.json")})
     assert proc.returncode == 2 and "missing.json" in proc.stderr
+
+
+def test_mpirun_starts_only_once_the_peers_sshd_answers(tmp_path):
+    """Issue 21 #8: with $CLOUDTRAIN_WAIT_SSH, node 0 waits until every host's sshd port accepts
+    before mpirun (an MPIJob launcher of mpi-operator 0.4.0 starts before its workers)."""
+    import socket
+    import time
+    from cloudtrain.launch import main as launch_module
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    opened = []
+
+    def open_later():
+        time.sleep(1.0)
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
+        server.listen(4)
+        opened.append(time.monotonic())
+        time.sleep(3)
+        server.close()
+    threading.Thread(target=open_later, daemon=True).start()
+    launch_module.wait_ports([("127.0.0.1", port)], timeout=30)
+    assert opened and time.monotonic() >= opened[0]  # returned only after the port opened
+    time.sleep(3.5)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="127.0.0.1:%d did not open within 1s" % port):
+        launch_module.wait_ports([("127.0.0.1", port)], timeout=1)
+    assert time.monotonic() - started >= 1

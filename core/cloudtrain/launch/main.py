@@ -163,12 +163,22 @@ class _Children:
             proc.poll()
 
 
-def _wait_port(host: str, port: int, timeout: float) -> None:
+def _wait_port(host: str, port: int, timeout: float, what: Optional[str] = None) -> None:
     deadline = time.monotonic() + timeout
     while not liveness.port_open(host, port):
         if time.monotonic() > deadline:
-            raise RuntimeError("node 0 (%s:%d) did not open within %.0fs" % (host, port, timeout))
+            raise RuntimeError("%s did not open within %.0fs" % (what or "node 0 (%s:%d)" % (host, port), timeout))
         time.sleep(0.2)
+
+
+def wait_ports(ports, timeout: float) -> None:
+    """Block until every ``(host, port)`` accepts a connection (RuntimeError after ``timeout``)."""
+    if ports:
+        print("cloudtrain launch: waiting for %s to accept connections"
+              % ", ".join("%s:%d" % p for p in ports), file=sys.stderr, flush=True)
+    deadline = time.monotonic() + timeout
+    for host, port in ports:
+        _wait_port(host, port, max(0.0, deadline - time.monotonic()), what="%s:%d" % (host, port))
 
 
 def _start_ray(children: _Children, argv: List[str], env: dict) -> None:
@@ -240,6 +250,11 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     for path, content in plan.files.items():
         with open(path, "w", encoding="utf-8") as f:
             f.write(content)
+    try:
+        wait_ports(plan.wait_ports, PEER_TIMEOUT)
+    except RuntimeError as exc:
+        print("cloudtrain launch: %s; are the other nodes' ssh servers running?" % exc, file=sys.stderr)
+        return 1
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)

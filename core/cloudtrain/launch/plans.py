@@ -10,7 +10,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from .topology import Topology
 
@@ -61,6 +61,7 @@ class Plan:
     start: Optional[List[str]] = None
     wait_peers: bool = False
     files: Dict[str, str] = field(default_factory=dict)  # path -> content, written before running
+    wait_ports: List[Tuple[str, int]] = field(default_factory=list)  # (host, port) open before running argv
 
     def shell_line(self, topology: Topology) -> str:
         steps = []
@@ -126,6 +127,18 @@ def torchrun(topology: Topology, s: Settings) -> List[str]:
     if split:
         return argv + (["-m"] if split[1] else []) + split[2]
     return argv + ["--no-python"] + s.command
+
+
+SSH_WAIT = "CLOUDTRAIN_WAIT_SSH"
+
+
+def ssh_ports(topology: Topology, environ) -> List[Tuple[str, int]]:
+    """``(host, sshd port)`` of every node mpirun must reach before it starts, when the platform
+    may start node 0 before the others' sshd is up (``$CLOUDTRAIN_WAIT_SSH`` = the port)."""
+    port = environ.get(SSH_WAIT, "").strip()
+    if not port.isdigit():
+        return []
+    return [(host, int(port)) for host in dict.fromkeys(topology.hosts)]
 
 
 def rdma_network(environ) -> bool:
@@ -303,7 +316,7 @@ def plan(topology: Topology, s: Settings, environ) -> Plan:
         if not topology.is_master:
             return Plan("wait", [], env)
         argv = mpirun(topology, s, final_environment(env, topology, s, environ)) if d == "mpi" else horovodrun(topology, s)
-        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env)
+        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env, wait_ports=ssh_ports(topology, environ))
     if d == "ray":
         env["RAY_ADDRESS"] = ray_addresses(topology, s)[1]
         if topology.is_master:

@@ -141,6 +141,32 @@ def test_mpi_and_horovod_are_mpijobs():
         assert "sshd" in " ".join(worker["command"]) and worker["resources"]["limits"]["nvidia.com/gpu"] == "4"
 
 
+def test_the_mpijob_launcher_waits_for_the_workers_sshd_itself():
+    """Issue 21 #8.  ``launcherCreationPolicy: WaitForWorkersReady`` first appears in mpi-operator
+    v0.5.0 (kubeflow/mpi-operator commit f8d815c "Run workers first and wait for them (#484)",
+    deploy/v2beta1/mpi-operator.yaml); v0.4.0's CRD -- the one seed 003 installs (line 20) --
+    lacks it, so its structural schema prunes the field, and v0.4.0's controller
+    (pkg/controller/mpi_job_controller.go) creates the launcher at once.  The launcher therefore
+    waits itself: the operator's hostfile lists the workers, and its cloudtrain launch waits for
+    each one's sshd (port 22) before mpirun."""
+    from cloudtrain.launch import plans
+    obj = workload(m.build_kubeflow(make_job("mpi", nodes=2)))
+    assert obj["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"  # honoured from v0.5.0 on
+    launcher = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in launcher["env"]}
+    assert env[plans.SSH_WAIT] == "22"
+    workers = ["digits-worker-0.digits.ml.svc", "digits-worker-1.digits.ml.svc"]
+    from cloudtrain.launch.topology import Topology
+    topo = Topology(platform="kubeflow", num_nodes=2, master_addr=workers[0], hosts=workers)
+    s = plans.Settings(distribution="mpi", command=["python", "t.py"])
+    assert plans.plan(topo, s, env).wait_ports == [(workers[0], 22), (workers[1], 22)]
+    assert plans.plan(topo, s, {}).wait_ports == []
+    # Volcano: pods start at their own pace, node 0 waits for the others' sshd the same way
+    vc = pods(workload(m.build_volcano(make_job("mpi", nodes=2))))
+    for _, spec in vc.values():
+        assert {"name": plans.SSH_WAIT, "value": "22"} in spec["containers"][0]["env"]
+
+
 def test_ps_worker_is_a_tfjob():
     obj = workload(m.build_kubeflow(make_job("ps-worker", nodes=5, distribution={"ps": 2})))
     assert (obj["apiVersion"], obj["kind"]) == ("kubeflow.org/v1", "TFJob")
