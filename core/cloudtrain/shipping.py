@@ -27,18 +27,21 @@ if TYPE_CHECKING:  # annotations only: no pydantic import for a module the super
 LAUNCHER_DIR = ".cloudtrain"
 
 
-def launch_argv(job: JobSpec, platform: Optional[str] = None, python: str = "python3") -> List[str]:
-    """``python3 -m cloudtrain.launch [--platform P] <launch args> -- <command>``."""
+def launch_argv(job: JobSpec, platform: Optional[str] = None, python: str = "python3",
+                sshd: bool = False) -> List[str]:
+    """``python3 -m cloudtrain.launch [--platform P] [--sshd] <launch args> -- <command>``."""
     head = [python, "-m", "cloudtrain.launch"]
     if platform:
         head += ["--platform", platform]
+    if sshd:
+        head.append("--sshd")
     return [*head, *job.launch_args(), "--", *job.argv]
 
 
 def node_command(job: JobSpec, platform: Optional[str] = None, python: str = "python3",
-                 launcher_dir: str = LAUNCHER_DIR) -> str:
+                 launcher_dir: str = LAUNCHER_DIR, sshd: bool = False) -> str:
     """One shell line that runs the shipped launcher from the code directory."""
-    return with_launcher_path(launch_argv(job, platform, python), launcher_dir)
+    return with_launcher_path(launch_argv(job, platform, python, sshd), launcher_dir)
 
 
 def launcher_path(launcher_dir: str = LAUNCHER_DIR) -> str:

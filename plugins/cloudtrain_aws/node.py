@@ -85,19 +85,6 @@ def secrets_file(environ):
     return write(values, environ.get("CLOUDTRAIN_SECRETS_DIR") or None)
 
 
-def start_sshd():
-    sshd = "/usr/sbin/sshd"
-    if not (os.path.exists(sshd) and hasattr(os, "geteuid") and os.geteuid() == 0):
-        print("cloudtrain: no OpenSSH server to start (mpirun on node 0 needs to reach this node over "
-              "ssh: use an image with openssh-server and a key pair shared by its nodes)", file=sys.stderr)
-        return
-    try:
-        os.makedirs("/run/sshd", exist_ok=True)
-    except OSError:
-        pass
-    subprocess.call([sshd])
-
-
 def main(argv=None):
     args = list(sys.argv[1:] if argv is None else argv)
     sshd = False
@@ -122,6 +109,7 @@ def main(argv=None):
             print("cloudtrain: %s" % exc, file=sys.stderr)
             return 3
     if sshd:
+        from cloudtrain.launch.sshd import start_sshd  # the shipped launcher's, next to this module
         start_sshd()
     sys.stdout.flush()
     try:

@@ -15,6 +15,7 @@ from typing import Dict, Iterator, List, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping
+from cloudtrain.launch import sshd
 from cloudtrain.errors import JobFileError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
@@ -162,7 +163,7 @@ class SageMakerProvider(AwsProvider):
         if options.secrets_manager:
             env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
         if job.distribution.type in ("mpi", "horovod"):
-            env.setdefault("OMPI_MCA_plm_rsh_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null")
+            env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
         if efa or job.network.rdma == "on":
             for key, value in EFA_ENV.items():
                 env.setdefault(key, value)

@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cloudtrain import shipping
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.job import JobSpec
+from cloudtrain.launch import sshd
+from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
@@ -142,6 +144,12 @@ class ModelartsProvider(Provider):
             file, line = _line(job, "env")
             raise JobFileError(f"ModelArts takes at most {MAX_ENV} environment variables, this job has {len(env)} "
                                "(with cloudtrain's own); drop some", file=file, line=line, field="env")
+        if self.over_ssh(job):
+            warnings.warn("mpi/horovod on ModelArts Standard: node 0's mpirun reaches the other nodes over ssh, which "
+                          "a custom image must allow (Huawei: without passwordless ssh between the nodes, training "
+                          "fails); cloudtrain starts the image's sshd on every node (root, /usr/sbin/sshd) and waits for "
+                          "it, but the image must hold a key pair shared by its nodes (~/.ssh/id_* with the public key in "
+                          "authorized_keys)", CloudtrainWarning)
         reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
         if reserved:
             warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
@@ -155,6 +163,11 @@ class ModelartsProvider(Provider):
         """Where the code lands: ModelArts downloads ``code_dir`` into ``$MA_JOB_DIR``."""
         return f"{MA_JOB_DIR}/{self.code_dir_name(job, options)}"
 
+    @staticmethod
+    def over_ssh(job: JobSpec) -> bool:
+        """Does node 0's mpirun/horovodrun reach other nodes (over ssh: ModelArts has no MPI operator)?"""
+        return job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1
+
     def environments(self, job: JobSpec, options: ModelartsOptions) -> Dict[str, str]:
         env = {
             "CLOUDTRAIN_DETECTORS": f"{self.name}={self.detector}",
@@ -162,6 +175,8 @@ class ModelartsProvider(Provider):
             "CLOUDTRAIN_JOB_ID": job.name,
             "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
         }
+        if self.over_ssh(job):  # every node starts its sshd (launch --sshd); node 0 waits for them all
+            env.update({"OMPI_MCA_plm_rsh_args": sshd.CLIENT_OPTIONS, SSH_WAIT: str(sshd.SSHD_PORT)})
         env.update(self.rendered_env(job))
         return env
 
@@ -185,7 +200,8 @@ class ModelartsProvider(Provider):
                                        "fault-tolerance/job-unconditional-retry": "true"}
         workdir = self.workdir(job, options)
         algorithm: Dict[str, Any] = {
-            "command": f"cd {workdir} && " + shipping.node_command(job, platform=self.name, python=options.python),
+            "command": f"cd {workdir} && " + shipping.node_command(job, platform=self.name, python=options.python,
+                                                                   sshd=self.over_ssh(job)),
             "engine": {"image_url": options.image or job.image},
             "environments": self.environments(job, options),
             "working_dir": workdir,

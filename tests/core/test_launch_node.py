@@ -171,3 +171,20 @@ def test_mpirun_starts_only_once_the_peers_sshd_answers(tmp_path):
     with pytest.raises(RuntimeError, match="127.0.0.1:%d did not open within 1s" % port):
         launch_module.wait_ports([("127.0.0.1", port)], timeout=1)
     assert time.monotonic() - started >= 1
+
+
+def test_launch_sshd_starts_the_images_sshd_before_the_command(tmp_path):
+    """Issue 21 #3: ``cloudtrain launch --sshd`` (ModelArts Standard mpi/horovod, like SageMaker's
+    prelude) starts the node's /usr/sbin/sshd first, then runs the plan."""
+    marker, fake = tmp_path / "sshd-started", tmp_path / "sshd"
+    fake.write_text("#!/bin/sh\necho started > %s\n" % marker)
+    fake.chmod(0o755)
+    code = ("import os, sys; from cloudtrain.launch import sshd; sshd.SSHD = %r; os.geteuid = lambda: 0; "
+            "from cloudtrain.launch.main import main; sys.exit(main(sys.argv[1:]))" % str(fake))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'core'}{os.pathsep}{ROOT / 'plugins'}",
+           "CLOUDTRAIN_NUM_NODES": "1", "CLOUDTRAIN_NODE_RANK": "0", "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out")}
+    probe = "import os, sys; print('sshd first:', os.path.exists(sys.argv[1]))"
+    out = subprocess.run([sys.executable, "-c", code, "--sshd", "--type", "none", "--", sys.executable, "-c", probe,
+                          str(marker)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "sshd first: True" in out.stdout

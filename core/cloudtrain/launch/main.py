@@ -15,7 +15,7 @@ import sys
 import time
 from typing import List, Optional
 
-from . import detectors, liveness, netif, plans
+from . import detectors, liveness, netif, plans, sshd
 from .parent import die_with_parent
 from .topology import Topology
 
@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-nodes", type=int, help="ddp: start with at least this many nodes (elastic, c10d)")
     p.add_argument("--ps", type=int, help="ps-worker: number of parameter-server nodes (default: $CLOUDTRAIN_PS or 1)")
     p.add_argument("--show-topology", action="store_true", help="print the resolved topology as JSON and exit")
+    p.add_argument("--sshd", action="store_true",
+                   help="start this node's OpenSSH server first (mpi/horovod: node 0's mpirun reaches the nodes over ssh)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     return p
 
@@ -246,6 +248,8 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     if args.print_only:
         print(plan.shell_line(topology))
         return 0
+    if args.sshd:
+        sshd.start_sshd()
     os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
     for path, content in plan.files.items():
         with open(path, "w", encoding="utf-8") as f:

@@ -146,6 +146,29 @@ def test_ma_variables_draw_a_warning():
         render()
 
 
+def test_mpi_across_nodes_starts_sshd_on_every_node_and_waits_for_it():
+    """Issue 21 #3.  ModelArts Standard runs the same command on every node and provides no MPI
+    launcher or hostfile (platforms.md 3.3: MA_*/VC_* variables only), so node 0's ``mpirun -H``
+    reaches the other nodes by ssh, which Huawei's custom-image MPI guidance says the image must
+    allow or "training fails".  As on SageMaker (``--sshd``): every node starts the image's sshd,
+    mpirun's ssh skips host-key checks, node 0 waits for the others' sshd; the key pair stays
+    the image's (warned)."""
+    for kind in ("mpi", "horovod"):
+        with pytest.warns(CloudtrainWarning, match="must hold a key pair shared by its nodes"):
+            _, body = render(distribution={"type": kind, "nodes": 2})
+        algo = body["algorithm"]
+        assert f"python3 -m cloudtrain.launch --platform modelarts --sshd --type {kind} " in algo["command"]
+        env = algo["environments"]
+        assert env["CLOUDTRAIN_WAIT_SSH"] == "22"
+        assert env["OMPI_MCA_plm_rsh_args"] == "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one node, or ddp: no ssh at all
+        for extra in ({"distribution": {"type": "mpi", "nodes": 1}}, {}):
+            _, body = render(**extra)
+            assert "--sshd" not in body["algorithm"]["command"]
+            assert "CLOUDTRAIN_WAIT_SSH" not in body["algorithm"]["environments"]
+
+
 def test_options_are_checked_at_their_line(tmp_path):
     path = write_job(tmp_path, """
         name: o
