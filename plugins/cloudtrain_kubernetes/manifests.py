@@ -58,6 +58,8 @@ LABEL_JOB = "cloudtrain.io/job"
 LABEL_PROVIDER = "cloudtrain.io/provider"
 LABEL_ROLE = "cloudtrain.io/role"
 ANNOTATION_HASH = "cloudtrain.io/spec-hash"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 LAUNCHER_DIR = "/opt/cloudtrain"
 LAUNCHER_VOLUME = "cloudtrain-launcher"
 SHM_VOLUME = "dshm"
@@ -109,7 +111,8 @@ class ManifestOptions:
     rdma_count: int = 1
     rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
     rdma_device: bool = True                         # False: the nodes' RDMA needs no device plugin (Ascend: hccn.conf)
-    queue: Optional[str] = None                      # Volcano queue (Volcano: default "default"; Kubeflow: gang scheduling)
+    queue: Optional[str] = None                      # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
+    priority_class: Optional[str] = None             # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
     scheduler_name: str = "volcano"
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
     ssh_auth_mount_path: str = "/root/.ssh"
@@ -330,10 +333,19 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
 
 # -- Kubeflow ------------------------------------------------------------------------------------
 def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> dict:
-    policy: Dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
-    if options.queue:  # gang scheduling through Volcano (or scheduler-plugins)
-        policy["schedulingPolicy"] = {"minAvailable": min_available, "queue": options.queue}
-    return policy
+    # A queue is Kueue's (kueue_labels), which admits the whole job at once: no schedulingPolicy.
+    return {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
+
+
+def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
+    """Kueue's job labels: the LocalQueue and the WorkloadPriorityClass (kubernetes-sigs/kueue
+    pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel)."""
+    out = {}
+    if options.queue:
+        out[KUEUE_QUEUE] = options.queue
+    if options.priority_class:
+        out[KUEUE_PRIORITY] = options.priority_class
+    return out
 
 
 def _restart_policy(job: JobSpec) -> str:
@@ -413,14 +425,18 @@ def tf_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) ->
 def kubeflow_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
     t = job.distribution.type
     if t in ("mpi", "horovod"):
-        return mpi_job(job, options, bundle)
-    if t == "ps-worker":
-        return tf_job(job, options, bundle)
-    # ddp; deepspeed: every node runs `cloudtrain launch --type deepspeed`, i.e. the deepspeed
-    # launcher with --no_ssh and its own node rank, so it needs PyTorchJob's one-pod-per-node
-    # shape with stable names, not an MPIJob's ssh fan-out (no sshd needed in the image);
-    # ray and none: the launcher forms the Ray cluster / runs the command on every node itself.
-    return pytorch_job(job, options, bundle)
+        obj = mpi_job(job, options, bundle)
+    elif t == "ps-worker":
+        obj = tf_job(job, options, bundle)
+    else:
+        # ddp; deepspeed: every node runs `cloudtrain launch --type deepspeed`, i.e. the deepspeed
+        # launcher with --no_ssh and its own node rank, so it needs PyTorchJob's one-pod-per-node
+        # shape with stable names, not an MPIJob's ssh fan-out (no sshd needed in the image);
+        # ray and none: the launcher forms the Ray cluster / runs the command on every node itself.
+        obj = pytorch_job(job, options, bundle)
+    if kueue_labels(options):
+        obj["metadata"]["labels"] = kueue_labels(options)
+    return obj
 
 
 def build_kubeflow(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None) -> List[dict]:
@@ -474,6 +490,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     spec: Dict[str, Any] = {
         "schedulerName": options.scheduler_name,
         "queue": options.queue or "default",
+        **({"priorityClassName": options.priority_class} if options.priority_class else {}),
         "minAvailable": d.min_nodes or d.nodes,
         "maxRetry": job.max_restarts,
         "plugins": plugins,

@@ -6,4 +6,5 @@ from cloudtrain.hookspecs import hookimpl
 def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
     register("cloudtrain_kubernetes.provider:KubeflowProvider", name="kubeflow")
+    register("cloudtrain_kubernetes.provider:KubeflowTrainerProvider", name="kubeflow-trainer")
     register("cloudtrain_kubernetes.provider:VolcanoProvider", name="volcano")

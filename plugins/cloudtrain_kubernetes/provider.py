@@ -21,16 +21,18 @@ import abc
 import queue
 import re
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain.errors import BadInput, JobNotFound, MissingCredentials, PlatformError
+from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 
 from . import manifests as m
+from . import trainjob
 from .detect import kubeflow_environment, volcano_environment
+from .trainer_detect import kubeflow_trainer_environment
 
 # kind -> (group, version, plural)
 RESOURCES = {
@@ -38,6 +40,7 @@ RESOURCES = {
     "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
     "TFJob": ("kubeflow.org", "v1", "tfjobs"),
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
+    "TrainJob": trainjob.RESOURCE,
 }
 FOLLOW_POLL = 1.0
 
@@ -66,7 +69,8 @@ class PodOptions(BaseModel):
     rdma_resource: Optional[str] = Field(None, description="RDMA device resource, e.g. rdma/hca, rdma/rdma_shared_device_a or vpc.amazonaws.com/efa; with network.rdma=auto, RDMA is on iff this is set")
     rdma_count: int = Field(1, ge=1, description="how many RDMA devices each pod requests")
     rdma_env: Optional[Dict[str, str]] = Field(None, description="NCCL/UCX variables with RDMA (default: the preset for rdma_resource)")
-    queue: Optional[str] = Field(None, description="Volcano queue (Kubeflow: enables gang scheduling through runPolicy.schedulingPolicy)")
+    queue: Optional[str] = Field(None, description="queue of the job: Kueue's LocalQueue (label kueue.x-k8s.io/queue-name) on kubeflow, kubeflow-trainer and eks; the Volcano queue (spec.queue) on volcano and modelarts-lite")
+    priority_class: Optional[str] = Field(None, description="priority of the job: Kueue's WorkloadPriorityClass (label kueue.x-k8s.io/priority-class) on kubeflow, kubeflow-trainer and eks; a PriorityClass (spec.priorityClassName) on volcano and modelarts-lite")
 
 
 class KubeOptions(PodOptions):
@@ -117,7 +121,7 @@ class KubernetesProvider(Provider):
         fields = {k: getattr(options, k) for k in (
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
-            "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue")}
+            "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue", "priority_class")}
         return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
                                      "detector_targets": (self.detector_target(),)})
 
@@ -341,11 +345,14 @@ class KubernetesProvider(Provider):
     def _pods(self, core, obj: dict) -> List[dict]:
         """The job's pods as dicts, in node order."""
         meta = obj["metadata"]
-        selector = f"{m.LABEL_JOB}={meta['name']}"
         import json
-        resp = core.list_namespaced_pod(meta["namespace"], label_selector=selector, _preload_content=False)
+        resp = core.list_namespaced_pod(meta["namespace"], label_selector=self.pod_selector(obj), _preload_content=False)
         items = json.loads(resp.data).get("items", [])  # plain dicts: only a few fields are read
         return sorted(items, key=lambda p: self.node_index(obj, p))
+
+    def pod_selector(self, obj: dict) -> str:
+        """The label selector of the job's pods."""
+        return f"{m.LABEL_JOB}={obj['metadata']['name']}"
 
     def node_index(self, obj: dict, pod: dict) -> Tuple[int, int]:
         """Sort key giving node order: the role's place, then the pod's index."""
@@ -501,26 +508,47 @@ def code_note(code: int) -> str:
 
 
 class KubeflowProvider(KubernetesProvider):
+    """Kubeflow's jobs: training-operator v1 kinds here; a ``TrainJob`` (Trainer v2, see
+    ``KubeflowTrainerProvider``) is followed by its own state table and pod labels, so that
+    ``eks`` reaches either API through this one class."""
+
     name = "kubeflow"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
     detector = "cloudtrain_kubernetes.detect:detect_kubeflow"
     kinds = ("PyTorchJob", "MPIJob", "TFJob")
-    # The training operator's condition types (the last true one is the job's state).
+    # The training operator's condition types (the last true one is the job's state); a
+    # suspended job is one Kueue holds (queued) or one suspended by hand.
     states = {"Pending": State.PENDING, "Created": State.PENDING, "Suspended": State.PENDING,
               "Running": State.RUNNING, "Restarting": State.STARTING,
-              "Succeeded": State.SUCCEEDED, "Failed": State.FAILED}
+              "Succeeded": State.SUCCEEDED, "Failed": State.FAILED, **trainjob.STATES}
 
     def build(self, job, mopts):
         return m.build_kubeflow(job, mopts)
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
+        if obj["kind"] == "TrainJob":
+            return trainjob.job_state(obj)
         conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
         if not conditions:
             return "Pending", "waiting for the operator"
         last = conditions[-1]
+        if last["type"] == "Suspended":
+            return "Suspended", trainjob.queued_message(obj)
         return last["type"], last.get("message") or last.get("reason") or ""
 
+    def pod_selector(self, obj: dict) -> str:
+        if obj["kind"] == "TrainJob":
+            return trainjob.pod_selector(obj["metadata"]["name"])
+        return super().pod_selector(obj)
+
+    def node_index(self, obj: dict, pod: dict) -> Tuple[int, int]:
+        if obj["kind"] == "TrainJob":
+            return trainjob.node_order(pod)
+        return super().node_index(obj, pod)
+
     def node_count(self, obj: dict) -> Optional[int]:
+        if obj["kind"] == "TrainJob":
+            return trainjob.node_count(obj)
         spec = obj.get("spec") or {}
         specs = spec.get("pytorchReplicaSpecs") or spec.get("tfReplicaSpecs") or {}
         if obj["kind"] == "MPIJob":
@@ -565,3 +593,68 @@ class VolcanoProvider(KubernetesProvider):
     def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
         cluster = cluster or cls.default_cluster(job)
         return volcano_environment(m.volcano_tasks(job), node_index, list(cluster.hosts), cluster.master_port)
+
+
+class TrainerOptions(BaseModel):
+    """Which Kubeflow Trainer runtime a TrainJob runs on (``kubeflow-trainer``; ``eks`` with ``api: trainer``)."""
+
+    runtime: Optional[str] = Field(None, description="the training runtime (default: torch-distributed for ddp and none, deepspeed-distributed for deepspeed; required for mpi, horovod, ps-worker and ray)")
+    runtime_kind: Literal["ClusterTrainingRuntime", "TrainingRuntime"] = Field("ClusterTrainingRuntime", description="ClusterTrainingRuntime (cluster-wide) or TrainingRuntime (in the job's namespace)")
+    replicated_jobs: Optional[List[str]] = Field(None, description="the runtime's replicated jobs that run nodes, which get cloudtrain's volumes and scheduling settings (default: node; launcher and node for deepspeed-distributed, mpi and horovod)")
+
+
+class KubeflowTrainerOptions(TrainerOptions, KubeOptions):
+    """A TrainJob on a cluster reached through a kubeconfig."""
+
+
+def trainer_runtime(provider: KubernetesProvider, job: JobSpec, options: TrainerOptions) -> trainjob.Runtime:
+    """The job's runtime, or a ``JobFileError`` at ``distribution.type`` when it has none."""
+    try:
+        return trainjob.runtime_for(job, options.runtime, options.runtime_kind, options.replicated_jobs)
+    except trainjob.NoRuntime as exc:
+        message = f"{provider.name}: {exc}"
+        raise (job.source.error(message, ("distribution", "type")) if job.source
+               else JobFileError(message, field="distribution.type")) from None
+
+
+def trainer_manifest_options(mopts: m.ManifestOptions) -> m.ManifestOptions:
+    """The launcher bundle carries the TrainJob detector (and the Kubeflow one it builds on)."""
+    from dataclasses import replace
+    return replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow", trainjob.DETECTOR))
+
+
+class KubeflowTrainerProvider(KubeflowProvider):
+    name = trainjob.PLATFORM
+    description = "Kubeflow Trainer v2 TrainJob on any cluster (kubeconfig)"
+    detector = trainjob.DETECTOR
+    Options = KubeflowTrainerOptions
+    kinds = ("TrainJob",)
+
+    def check(self, job: JobSpec, options: KubeflowTrainerOptions) -> None:
+        super().check(job, options)
+        trainer_runtime(self, job, options)
+
+    def manifest_options(self, job: JobSpec, options: KubeflowTrainerOptions) -> m.ManifestOptions:
+        return trainer_manifest_options(super().manifest_options(job, options))
+
+    def artifacts(self, job: JobSpec, options: KubeflowTrainerOptions) -> List[Artifact]:
+        objects = trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
+        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+
+    def build(self, job, mopts):
+        return trainjob.build_trainjob(job, mopts)
+
+    @classmethod
+    def default_cluster(cls, job: JobSpec) -> Cluster:
+        return Cluster(hosts=[f"{job.name}-node-0-{i}.{job.name}" for i in range(job.distribution.nodes)],
+                       master_port=trainjob.TRAINER_PORT)
+
+    @classmethod
+    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
+        cluster = cluster or cls.default_cluster(job)
+        t = job.distribution.type
+        # the MPI runtimes' launcher runs the command (deepspeed-distributed; one named for mpi/horovod)
+        mpi = t in ("mpi", "horovod", "deepspeed")
+        return kubeflow_trainer_environment(mpi, job.distribution.nodes, node_index, list(cluster.hosts),
+                                            cluster.master_port, job.procs_per_node,
+                                            trainjob.DEFAULT_RUNTIMES.get(t, "named"))
