@@ -45,12 +45,23 @@ def _merge(base: dict, patch: dict) -> dict:
     return base
 
 
+SET_TERM = re.compile(r"\s*([^,=\s]+)\s+in\s+\(([^)]*)\)\s*(,|$)")
+EQ_TERM = re.compile(r"\s*([^,=\s]+)\s*==?\s*([^,]*?)\s*(,|$)")
+
+
 def _matches(obj: dict, selector: Optional[str]) -> bool:
+    """Equality (``k=v``) and set-based (``k in (a, b)``) label selector terms."""
     labels = obj.get("metadata", {}).get("labels") or {}
-    for term in filter(None, (selector or "").split(",")):
-        key, _, value = term.partition("=")
-        if labels.get(key) != value:
+    rest = selector or ""
+    while rest.strip():
+        match = SET_TERM.match(rest) or EQ_TERM.match(rest)
+        if match is None:
+            raise ValueError(f"unparsable label selector {selector!r}")
+        key, values = match.group(1), match.group(2)
+        allowed = [v.strip() for v in values.split(",")] if match.re is SET_TERM else [values]
+        if labels.get(key) not in allowed:
             return False
+        rest = rest[match.end():]
     return True
 
 
@@ -91,12 +102,25 @@ class FakeKube(LoopbackServer):
         raise KeyError(f"no job {ns}/{name}")
 
     def set_state(self, ns: str, name: str, state: str, message: str = "") -> None:
-        """Kubeflow: append a true condition (the earlier ones become false); Volcano: the phase."""
+        """Kubeflow: append a true condition (the earlier ones become false); Volcano: the phase;
+        TrainJob: "Running" is its child Jobs' active pods (status.jobsStatus), other states are
+        conditions (Suspended, Complete, Failed) set as the Trainer controller sets them."""
         with self.lock:
             job = self._job(ns, name)
             status = job.setdefault("status", {})
             if job["apiVersion"].startswith("batch.volcano.sh"):
                 status["state"] = {"phase": state, "message": message}
+            elif job["kind"] == "TrainJob" and state == "Running":
+                jobs = sorted({rj for rj, _, _ in self.trainjob_pods(job)})
+                status["jobsStatus"] = [{"name": rj, "active": 1, "ready": 1, "succeeded": 0, "failed": 0,
+                                         "suspended": 0} for rj in jobs]
+                self._condition(status, "Suspended", "False", "Resumed", "TrainJob is resumed")
+            elif job["kind"] == "TrainJob":
+                self._condition(status, state, "True", {"Suspended": "Suspended", "Complete": "Completed",
+                                                        "Failed": "FailedJobs"}.get(state, state), message)
+                if state in ("Complete", "Failed"):
+                    for js in status.get("jobsStatus") or []:
+                        js.update(active=0, ready=0)
             else:
                 conds = status.setdefault("conditions", [])
                 for c in conds:
@@ -104,9 +128,39 @@ class FakeKube(LoopbackServer):
                 conds.append({"type": state, "status": "True", "reason": "Job" + state, "message": message,
                               "lastTransitionTime": _now()})
 
+    @staticmethod
+    def _condition(status: dict, type_: str, value: str, reason: str, message: str) -> None:
+        """Set one metav1.Condition (a list-map keyed by type, as meta.SetStatusCondition does)."""
+        conds = [c for c in status.get("conditions") or [] if c["type"] != type_]
+        conds.append({"type": type_, "status": value, "reason": reason, "message": message,
+                      "lastTransitionTime": _now()})
+        status["conditions"] = conds
+
+    @staticmethod
+    def trainjob_pods(job: dict) -> List[Tuple[str, int, str]]:
+        """(replicated job, completion index, pod hostname) of a TrainJob's node pods, as JobSet
+        makes them: one Indexed Job per replicated job, pod i named <jobset>-<rjob>-0-<i>; an MPI
+        runtime's launcher is one of the numNodes (runLauncherAsNode)."""
+        name, nodes = job["metadata"]["name"], job["spec"]["trainer"]["numNodes"]
+        patched = [rj["name"] for p in job["spec"].get("runtimePatches") or []
+                   for rj in p["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]]
+        counts = [("launcher", 1), ("node", max(nodes - 1, 1))] if "launcher" in patched else [("node", nodes)]
+        return [(rj, i, f"{name}-{rj}-0-{i}") for rj, count in counts for i in range(count)]
+
     def pod_names(self, job: dict) -> List[Tuple[str, dict]]:
         """(pod name, pod template) of every pod the job's operator would create."""
         spec, name, out = job["spec"], job["metadata"]["name"], []
+        if job["kind"] == "TrainJob":
+            patches = {rj["name"]: rj["template"]["spec"]["template"] for p in spec.get("runtimePatches") or []
+                       for rj in p["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]}
+            for rj, index, host in self.trainjob_pods(job):
+                labels = {**(patches.get(rj, {}).get("metadata") or {}).get("labels", {}),
+                          "jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": rj,
+                          "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(index)}
+                template = {"metadata": {"labels": labels}, "spec": {"hostname": host, "subdomain": name, "containers": [
+                    {"name": "node", "image": spec["trainer"]["image"], "command": spec["trainer"]["command"]}]}}
+                out.append((f"{host}-{uuid.uuid4().hex[:5]}", template))
+            return out
         if job["kind"] == "Job":  # Volcano
             for task in spec["tasks"]:
                 out += [(f"{name}-{task['name']}-{i}", task["template"]) for i in range(task["replicas"])]
