@@ -14,17 +14,9 @@ from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from cloudtrain.store import Store
 from conftest import run_cli
-from fake_kube_api import FakeKube
-from test_kube_lifecycle import SECRET, job_file
+from test_kube_lifecycle import SECRET, job_file, kube  # noqa: F401 (the fake API server fixture)
 
 P = "kubeflow-trainer"
-
-
-@pytest.fixture
-def kube(tmp_path):
-    with FakeKube() as fake:
-        fake.config_path = fake.kubeconfig(tmp_path / "kubeconfig")
-        yield fake
 
 
 def submit(tmp_path, kube, monkeypatch, extra="", **kw):
