@@ -36,6 +36,23 @@ CASES = {
          {"node_rank": 2, "num_nodes": 3, "master_addr": "tf-ps-0.ns.svc",
           "hosts": ["tf-ps-0.ns.svc", "tf-worker-0.ns.svc", "tf-worker-1.ns.svc"]}),
     ],
+    # Kubeflow Trainer v2 (TrainJob), torch-distributed: the torch plugin's PET_* only -- PET_NODE_RANK from
+    # the Indexed Job's completion index, PET_MASTER_ADDR = <trainjob>-node-0-0.<trainjob> and PET_MASTER_PORT
+    # = 29500 (constants.ContainerTrainerPort), PET_NPROC_PER_NODE a number or "auto"; no MASTER_ADDR (that is
+    # v1's PyTorchJob).  Hosts are the JobSet's pod names <trainjob>-node-0-<i>.<trainjob> (kubeflow/trainer
+    # pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy).
+    "kubeflow-trainer": [
+        ({"PET_NNODES": "3", "PET_NPROC_PER_NODE": "4", "PET_NODE_RANK": "2", "JOB_COMPLETION_INDEX": "2",
+          "PET_MASTER_ADDR": "digits-node-0-0.digits", "PET_MASTER_PORT": "29500",
+          "CLOUDTRAIN_TRAINER_RUNTIME": "torch-distributed"},
+         {"node_rank": 2, "num_nodes": 3, "master_addr": "digits-node-0-0.digits", "master_port": 29500,
+          "nproc_per_node": 4, "hosts": ["digits-node-0-0.digits", "digits-node-0-1.digits", "digits-node-0-2.digits"]}),
+        # numProcPerNode unset, no GPUs: "auto" (torchrun's own choice), the launcher's --nproc-per-node rules
+        ({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "auto", "PET_NODE_RANK": "0",
+          "PET_MASTER_ADDR": "tj-node-0-0.tj", "PET_MASTER_PORT": "29500"},
+         {"node_rank": 0, "num_nodes": 2, "master_addr": "tj-node-0-0.tj", "nproc_per_node": None,
+          "hosts": ["tj-node-0-0.tj", "tj-node-0-1.tj"]}),
+    ],
     # Volcano's svc + env plugins: VC_TASK_INDEX is the index *within the task*; node ranks run
     # over the tasks in order (master first), host lists come from VC_<TASK>_HOSTS.
     "volcano": [

@@ -1,6 +1,6 @@
 """The digits example trains for real under an emulated Kubeflow / Volcano pod environment:
 the operator's variables only (PyTorchJob's MASTER_ADDR/RANK/PET_*, MPIJob's launcher role,
-Volcano's VC_*), and cloudtrain launch auto-detects them."""
+Volcano's VC_*, a TrainJob's PET_* and completion index), and cloudtrain launch auto-detects them."""
 import re
 
 import pytest
@@ -19,7 +19,7 @@ def train(home, example, platform, *extra):
     return proc, handle_from(proc.stderr)
 
 
-@pytest.mark.parametrize("platform", ["kubeflow", "volcano"])
+@pytest.mark.parametrize("platform", ["kubeflow", "volcano", "kubeflow-trainer"])
 def test_digits_ddp_under_an_emulated_pod_environment(home, platform):
     proc, handle = train(home, "digits-ddp", platform)
     assert metrics(home, handle)["world_size"] == 4

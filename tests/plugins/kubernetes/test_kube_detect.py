@@ -7,6 +7,9 @@ import pytest
 
 from cloudtrain_kubernetes.detect import (detect_kubeflow, detect_volcano, kubeflow_environment,
                                           operator_hosts, parse_hostfile, volcano_environment)
+from cloudtrain.loading import job_from_dict
+from cloudtrain.plugins import get_provider
+from cloudtrain_kubernetes.trainer_detect import detect_kubeflow_trainer, jobset_hosts
 
 
 def test_operator_pod_names_follow_the_master_name():
@@ -82,4 +85,54 @@ def test_launch_print_in_a_pytorchjob_pod_gives_torchrun_the_node_rank():
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     for part in ("--nnodes 2", "--node-rank 1", "--nproc-per-node 2", "--master-addr dj-master-0", "--master-port 23456"):
+        assert part in out.stdout
+
+
+# -- Kubeflow Trainer v2 (TrainJob) ----------------------------------------------------------------
+def test_trainjob_hosts_follow_the_jobset_pod_names():
+    assert jobset_hosts("tj-node-0-0.tj", 3) == ["tj-node-0-0.tj", "tj-node-0-1.tj", "tj-node-0-2.tj"]
+    assert jobset_hosts("tj-node-0-0.tj.ns.svc", 2) == ["tj-node-0-0.tj.ns.svc", "tj-node-0-1.tj.ns.svc"]
+    assert jobset_hosts("tj-master-0", 2) == [] and jobset_hosts("a-node-0-0.b", 2) == []
+
+
+def test_trainjob_and_pytorchjob_pods_are_told_apart():
+    v1 = {"MASTER_ADDR": "j-master-0", "MASTER_PORT": "23456", "PET_NNODES": "2", "PET_NODE_RANK": "1",
+          "PET_MASTER_ADDR": "j-master-0", "PET_MASTER_PORT": "23456"}
+    assert detect_kubeflow_trainer(v1) is None and detect_kubeflow(v1).platform == "kubeflow"
+    v2 = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "j-node-0-0.j", "PET_MASTER_PORT": "29500",
+          "PET_NPROC_PER_NODE": "1"}
+    assert detect_kubeflow(v2) is None and detect_kubeflow_trainer(v2).node_rank == 1
+
+
+def test_trainjob_mpi_launcher_reads_the_trainer_hostfile(tmp_path):
+    # kubeflow/trainer mpi.go buildHostFileConfigMap: "<host> slots=<numProcPerNode>", launcher first with
+    # runLauncherAsNode, mounted at /etc/mpi/hostfile (OMPI_MCA_orte_default_hostfile)
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("ds-launcher-0-0.ds slots=2\nds-node-0-0.ds slots=2\nds-node-0-1.ds slots=2\n")
+    topo = detect_kubeflow_trainer({"OMPI_MCA_orte_default_hostfile": str(hostfile), "OMPI_MCA_orte_set_default_slots": "2",
+                                    "CLOUDTRAIN_TRAINER_RUNTIME": "deepspeed-distributed", "CLOUDTRAIN_TRAINER_MPI": "1"})
+    assert (topo.platform, topo.node_rank, topo.num_nodes, topo.slots) == ("kubeflow-trainer", 0, 3, [2, 2, 2])
+    assert topo.hosts[0] == "ds-launcher-0-0.ds" and topo.hostfile == str(hostfile)
+
+
+def test_launch_print_in_a_trainjob_pod_gives_torchrun_the_node_rank_and_port_29500(tmp_path):
+    """What the pod runs: the TrainJob's command and env (the Trainer's PET_* added) over the
+    launcher bundle its ConfigMap mounts, with no cloudtrain installed."""
+    job = job_from_dict({"name": "tj", "command": "python train.py", "image": "i", "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 2}})
+    objs = get_provider("kubeflow-trainer").render(job).artifacts
+    for key, text in objs[0].content["data"].items():
+        path = tmp_path / next(i["path"] for i in objs[1].content["spec"]["runtimePatches"][0]["trainingRuntimeSpec"][
+            "template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"][0]["configMap"][
+            "items"] if i["key"] == key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    trainer = objs[1].content["spec"]["trainer"]
+    env = {e["name"]: e["value"] for e in trainer["env"]}
+    env.update({"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "2", "PET_MASTER_ADDR": "tj-node-0-0.tj",
+                "PET_MASTER_PORT": "29500", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
+    command = [sys.executable if c == "python3" else c for c in trainer["command"]]
+    out = subprocess.run([*command[:command.index("--")], "--print", *command[command.index("--"):]],
+                         env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for part in ("--nnodes 2", "--node-rank 1", "--nproc-per-node 2", "--master-addr tj-node-0-0.tj", "--master-port 29500"):
         assert part in out.stdout
