@@ -1,4 +1,5 @@
-"""``eks``: the ``kubeflow`` provider's manifests on an EKS cluster found by name.
+"""``eks``: the ``kubeflow`` provider's manifests on an EKS cluster found by name -- training-operator
+v1 jobs, or with ``api: trainer`` the ``kubeflow-trainer`` provider's TrainJob (Kubeflow Trainer v2).
 
 No kubeconfig: the cluster's endpoint and CA come from ``eks.describe_cluster`` and the bearer
 token is a presigned STS ``GetCallerIdentity`` URL (what ``aws eks get-token`` makes), signed
@@ -12,14 +13,16 @@ import base64
 import os
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import Field
 
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.job import JobSpec
+from cloudtrain.provider import Artifact
 from cloudtrain_kubernetes import manifests as m
-from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions
+from cloudtrain_kubernetes import trainjob
+from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions, TrainerOptions, trainer_runtime
 
 from .common import aws_credentials, no_region
 
@@ -28,7 +31,8 @@ TOKEN_PREFIX = "k8s-aws-v1."
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
-class EksOptions(PodOptions):
+class EksOptions(TrainerOptions, PodOptions):
+    api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
     region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
 
@@ -49,20 +53,33 @@ def eks_token(session, cluster: str, region: str) -> str:
 class EksProvider(KubeflowProvider):
     name = "eks"
     extra = "aws"
-    description = "Kubeflow PyTorchJob / MPIJob / TFJob on an EKS cluster found by name"
+    description = "Kubeflow PyTorchJob / MPIJob / TFJob or Trainer v2 TrainJob on an EKS cluster found by name"
     sdk_modules = ("boto3", "kubernetes")
     detector = "cloudtrain_aws.eks_detect:detect"
     Options = EksOptions
     target_keys = ("cluster", "region")
+    kinds = KubeflowProvider.kinds + ("TrainJob",)
 
     def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
         from dataclasses import replace
         mopts = super().manifest_options(job, options)
         # the EKS detector builds on Kubeflow's: both modules go into the launcher bundle
-        mopts = replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow", self.detector_target()))
+        mopts = replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow", trainjob.DETECTOR,
+                                                 self.detector_target()))
         if job.network.rdma == "on" and not options.rdma_resource:
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE)
         return mopts
+
+    def check(self, job: JobSpec, options: EksOptions) -> None:
+        super().check(job, options)
+        if options.api == "trainer":
+            trainer_runtime(self, job, options)
+
+    def artifacts(self, job: JobSpec, options: EksOptions) -> List[Artifact]:
+        if options.api != "trainer":
+            return super().artifacts(job, options)
+        objects = trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
+        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
 
     def target(self, options: EksOptions) -> Dict[str, Any]:
         if not options.cluster:

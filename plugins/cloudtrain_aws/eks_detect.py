@@ -1,14 +1,16 @@
-"""The ``eks`` node environment: Kubeflow's, on EKS (standard library only, shipped into pods)."""
+"""The ``eks`` node environment: Kubeflow's (v1 jobs or a Trainer v2 TrainJob), on EKS
+(standard library only, shipped into pods)."""
 from __future__ import annotations
 
 from typing import Mapping, Optional
 
 from cloudtrain.launch.topology import Topology
 from cloudtrain_kubernetes.detect import detect_kubeflow
+from cloudtrain_kubernetes.trainer_detect import detect_kubeflow_trainer
 
 
 def detect(environ: Mapping[str, str]) -> Optional[Topology]:
-    topology = detect_kubeflow(environ)
+    topology = detect_kubeflow_trainer(environ) or detect_kubeflow(environ)
     if topology is not None:
         topology.platform = "eks"
     return topology

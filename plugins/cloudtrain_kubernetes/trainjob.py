@@ -113,7 +113,9 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     if not image:
         raise ValueError("the job has no image; set `image` or the provider's image option")
     rdma = m.rdma_enabled(job, options)
-    ours = {RUNTIME_ENV: runtime.name, "CLOUDTRAIN_DETECTORS": f"{options.platform or PLATFORM}={DETECTOR}"}
+    # `--platform` must resolve in the pod, where nothing is installed: the provider's own detector
+    detector = options.detector_targets[-1] if options.detector_targets else DETECTOR
+    ours = {RUNTIME_ENV: runtime.name, "CLOUDTRAIN_DETECTORS": f"{options.platform or PLATFORM}={detector}"}
     if runtime.mpi:
         ours[MPI_ENV] = "1"
     env = m.env_list(job, options, ours, rdma=rdma)

@@ -123,3 +123,37 @@ def test_cli_submit_and_status_through_the_default_credential_chain(tmp_path, cl
     kube.start_pods("ml", "ekjob")
     assert "RUNNING" in run_cli("status", "eks://ml/ekjob", env=env, check=0).stdout
     assert "eks://ml/ekjob" in run_cli("list", "-p", "eks", env=env, check=0).stdout
+
+
+def test_api_trainer_submits_a_trainjob_with_efa_and_follows_it(tmp_path, cloud, home):
+    aws, kube = cloud
+    path = job(tmp_path, extra="network: {rdma: on}").read_text().replace(
+        "namespace: ml}", "namespace: ml, api: trainer, queue: team-q}")
+    (tmp_path / "job.yaml").write_text(path)
+    rendered = get_provider("eks").render(load_job(tmp_path / "job.yaml"))
+    for artifact in rendered.artifacts:
+        validate(artifact.content)
+    obj = rendered.artifacts[-1].content
+    assert (obj["kind"], obj["spec"]["runtimeRef"]["name"]) == ("TrainJob", "torch-distributed")
+    assert obj["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1"}
+    assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-q" and obj["spec"]["suspend"] is True
+    env = {e["name"]: e.get("value") for e in obj["spec"]["trainer"]["env"]}
+    assert env["FI_PROVIDER"] == "efa" and env["CLOUDTRAIN_DETECTORS"] == "eks=cloudtrain_aws.eks_detect:detect"
+    assert "cloudtrain_kubernetes.trainer_detect.py" in rendered.artifacts[0].content["data"]
+    run = EksProvider(eks=aws.client("eks"), session=session()).submit(load_job(tmp_path / "job.yaml"))
+    assert kube.count("POST", r"^/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs$") == 1
+    kube.set_state("ml", "ekjob", "Suspended")
+    assert (run.status().state, run.status().message) == (State.PENDING, "queued (Kueue LocalQueue team-q)")
+    pods = kube.start_pods("ml", "ekjob")
+    kube.log("ml", pods[1], "node 1 loss 0.2")
+    assert run.logs() == "[node1] node 1 loss 0.2\n"
+    kube.finish("ml", "ekjob", "Complete")
+    assert run.status().state is State.SUCCEEDED
+
+
+def test_the_eks_detector_reads_a_trainjob_pod():
+    from cloudtrain_aws.eks_detect import detect
+    topo = detect({"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "8",
+                   "PET_MASTER_ADDR": "ekjob-node-0-0.ekjob", "PET_MASTER_PORT": "29500",
+                   "CLOUDTRAIN_TRAINER_RUNTIME": "torch-distributed"})
+    assert (topo.platform, topo.node_rank, topo.hosts) == ("eks", 1, ["ekjob-node-0-0.ekjob", "ekjob-node-0-1.ekjob"])
