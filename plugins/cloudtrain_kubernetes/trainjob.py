@@ -8,8 +8,9 @@ namespaced ``TrainingRuntime``, a JobSet template) and overrides what the job de
   (the runtimes a Trainer install ships), or the runtime the provider's options name.  mpi,
   horovod, ps-worker and ray need a named runtime: Trainer v2 has no TensorFlow plugin and its
   generic MPI runtime was removed (kubeflow/trainer c534799d, #2760).
-- ``trainer``: ``image``, ``command`` (``cloudtrain launch --platform kubeflow-trainer ...``,
-  which the controller puts in the ``node`` container of the replicated job labelled
+- ``trainer``: ``image``, ``command`` (``cloudtrain launch --platform kubeflow-trainer ...`` in
+  the shell that puts the launcher first on the image's ``PYTHONPATH``, as for the other
+  Kubernetes providers), which the controller puts in the ``node`` container of the job labelled
   ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``), ``numNodes``, ``numProcPerNode``,
   ``resourcesPerNode`` (GPUs, CPU, memory, RDMA devices) and ``env`` (secrets by ``valueFrom``,
   as for the other Kubernetes providers: the pod's ``PET_*`` are the controller's).
@@ -119,7 +120,7 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     if runtime.mpi:
         ours[MPI_ENV] = "1"
     env = m.env_list(job, options, ours, rdma=rdma)
-    trainer: Dict[str, Any] = {"image": image, "command": m.launch_command(job, options),
+    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options)),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
     resources = m.resources_of(job, options, rdma)
     if resources:

@@ -129,7 +129,8 @@ def test_launch_print_in_a_trainjob_pod_gives_torchrun_the_node_rank_and_port_29
     trainer = objs[1].content["spec"]["trainer"]
     env = {e["name"]: e["value"] for e in trainer["env"]}
     env.update({"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "2", "PET_MASTER_ADDR": "tj-node-0-0.tj",
-                "PET_MASTER_PORT": "29500", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
+                "PET_MASTER_PORT": "29500", "PATH": "/usr/bin:/bin",
+                "PYTHONPATH": str(tmp_path)})  # the image's own, after /opt/cloudtrain: the bundle stands in here
     command = [sys.executable if c == "python3" else c for c in trainer["command"]]
     out = subprocess.run([*command[:command.index("--")], "--print", *command[command.index("--"):]],
                          env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
