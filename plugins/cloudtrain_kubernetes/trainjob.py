@@ -90,6 +90,16 @@ def runtime_for(job: JobSpec, name: Optional[str] = None, kind: str = "ClusterTr
             f"{DEEPSPEED_RUNTIME} for deepspeed); name a ClusterTrainingRuntime or TrainingRuntime of your cluster "
             f"that runs it with providers.{PLATFORM}.runtime (kubectl get clustertrainingruntimes), or use the "
             "kubeflow provider (training-operator v1)")
+    if t == "deepspeed" and name == DEEPSPEED_RUNTIME and job.distribution.nodes > 1:
+        # tests/data/runtimes: deepspeed-distributed runs the trainer's command on its launcher pod
+        # only (the node pods run sshd) and expects it to start every rank over MPI; cloudtrain's
+        # deepspeed plan starts DeepSpeed on each node itself, so only node 0 would train.
+        raise NoRuntime(
+            f"deepspeed on {job.distribution.nodes} nodes is not supported on {DEEPSPEED_RUNTIME}: that runtime runs "
+            "the command on its launcher pod only and expects it to start every rank over MPI, while cloudtrain starts "
+            "DeepSpeed on each node; use one node, distribution.type ddp (torch-distributed; DeepSpeed initialises from "
+            f"torchrun's environment), name a runtime that runs the command on every node with "
+            f"providers.{PLATFORM}.runtime, or use the kubeflow provider")
     default_jobs = RUNTIME_JOBS.get(name) or (("launcher", "node") if t in ("mpi", "horovod") else ("node",))
     return Runtime(name, kind, tuple(jobs) if jobs else default_jobs)
 
