@@ -63,11 +63,31 @@ class Distribution(Strict):
 class Resources(Strict):
     """What each node needs."""
 
-    gpus_per_node: int = Field(0, ge=0, description="GPUs per node; also the default processes per node")
-    instance_type: Optional[str] = Field(None, description="a provider-neutral hint; providers may map or override")
-    cpus_per_node: Optional[float] = Field(None, gt=0, description="CPU cores per node (containers: a limit)")
-    memory_gb: Optional[float] = Field(None, gt=0, description="memory per node in GiB (containers: a limit)")
+    gpus_per_node: int = Field(0, ge=0, description="GPUs (or NPUs) per node; also the default processes per node")
+    accelerator: Optional[str] = Field(None, description="neutral accelerator name, e.g. A100, A100-80GB, H100, L4, "
+                                                         "Ascend-910B; each provider picks its instance type from its "
+                                                         "catalog (cloudtrain resources lists them)")
+    instance_type: Optional[str] = Field(None, description="an instance type of one platform (e.g. p4d.24xlarge); used "
+                                                           "where that platform's catalog knows it, elsewhere its "
+                                                           "accelerator and count are resolved")
+    cpus_per_node: Optional[float] = Field(None, gt=0, description="CPU cores per node (containers: a limit; "
+                                                                   "instances: a minimum when choosing one)")
+    memory_gb: Optional[float] = Field(None, gt=0, description="memory per node in GiB (containers: a limit; "
+                                                               "instances: a minimum when choosing one)")
     shm_gb: Optional[float] = Field(None, gt=0, description="shared memory (/dev/shm) per node in GiB")
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known_accelerator(cls, v):
+        from .accelerators import canonical
+        return None if v is None else canonical(str(v))
+
+    @model_validator(mode="after")
+    def _counted(self) -> "Resources":
+        if self.accelerator and not self.gpus_per_node:
+            raise ValueError(f"accelerator {self.accelerator} needs gpus_per_node, how many per node "
+                             "(e.g. gpus_per_node: 8)")
+        return self
 
 
 class SecretRef(Strict):
@@ -107,6 +127,7 @@ class JobSpec(Strict):
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)
+    _instances: Dict[tuple, Any] = PrivateAttr(default_factory=dict)  # cloudtrain.instances.choose, per provider
 
     @field_validator("command")
     @classmethod

@@ -260,6 +260,12 @@ class Provider(abc.ABC):
     def handle(self, job_id: str) -> str:
         return make_handle(self.name, job_id)
 
+    # -- instances: the catalog this provider picks from (None: it has none) -----------------
+    @classmethod
+    def instance_rules(cls):
+        """``cloudtrain.instances.InstanceRules`` for this provider's catalog, or None."""
+        return None
+
     # -- the data plane: what the platform's nodes see --------------------------------
     @classmethod
     def default_cluster(cls, job: JobSpec) -> Cluster:

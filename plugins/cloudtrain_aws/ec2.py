@@ -22,13 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping
 from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
+from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 
-from . import gpus
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, not_set, option_line, parse_s3,
                      require_secret_ids, spec_hash, strip_empty)
+from .instances import EC2_RULES, efa_devices, efa_env
 
 JOB_ID = "<job-id>"
 MASTER_IP = "<master-ip>"
@@ -96,15 +97,27 @@ class Ec2Provider(AwsProvider):
     }
 
     # -- render (pure) -------------------------------------------------------------------------
+    @classmethod
+    def instance_rules(cls):
+        return EC2_RULES
+
     @staticmethod
-    def instance_type(job: JobSpec, options: Ec2Options) -> str:
-        kind = options.instance_type or job.resources.instance_type
-        if kind:
-            return kind[3:] if kind.startswith("ml.") else kind
-        if job.resources.gpus_per_node:
-            raise JobFileError(f"is not set and the job asks for GPUs; {gpus.suggest(job.resources.gpus_per_node)}",
-                               **option_line(job, "ec2", "instance_type"))
-        return "m5.xlarge"
+    def instance(job: JobSpec, options: Ec2Options) -> Choice:
+        """The instance type (from the catalog: resources.accelerator x gpus_per_node, or the named
+        one, checked); m5.xlarge for a job without GPUs."""
+        return choose(job, EC2_RULES, options.instance_type) or Choice("m5.xlarge", None)
+
+    @classmethod
+    def instance_type(cls, job: JobSpec, options: Ec2Options) -> str:
+        return cls.instance(job, options).instance_type
+
+    @classmethod
+    def efa_count(cls, job: JobSpec, options: Ec2Options) -> int:
+        """EFA interfaces per node known at render: the catalog row's devices when RDMA applies
+        (``on``, or ``auto`` with a subnet for them); 0 when unknown until submit."""
+        if job.network.rdma == "auto" and not options.subnet_id:
+            return 0
+        return efa_devices(job.network.rdma, cls.instance(job, options).row)
 
     def check(self, job: JobSpec, options: Ec2Options) -> None:
         self.instance_type(job, options)
@@ -161,8 +174,9 @@ class Ec2Provider(AwsProvider):
             "TagSpecifications": [{"ResourceType": "instance", "Tags": self.tags(job, options)},
                                   {"ResourceType": "volume", "Tags": self.tags(job, options)}],
         }
-        if job.network.rdma == "on":
-            request["NetworkInterfaces"] = efa_interfaces(options, 1)
+        known = self.efa_count(job, options)
+        if known or job.network.rdma == "on":
+            request["NetworkInterfaces"] = efa_interfaces(options, known or 1)
         else:
             request["SubnetId"] = options.subnet_id
             request["SecurityGroupIds"] = list(options.security_group_ids)
@@ -243,13 +257,14 @@ class Ec2Provider(AwsProvider):
             env["CLOUDTRAIN_IFNAME"] = options.ifname
         if options.secrets_manager:
             env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
-        if job.network.rdma == "on":
-            env.update({k: v for k, v in EFA_ENV.items() if k not in job.env})
+        row = self.instance(job, options).row
+        if self.efa_count(job, options) or (job.network.rdma == "on" and row is None):
+            env.update({k: v for k, v in efa_env(row).items() if k not in job.env})
         lines += ["# the job's environment"]
         lines += [f"export {k}={q(v)}" for k, v in env.items()]
         lines += ['export CLOUDTRAIN_NODE_RANK="$NODE"']
         lines += ['export CLOUDTRAIN_OUTPUT_DIR="$WORK/output"']
-        if job.network.rdma == "auto":
+        if job.network.rdma == "auto" and row is None:  # a type newer than the catalog: EC2 is asked at submit
             lines.append(EFA_MARK)
         launch = [options.python, "-m", NODE_MODULE.partition(":")[0], "--",
                   *shipping.launch_argv(job, python=options.python)]
@@ -335,7 +350,7 @@ class Ec2Provider(AwsProvider):
             return job_id  # the same spec was submitted before: attach to it
         if not instances:
             request = next(a.content for a in arts if a.kind == "ec2/RunInstances")
-            efa = self.use_efa(job, request["InstanceType"], region)
+            efa = self.instance(job, options).row is None and self.use_efa(job, request["InstanceType"], region)
             if efa and "NetworkInterfaces" not in request and options.subnet_id:
                 request["NetworkInterfaces"] = efa_interfaces(options, min(efa["max_interfaces"] or 1,
                                                                            efa["network_cards"] or 1))
@@ -364,7 +379,7 @@ class Ec2Provider(AwsProvider):
         return job_id
 
     def _efa_env_needed(self, job: JobSpec, options: Ec2Options, region: str) -> bool:
-        if job.network.rdma != "auto":
+        if job.network.rdma != "auto" or self.instance(job, options).row is not None:
             return False
         return bool(self.use_efa(job, self.instance_type(job, options), region) and options.subnet_id)
 

@@ -17,13 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from cloudtrain import shipping
 from cloudtrain.launch import sshd
 from cloudtrain.errors import JobFileError
+from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 
-from . import gpus
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, fill, job_name, join_s3, not_set, option_line, parse_s3,
                      require_secret_ids, spec_hash, strip_empty)
+from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 DETECTOR = "cloudtrain_aws.detect:detect_sagemaker"
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -97,15 +98,19 @@ class SageMakerProvider(AwsProvider):
         return cls.states.get(status, State.UNKNOWN)
 
     # -- render (pure) -------------------------------------------------------------------------
+    @classmethod
+    def instance_rules(cls):
+        return SAGEMAKER_RULES
+
     @staticmethod
-    def instance_type(job: JobSpec, options: SageMakerOptions) -> str:
-        kind = options.instance_type or job.resources.instance_type
-        if kind:
-            return kind if kind.startswith("ml.") else "ml." + kind
-        if job.resources.gpus_per_node:
-            raise JobFileError(f"is not set and the job asks for GPUs; {gpus.suggest(job.resources.gpus_per_node, 'ml.')}",
-                               **option_line(job, "sagemaker", "instance_type"))
-        return "ml.m5.xlarge"
+    def instance(job: JobSpec, options: SageMakerOptions) -> Choice:
+        """The ml.* instance type (from the catalog: resources.accelerator x gpus_per_node, or the
+        named one, checked); ml.m5.xlarge for a job without GPUs."""
+        return choose(job, SAGEMAKER_RULES, options.instance_type) or Choice("ml.m5.xlarge", None)
+
+    @classmethod
+    def instance_type(cls, job: JobSpec, options: SageMakerOptions) -> str:
+        return cls.instance(job, options).instance_type
 
     def check(self, job: JobSpec, options: SageMakerOptions) -> None:
         if not (options.image or job.image):
@@ -164,8 +169,9 @@ class SageMakerProvider(AwsProvider):
             env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
         if job.distribution.type in ("mpi", "horovod"):
             env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
-        if efa or job.network.rdma == "on":
-            for key, value in EFA_ENV.items():
+        row = self.instance(job, options).row
+        if efa or efa_devices(job.network.rdma, row) or (job.network.rdma == "on" and row is None):
+            for key, value in efa_env(row).items():
                 env.setdefault(key, value)
         return env
 
@@ -254,7 +260,9 @@ class SageMakerProvider(AwsProvider):
         upload = fill(next(a.content for a in rendered.artifacts if a.kind == "s3/PutObject"), values)
         request = fill(next(a.content for a in rendered.artifacts if a.kind == "sagemaker/CreateTrainingJob"), values)
         request["TrainingJobName"] = name = job_name(job, spec)
-        efa = self.use_efa(job, request["ResourceConfig"]["InstanceType"], region)
+        # a type the catalog knows had its EFA presets at render; a newer one is looked up in EC2
+        efa = self.instance(job, options).row is None and self.use_efa(job, request["ResourceConfig"]["InstanceType"],
+                                                                       region)
         if efa:
             for key, value in EFA_ENV.items():
                 request.setdefault("Environment", {}).setdefault(key, value)
@@ -356,9 +364,10 @@ class SageMakerProvider(AwsProvider):
         # (see detect.py); emulated nodes sharing one address keep their index as their rank.
         hosts = sorted(cluster.hosts)
         rank = hosts.index(current) if len(set(hosts)) == len(hosts) else node_index
-        options = job.providers.get("sagemaker") or {}
-        kind = options.get("instance_type") or job.resources.instance_type or "ml.m5.xlarge"
-        kind = kind if kind.startswith("ml.") else "ml." + kind
+        import warnings
+        with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
+            warnings.simplefilter("ignore")
+            kind = cls.instance(job, cls.options(job)).instance_type
         config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
                   "hosts": hosts}
         env = {

@@ -278,7 +278,9 @@ def test_efa_instances_get_one_efa_interface_per_network_card(aws):
     assert cards == ["0", "1", "2", "3"] and types == {"efa"}  # p4d: 4 EFA interfaces (EC2's data)
     assert nodes[0]["NetworkInterfaces"][0]["InterfaceType"] == "efa"
     script = sent_scripts(aws)[nodes[0]["InstanceId"]]
-    assert "export FI_PROVIDER=efa FI_EFA_FORK_SAFE=1 RDMAV_FORK_SAFE=1" in script
+    # the catalog row (p4d: EFA with RDMA read) gives the presets at render, device RDMA included
+    assert all(f"export {k}={v}\n" in script for k, v in
+               {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "FI_EFA_USE_DEVICE_RDMA": "1"}.items())
     plain = provider(aws).submit(digits(**{"env.X": "1"}))
     assert "FI_PROVIDER" not in sent_scripts(aws)[job_instances(aws, plain.id.split("/")[1])[0]["InstanceId"]]
 

@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from cloudtrain.errors import JobFileError
+from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import load_job
-from cloudtrain_aws import gpus
 from cloudtrain_aws.common import AwsProvider, no_region
 from cloudtrain_aws.ec2 import Ec2Provider
+from cloudtrain_aws.instances import ec2_catalog, sagemaker_catalog
 from cloudtrain_aws.sagemaker import SageMakerProvider
 from conftest import write_job
 
@@ -60,24 +60,26 @@ AWS_TABLE = {"g5.xlarge": (1, "A10G"), "g5.12xlarge": (4, "A10G"), "g5.48xlarge"
              "p4d.24xlarge": (8, "A100"), "p5.48xlarge": (8, "H100")}
 
 
-def test_the_gpu_table_holds_aws_facts_and_sagemaker_takes_its_types():
-    assert gpus.GPU_TYPES == AWS_TABLE
+def test_the_catalogs_hold_aws_facts_and_sagemaker_takes_its_types():
+    for kind, (count, model) in AWS_TABLE.items():
+        row, ml = ec2_catalog().get(kind), sagemaker_catalog().get("ml." + kind)
+        assert (row.count, row.accelerator) == (count, model) and (ml.count, ml.accelerator) == (count, model)
     from botocore.session import get_session
     model = get_session().get_service_model("sagemaker")
     allowed = set(model.shape_for("TrainingInstanceType").enum)
-    assert {f"ml.{kind}" for kind in gpus.GPU_TYPES} <= allowed
+    assert {r.instance_type for r in sagemaker_catalog().rows} <= allowed
 
 
 @pytest.mark.parametrize("cls,prefix", [(SageMakerProvider, "ml."), (Ec2Provider, "")])
 def test_a_gpu_job_without_an_instance_type_gets_a_type_with_that_many_gpus(cls, prefix, tmp_path):
-    def message(count: int) -> str:
-        job = load_job(write_job(tmp_path, f"name: j\ncommand: python t.py\nimage: i\n"
-                                           f"resources: {{gpus_per_node: {count}}}\n"))
-        with pytest.raises(JobFileError) as info:
-            cls.instance_type(job, cls.Options())
-        return str(info.value)
+    def job(count: int):
+        return load_job(write_job(tmp_path, f"name: j\ncommand: python t.py\nimage: i\n"
+                                            f"resources: {{gpus_per_node: {count}}}\n"))
     for count in (1, 4, 8):
-        named = re.findall(re.escape(prefix) + r"([a-z0-9]+\.[0-9]*x?large)", message(count))
-        assert named and all(AWS_TABLE[kind][0] == count for kind in named), message(count)
-    two = message(2)
-    assert "none has 2" in two and "1, 4 or 8 GPUs" in two, two
+        with pytest.warns(CloudtrainWarning, match="its default for that count"):
+            kind = cls.instance_type(job(count), cls.Options())
+        assert AWS_TABLE[kind[len(prefix):]] == (count, "A10G"), kind  # the documented default: g5
+    with pytest.raises(JobFileError) as info:
+        cls.instance_type(job(2), cls.Options())
+    assert "no default instance with 2 GPUs" in str(info.value) and "A10G x 1/4/8" in str(info.value)
+    assert "resources.gpus_per_node" in str(info.value)

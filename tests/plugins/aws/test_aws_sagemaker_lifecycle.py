@@ -173,7 +173,7 @@ def test_throttling_and_server_errors_are_retried(aws):
     only_job(aws)
 
 
-def test_efa_presets_come_from_ec2s_instance_type_data(aws):
+def test_efa_presets_come_from_the_catalog_or_ec2s_instance_type_data(aws):
     p = provider(aws)
     p.submit(digits(**{"providers.sagemaker.instance_type": "ml.p4d.24xlarge"}))
     p.submit(digits(**{"providers.sagemaker.instance_type": "ml.p4d.24xlarge", "env.RUN": "2"}))
@@ -181,7 +181,9 @@ def test_efa_presets_come_from_ec2s_instance_type_data(aws):
     envs = [r["Environment"] for r in sent(aws)]
     assert envs[0]["FI_PROVIDER"] == "efa" and envs[1]["FI_PROVIDER"] == "efa"
     assert "FI_PROVIDER" not in envs[2]
-    assert aws.count("DescribeInstanceTypes") == 2  # once per type and region in a process
+    assert envs[0]["FI_EFA_USE_DEVICE_RDMA"] == "1"  # the catalog's p4d row: EFA with RDMA read
+    # p4d is in the shipped catalog: no call; m5.xlarge (no GPU) is not: EC2 is asked, once per process
+    assert aws.count("DescribeInstanceTypes") == 1
     with pytest.raises(JobFileError, match=r"m5.xlarge has no EFA") as info:
         p.submit(digits(**{"network.rdma": "on", "env.RUN": "3"}))
     assert info.value.exit_code == 2 and len(sent(aws)) == 3

@@ -5,12 +5,13 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
 from aws_double import validate_request
 from cloudtrain import plugins
-from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.provider import Cluster
 from conftest import EXAMPLES, cli_env, run_cli, write_job
@@ -114,8 +115,15 @@ def test_instance_type_from_the_neutral_hint_and_rdma_on_gives_the_efa_presets()
     assert request["Environment"]["FI_PROVIDER"] == "efa" and request["Environment"]["RDMAV_FORK_SAFE"] == "1"
     launch = request["AlgorithmSpecification"]["ContainerArguments"]
     assert launch[launch.index("--nproc-per-node") + 1] == "8"
+    assert request["Environment"]["FI_EFA_USE_DEVICE_RDMA"] == "1"  # the catalog: p5's EFA does RDMA read
     auto = render(job(resources={"instance_type": "ml.p4d.24xlarge"}))["sagemaker/CreateTrainingJob"]
-    assert "FI_PROVIDER" not in auto["Environment"]  # auto: decided at submit from EC2's data (pure render)
+    assert auto["Environment"]["FI_PROVIDER"] == "efa"  # auto: the catalog's row has EFA (pure render)
+    g5 = render(job(resources={"accelerator": "A10G", "gpus_per_node": 8}))["sagemaker/CreateTrainingJob"]
+    assert g5["ResourceConfig"]["InstanceType"] == "ml.g5.48xlarge" and g5["Environment"]["FI_PROVIDER"] == "efa"
+    assert "FI_EFA_USE_DEVICE_RDMA" not in g5["Environment"]  # g5's EFA has no RDMA read: libfabric would abort
+    newer = render(job(options={"instance_type": "ml.p7.48xlarge"}))["sagemaker/CreateTrainingJob"]
+    assert newer["ResourceConfig"]["InstanceType"] == "ml.p7.48xlarge"  # newer than the catalog: sent as named
+    assert "FI_PROVIDER" not in newer["Environment"]  # and its EFA is looked up in EC2 at submit
 
 
 def test_secrets_never_rendered_only_their_secrets_manager_ids(monkeypatch):
@@ -140,7 +148,11 @@ def test_secrets_never_rendered_only_their_secrets_manager_ids(monkeypatch):
     ({"secrets_manager": {"NOPE": "x"}}, {}, "providers.sagemaker.secrets_manager"),
     ({"inputs": {"code": "s3://b/x"}}, {}, "providers.sagemaker.inputs.code"),
     ({}, {"max_restarts": 31}, "max_restarts"),
-    ({}, {"resources": {"gpus_per_node": 4}}, "providers.sagemaker.instance_type"),
+    ({}, {"resources": {"gpus_per_node": 3}}, "resources.gpus_per_node"),  # no default type has 3 GPUs
+    ({"instance_type": "ml.g5.12xlarge"}, {"resources": {"gpus_per_node": 8}}, "providers.sagemaker.instance_type"),
+    ({}, {"resources": {"gpus_per_node": 2, "accelerator": "a100"}}, "resources.gpus_per_node"),
+    ({"instance_type": "ml.g5.xlarge"}, {"resources": {"gpus_per_node": 1}, "network": {"rdma": "on"}}, "network.rdma"),
+    ({}, {"resources": {"gpus_per_node": 8, "accelerator": "TPUv5"}}, "resources.accelerator"),
     ({}, {"command": "python train.py --config " + "x" * 300}, "command"),
 ])
 def test_bad_options_are_refused_at_their_line(tmp_path, options, extra, field):
@@ -151,6 +163,33 @@ def test_bad_options_are_refused_at_their_line(tmp_path, options, extra, field):
         plugins.get_provider("sagemaker").render(load_job(path))
     assert str(info.value).startswith(f"{path}:"), str(info.value)
     assert f" {field}: " in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_accelerator_and_count_resolve_to_the_smallest_fitting_instance():
+    def kind(**resources):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an accelerator named: no warning
+            out = render(job(resources=resources, network={"rdma": resources.pop("rdma", "auto")}))
+        return out["sagemaker/CreateTrainingJob"]["ResourceConfig"]["InstanceType"]
+    # SageMaker's ml.* training types from the catalog (EC2 DescribeInstanceTypes facts)
+    assert kind(accelerator="A100", gpus_per_node=8) == "ml.p4d.24xlarge"
+    assert kind(accelerator="a100-80gb", gpus_per_node=8) == "ml.p4de.24xlarge"
+    assert kind(accelerator="H100", gpus_per_node=8) == "ml.p5.48xlarge"
+    assert kind(accelerator="H100", gpus_per_node=1) == "ml.p5.4xlarge"
+    assert kind(accelerator="A10G", gpus_per_node=1) == "ml.g5.xlarge"  # 4 vCPUs: the smallest
+    assert kind(accelerator="A10G", gpus_per_node=1, cpus_per_node=16) == "ml.g5.4xlarge"
+    assert kind(accelerator="A10G", gpus_per_node=1, memory_gb=200) == "ml.g5.16xlarge"
+    assert kind(accelerator="A10G", gpus_per_node=1, rdma="on") == "ml.g5.8xlarge"  # the smallest g5 with EFA
+
+
+def test_gpus_without_an_accelerator_pick_the_default_and_say_so_once():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = render(job(resources={"gpus_per_node": 4}))
+    assert out["sagemaker/CreateTrainingJob"]["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"
+    said = [str(w.message) for w in seen if issubclass(w.category, CloudtrainWarning)]
+    assert len(said) == 1 and "ml.g5.12xlarge (A10G x 4" in said[0] and "resources.accelerator" in said[0]
 
 
 def test_no_image_is_bad_input():

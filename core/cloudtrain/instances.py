@@ -1,0 +1,215 @@
+"""From (accelerator, count, minimums, ``network.rdma``) to one instance type of a platform.
+
+The rules, the same for every provider that has a catalog:
+
+1. ``providers.<p>.<option>`` (the platform's own name) always wins; it is checked against the
+   catalog: its accelerator count must equal ``resources.gpus_per_node`` (exit 2 otherwise).
+2. ``resources.instance_type`` is used when this platform's catalog has it (or when it is
+   spelled the platform's way but newer than the catalog); an instance type of another platform
+   is never sent raw: its accelerator and count are resolved here instead, with a warning.
+3. ``resources.accelerator`` x ``gpus_per_node``: exactly that count; then the smallest
+   (price when known, then vCPUs, memory) with at least ``cpus_per_node`` vCPUs and
+   ``memory_gb`` GiB; with ``network.rdma: on``, the smallest with a fast network.
+4. ``gpus_per_node`` alone: the provider's default accelerators, in order, and one warning line
+   that says which instance it picked.
+
+Errors are ``file:line: field: message`` with the fix (exit 2).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Iterable, List, Optional, Tuple
+
+from .catalog import Catalog, Instance
+from .errors import CloudtrainWarning, JobFileError
+from .job import JobSpec
+
+
+@dataclass(frozen=True)
+class InstanceRules:
+    """How one provider names and picks its instances."""
+
+    provider: str
+    catalog: Callable[[], Catalog]
+    option: str = "instance_type"                       # providers.<provider>.<option>
+    owns: Callable[[str], bool] = lambda name: False     # spelled this platform's way (maybe newer than the catalog)
+    to_own: Callable[[str], str] = lambda name: name     # resources.instance_type in this platform's spelling
+    defaults: Tuple[str, ...] = ()                       # accelerators for gpus_per_node without one, in order
+    noun: str = "instance type"
+
+
+@dataclass(frozen=True)
+class Choice:
+    instance_type: str
+    row: Optional[Instance]       # None: not in the catalog (an explicit name newer than it)
+
+
+def job_error(job: JobSpec, loc: Tuple[str, ...], message: str) -> JobFileError:
+    """A ``JobFileError`` at ``loc``'s line (or at its ``--set``)."""
+    field = ".".join(loc)
+    source = job.source
+    if source is None:
+        return JobFileError(message, field=field)
+    override = source.override_of(loc)
+    if override is not None:
+        return JobFileError(message, file=f"--set {override}", field=field if field != override else None)
+    return JobFileError(message, file=str(source.path) if source.path else None, line=source.line_of(loc),
+                        field=field)
+
+
+def describe(row: Instance) -> str:
+    return f"{row.instance_type} ({row.accelerator_label()}, {row.network_label()})" if row.accelerator \
+        else f"{row.instance_type} (no accelerator)"
+
+
+def choose(job: JobSpec, rules: InstanceRules, option: Optional[str]) -> Optional[Choice]:
+    """The instance type for ``job`` (None: no GPUs asked for and none named: the provider's default).
+    Chosen once per job and provider (its warning is said once)."""
+    key = (rules.provider, option)
+    if key not in job._instances:
+        job._instances[key] = _choose(job, rules, option)
+    return job._instances[key]
+
+
+def _choose(job: JobSpec, rules: InstanceRules, option: Optional[str]) -> Optional[Choice]:
+    r = job.resources
+    if option:
+        return _named(job, rules, rules.to_own(option), ("providers", rules.provider, rules.option))
+    if r.instance_type:
+        own = rules.to_own(r.instance_type)
+        if rules.catalog().get(own) is not None or rules.owns(own):
+            return _named(job, rules, own, ("resources", "instance_type"))
+        return _translated(job, rules, r.instance_type)
+    if r.accelerator:
+        return _resolved(job, rules, [r.accelerator], r.gpus_per_node)
+    if r.gpus_per_node and rules.defaults:
+        found = _resolved(job, rules, list(rules.defaults), r.gpus_per_node, default=True)
+        warnings.warn(f"resources.gpus_per_node is {r.gpus_per_node} without resources.accelerator: "
+                      f"{rules.provider} uses {describe(found.row)}, its default for that count; set "
+                      "resources.accelerator to choose (cloudtrain resources lists them)", CloudtrainWarning,
+                      stacklevel=3)
+        return found
+    return None
+
+
+def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) -> Choice:
+    row = rules.catalog().get(name)
+    if row is None:
+        if loc[0] == "resources" or rules.owns(name):
+            return Choice(name, None)
+        raise job_error(job, loc, f"{name!r} is not a {rules.provider} {rules.noun} (not in its catalog); "
+                                  f"cloudtrain resources -p {rules.provider} lists them")
+    r = job.resources
+    if r.gpus_per_node and row.count != r.gpus_per_node:
+        raise job_error(job, loc, f"{row.instance_type} has {row.count or 'no'} accelerator(s) "
+                                  f"({row.accelerator_label()}), but resources.gpus_per_node is {r.gpus_per_node}; "
+                                  f"make them agree, or drop {'.'.join(loc)} and let resources.accelerator choose")
+    if r.accelerator and row.accelerator != r.accelerator:
+        raise job_error(job, loc, f"{row.instance_type} has {row.accelerator or 'no accelerator'}, but "
+                                  f"resources.accelerator is {r.accelerator}; make them agree, or drop one")
+    if job.network.rdma == "on" and not row.fast_network:
+        raise _no_network(job, rules, row)
+    return Choice(row.instance_type, row)
+
+
+def _translated(job: JobSpec, rules: InstanceRules, name: str) -> Choice:
+    """``resources.instance_type`` names another platform's type: resolve its accelerator here."""
+    other = _find_elsewhere(name, rules.provider)
+    if other is None or not other[1].accelerator:
+        raise job_error(job, ("resources", "instance_type"),
+                        f"{name!r} is not a {rules.provider} {rules.noun} and no installed catalog knows it; set "
+                        f"providers.{rules.provider}.{rules.option}, or resources.accelerator and gpus_per_node")
+    provider, row = other
+    if job.resources.gpus_per_node and job.resources.gpus_per_node != row.count:
+        raise job_error(job, ("resources", "instance_type"),
+                        f"{name} ({provider}) has {row.accelerator_label()}, but resources.gpus_per_node is "
+                        f"{job.resources.gpus_per_node}; make them agree")
+    found = _resolved(job, rules, [row.accelerator], row.count)
+    warnings.warn(f"resources.instance_type {name} is a {provider} type; {rules.provider} runs its "
+                  f"{row.accelerator_label()} on {describe(found.row)}; set resources.accelerator instead to say "
+                  "it once for every provider", CloudtrainWarning, stacklevel=3)
+    return found
+
+
+def _find_elsewhere(name: str, me: str) -> Optional[Tuple[str, Instance]]:
+    from .plugins import providers
+    for pname, info in sorted(providers().items()):
+        if pname == me:
+            continue
+        try:
+            rules = info.cls.instance_rules()
+        except Exception:  # a third-party provider that fails to import: not this question's business
+            continue
+        if rules is None:
+            continue
+        row = rules.catalog().get(rules.to_own(name))
+        if row is not None:
+            return pname, row
+    return None
+
+
+def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count: int,
+              default: bool = False) -> Choice:
+    r, catalog = job.resources, rules.catalog()
+    rdma = job.network.rdma == "on"
+    for accelerator in accelerators:
+        exact = catalog.select(accelerator, count)
+        fit = [row for row in exact if row.fits(r.cpus_per_node, r.memory_gb)]
+        fast = [row for row in fit if row.fast_network]
+        pick = fast if rdma else fit
+        if pick:
+            return Choice(min(pick, key=Instance.size_key).instance_type, min(pick, key=Instance.size_key))
+        if default:
+            continue
+        if not exact:
+            raise _no_count(job, rules, catalog, accelerator, count)
+        if not fit:
+            biggest = max(exact, key=Instance.size_key)
+            loc = ("resources", "cpus_per_node" if r.cpus_per_node and (biggest.vcpus or 0) < r.cpus_per_node
+                   else "memory_gb")
+            raise job_error(job, loc, f"no {rules.provider} {rules.noun} with {accelerator} x {count} has "
+                                      f"{_minimums(r)}; the largest is {biggest.instance_type} ({biggest.vcpus:g} vCPUs, "
+                                      f"{biggest.memory_gb:g} GiB); lower the minimum")
+        raise _no_network(job, rules, min(fit, key=Instance.size_key))
+    offered = ", ".join(f"{a} x {'/'.join(map(str, catalog.counts(a)))}" for a in accelerators if catalog.counts(a))
+    raise job_error(job, ("resources", "gpus_per_node"),
+                    f"{rules.provider} has no default instance with {count} GPUs{' and a fast network' if rdma else ''}"
+                    f" (its defaults: {offered or ', '.join(accelerators) or 'none'}); set resources.accelerator and a "
+                    f"count it offers (cloudtrain resources -p {rules.provider} --gpus {count})")
+
+
+def _minimums(r) -> str:
+    parts = ([f"{r.cpus_per_node:g} vCPUs"] if r.cpus_per_node else []) + \
+            ([f"{r.memory_gb:g} GiB"] if r.memory_gb else [])
+    return " and ".join(parts)
+
+
+def _no_count(job: JobSpec, rules: InstanceRules, catalog: Catalog, accelerator: str, count: int) -> JobFileError:
+    counts = catalog.counts(accelerator)
+    if not counts:
+        offered = ", ".join(catalog.accelerators()) or "none"
+        return job_error(job, ("resources", "accelerator"),
+                         f"{rules.provider} offers no {accelerator} (its catalog has: {offered}); choose one of "
+                         f"those, or another provider (cloudtrain resources --accelerator {accelerator})")
+    return job_error(job, ("resources", "gpus_per_node"),
+                     f"{rules.provider} has no {rules.noun} with {count} x {accelerator}; it has "
+                     f"{' or '.join(map(str, counts))} per node; set gpus_per_node to one of those "
+                     f"(cloudtrain resources -p {rules.provider} --accelerator {accelerator})")
+
+
+def nearest_with_network(rows: Iterable[Instance], want: Instance) -> Optional[Instance]:
+    """The instance with a fast network closest to ``want``: same accelerator, then the nearest
+    count, then the smallest."""
+    fast = [r for r in rows if r.fast_network and r.accelerator]
+    if not fast:
+        return None
+    return min(fast, key=lambda r: (r.accelerator != want.accelerator, abs(r.count - want.count), r.size_key()))
+
+
+def _no_network(job: JobSpec, rules: InstanceRules, row: Instance) -> JobFileError:
+    near = nearest_with_network(rules.catalog().rows, row)
+    fix = (f"use {describe(near)} (providers.{rules.provider}.{rules.option}, or resources.accelerator and "
+           f"gpus_per_node), or set network.rdma: auto") if near else "set network.rdma: auto"
+    return job_error(job, ("network", "rdma"),
+                     f"is on, but {describe(row)} has no fast network (EFA, InfiniBand or RoCE); {fix}")

@@ -1,0 +1,148 @@
+"""Rebuild the EC2 (and EKS) and SageMaker catalogs from EC2's own API, through boto3.
+
+``python -m cloudtrain_aws.catalog_refresh [--region R] [--out DIR]`` (or ``cloudtrain resources
+--refresh -p ec2``) calls ``DescribeRegions``, ``DescribeInstanceTypes`` (every type with
+``GpuInfo``) and ``DescribeInstanceTypeOfferings`` per region, and keeps the GPU types whose GPU
+has a neutral name.  SageMaker's rows are the same types that botocore's SageMaker model lists
+in its ``TrainingInstanceType`` enum, with ``ml.`` in front (no regions: SageMaker's differ).
+
+What EC2's API does not say is added from AWS's documents, with the source in the file:
+whether an instance's EFA device does RDMA read (libfabric aborts with
+``FI_EFA_USE_DEVICE_RDMA=1`` on one that does not).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from cloudtrain import catalog as cat
+from cloudtrain.catalog import Instance
+
+CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
+# EC2 GpuInfo (name, memory in MiB) -> the neutral name (cloudtrain.accelerators); None: no neutral name
+GPU_NAMES = {"A100": {40960: "A100", 81920: "A100-80GB"}, "V100": {16384: "V100", 32768: "V100-32GB"},
+             "H100": "H100", "H200": "H200", "B200": "B200", "B300": "B300", "L40S": "L40S", "L4": "L4",
+             "A10G": "A10G", "T4": "T4"}
+# Families whose EFA device does RDMA read.  AWS, "Elastic Fabric Adapter" (EC2 user guide,
+# efa.html): "RDMA read is supported on all instances with Nitro version 4 and later"; p4d/p4de
+# (GPUDirect RDMA over EFA since their launch), p5/p5e/p5en and p6 are such instances.  Not in
+# this list (left to libfabric >= 1.18, which detects it): g4dn, g5, p3dn have no RDMA read
+# (libfabric prov/efa efa_rdm_get_use_device_rdma aborts there), and families AWS's pages do not
+# state plainly (g6, g6e).
+RDMA_READ_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300")
+SOURCE = ("EC2 DescribeInstanceTypes + DescribeInstanceTypeOfferings (region) through boto3, "
+          "by cloudtrain_aws.catalog_refresh; efa_rdma_read from AWS's EFA guide "
+          "(docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html: RDMA read on Nitro v4 and later)")
+NOTES = ("price: null everywhere: DescribeInstanceTypes carries no price and cloudtrain reads no pricing API "
+         "offline. efa = NetworkInfo.EfaInfo.MaximumEfaInterfaces.")
+
+
+def neutral_gpu(name: str, mib: int) -> Optional[str]:
+    found = GPU_NAMES.get(name)
+    return found.get(mib) if isinstance(found, dict) else found
+
+
+def family(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0]
+
+
+def row_of(info: dict, regions: Iterable[str] = ()) -> Optional[Instance]:
+    """One ``DescribeInstanceTypes`` item as a catalog row (None: no GPU with a neutral name)."""
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
+    if len(gpus) != 1 or not gpus[0].get("Count"):
+        return None
+    gpu = gpus[0]
+    mib = int((gpu.get("MemoryInfo") or {}).get("SizeInMiB") or 0)
+    name = neutral_gpu(gpu.get("Name", ""), mib)
+    if name is None:
+        return None
+    net = info.get("NetworkInfo") or {}
+    efa = int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0) if net.get("EfaSupported") else 0
+    kind = info["InstanceType"]
+    return Instance(instance_type=kind, accelerator=name, count=int(gpu["Count"]),
+                    accelerator_memory_gb=round(mib / 1024, 1), vcpus=(info.get("VCpuInfo") or {}).get("DefaultVCpus"),
+                    memory_gb=round(int((info.get("MemoryInfo") or {}).get("SizeInMiB") or 0) / 1024, 1), efa=efa,
+                    efa_rdma_read=bool(efa) and family(kind) in RDMA_READ_FAMILIES, regions=tuple(sorted(regions)))
+
+
+def describe_gpu_types(ec2) -> List[dict]:
+    out = []
+    for page in ec2.get_paginator("describe_instance_types").paginate():
+        out += [t for t in page.get("InstanceTypes", []) if t.get("GpuInfo")]
+    return out
+
+
+def offerings(session, regions: Iterable[str], types: List[str]) -> Dict[str, List[str]]:
+    """instance type -> the regions that offer it."""
+    where: Dict[str, List[str]] = {t: [] for t in types}
+    for region in regions:
+        client = session.client("ec2", region_name=region)
+        for first in range(0, len(types), 200):
+            for page in client.get_paginator("describe_instance_type_offerings").paginate(
+                    LocationType="region",
+                    Filters=[{"Name": "instance-type", "Values": types[first:first + 200]}]):
+                for item in page.get("InstanceTypeOfferings", []):
+                    where.setdefault(item["InstanceType"], []).append(region)
+    return where
+
+
+def sagemaker_training_types(session) -> List[str]:
+    """``ml.*`` training instance types, from botocore's SageMaker service model."""
+    model = session.client("sagemaker", region_name=session.region_name or "us-east-1").meta.service_model
+    return list(model.shape_for("TrainingInstanceType").enum)
+
+
+def fetch(session, regions: Optional[List[str]] = None) -> Tuple[List[Instance], List[Instance]]:
+    """(EC2 rows, SageMaker rows) from the account's view of EC2."""
+    ec2 = session.client("ec2", region_name=session.region_name or "us-east-1")
+    infos = describe_gpu_types(ec2)
+    if regions is None:
+        regions = sorted(r["RegionName"] for r in ec2.describe_regions().get("Regions", []))
+    where = offerings(session, regions, sorted(i["InstanceType"] for i in infos))
+    rows = [row for row in (row_of(i, where.get(i["InstanceType"], ())) for i in infos) if row is not None]
+    training = set(sagemaker_training_types(session))
+    ml_rows = [Instance(**{**r.to_dict(), "instance_type": "ml." + r.instance_type, "regions": ()})
+               for r in rows if "ml." + r.instance_type in training]
+    return rows, ml_rows
+
+
+def write(rows: List[Instance], ml_rows: List[Instance], out_dir: str, date: Optional[str] = None,
+          via: str = "") -> List[str]:
+    """``ec2.json`` and ``sagemaker.json`` in ``out_dir``; ``via`` says where the API answers came from."""
+    date = date or datetime.date.today().isoformat()
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for name, these, source in (
+            ("ec2", rows, SOURCE + via),
+            ("sagemaker", ml_rows, SOURCE + via + "; ml.* names: botocore's SageMaker model, shape "
+                                                  "TrainingInstanceType")):
+        path = os.path.join(out_dir, f"{name}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(cat.dump(name, these, date=date, source=source, notes=NOTES))
+        written.append(path)
+    return written
+
+
+def refresh(session=None, regions: Optional[List[str]] = None, out_dir: str = CATALOG_DIR) -> List[str]:
+    if session is None:
+        import boto3
+        session = boto3.session.Session()
+    rows, ml_rows = fetch(session, regions)
+    return write(rows, ml_rows, out_dir)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cloudtrain_aws.catalog_refresh", description=__doc__.splitlines()[0])
+    p.add_argument("--region", action="append", help="only these regions' offerings (default: every region)")
+    p.add_argument("--out", default=CATALOG_DIR, help="directory of ec2.json and sagemaker.json")
+    args = p.parse_args(argv)
+    for path in refresh(regions=args.region, out_dir=args.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
