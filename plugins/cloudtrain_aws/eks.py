@@ -3,9 +3,11 @@ v1 jobs, or with ``api: trainer`` the ``kubeflow-trainer`` provider's TrainJob (
 
 No kubeconfig: the cluster's endpoint and CA come from ``eks.describe_cluster`` and the bearer
 token is a presigned STS ``GetCallerIdentity`` URL (what ``aws eks get-token`` makes), signed
-with boto3's default credential chain and renewed before it expires.  With ``network.rdma``
-the pods ask for EFA devices (``vpc.amazonaws.com/efa``, from the EFA device plugin) and get
-libfabric's EFA settings.
+with boto3's default credential chain and renewed before it expires.  ``resources.accelerator``
+(or ``instance_type``) selects the nodes of one EC2 type from the EC2 catalog
+(``node.kubernetes.io/instance-type``); on a type with EFA the pods ask for all its EFA devices
+(``vpc.amazonaws.com/efa``, from the EFA device plugin: 4 on p4d, 32 on p5) and get libfabric's
+settings, ``FI_EFA_USE_DEVICE_RDMA=1`` only where the device does RDMA read.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any, Dict, List, Literal, Optional
 from pydantic import Field
 
 from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact
 from cloudtrain_kubernetes import manifests as m
@@ -25,8 +28,10 @@ from cloudtrain_kubernetes import trainjob
 from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions, TrainerOptions, trainer_runtime
 
 from .common import aws_credentials, no_region
+from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+INSTANCE_LABEL = "node.kubernetes.io/instance-type"
 TOKEN_PREFIX = "k8s-aws-v1."
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
@@ -35,6 +40,9 @@ class EksOptions(TrainerOptions, PodOptions):
     api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
     region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
+    instance_type: Optional[str] = Field(None, description="EC2 instance type of the nodes the pods go to (nodeSelector "
+                                                           "node.kubernetes.io/instance-type; default: resolved from "
+                                                           "resources.accelerator, or none)")
 
 
 def eks_token(session, cluster: str, region: str) -> str:
@@ -66,9 +74,22 @@ class EksProvider(KubeflowProvider):
         # the EKS detector builds on Kubeflow's: both modules go into the launcher bundle
         mopts = replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow", trainjob.DETECTOR,
                                                  self.detector_target()))
-        if job.network.rdma == "on" and not options.rdma_resource:
+        choice = choose(job, EKS_RULES, options.instance_type)
+        row = choice.row if choice else None
+        if choice:  # the nodes of that EC2 type (the label every EKS node carries)
+            mopts = replace(mopts, node_selector={INSTANCE_LABEL: choice.instance_type, **options.node_selector})
+        devices = efa_devices(job.network.rdma, row)
+        if devices and not options.rdma_resource:  # every EFA device of the instance, presets from its row
+            preset = {**m.RDMA_ENV_PRESETS[EFA_RESOURCE], **(DEVICE_RDMA if row.efa_rdma_read else {})}
+            mopts = replace(mopts, rdma_resource=EFA_RESOURCE, rdma_count=devices,
+                            rdma_env=options.rdma_env if options.rdma_env is not None else preset)
+        elif job.network.rdma == "on" and not options.rdma_resource:
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE)
         return mopts
+
+    @classmethod
+    def instance_rules(cls):
+        return EKS_RULES
 
     def check(self, job: JobSpec, options: EksOptions) -> None:
         super().check(job, options)

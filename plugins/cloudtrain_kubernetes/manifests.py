@@ -73,7 +73,9 @@ _LONGEST_ROLE = "launcher"
 RDMA_ENV_PRESETS: Dict[str, Dict[str, str]] = {
     "rdma/hca": {"NCCL_IB_DISABLE": "0"},
     "rdma/rdma_shared_device_a": {"NCCL_IB_DISABLE": "0"},
-    "vpc.amazonaws.com/efa": {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_IB_DISABLE": "1"},
+    # no FI_EFA_USE_DEVICE_RDMA here: libfabric aborts with it on EFA devices without RDMA read
+    # (g4dn, g5, p3dn); the eks provider adds it where its catalog row says the device reads
+    "vpc.amazonaws.com/efa": {"FI_PROVIDER": "efa", "NCCL_IB_DISABLE": "1"},
 }
 DEFAULT_RDMA_RESOURCE = "rdma/hca"
 

@@ -67,6 +67,39 @@ def test_the_token_is_a_presigned_sts_call_and_nothing_is_sent():
     assert token_ok("Bearer " + eks_token(session(), "train", REGION))
 
 
+def worker_pod(tmp_path, resources, rdma="auto"):
+    path = job(tmp_path, extra=f"network: {{rdma: {rdma}}}")
+    path.write_text(path.read_text().replace("resources: {gpus_per_node: 8}", f"resources: {resources}"))
+    rendered = get_provider("eks").render(load_job(path))
+    for artifact in rendered.artifacts:
+        validate(artifact.content)
+    return rendered.artifacts[-1].content["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("resources,instance,efa,device_rdma", [
+    # EC2 DescribeInstanceTypes (the catalog): p4d 4 EFA, p5 32; RDMA read per AWS's EFA guide
+    ("{accelerator: A100, gpus_per_node: 8}", "p4d.24xlarge", "4", True),
+    ("{accelerator: H100, gpus_per_node: 8}", "p5.48xlarge", "32", True),
+    ("{accelerator: A10G, gpus_per_node: 8}", "g5.48xlarge", "1", False),
+])
+def test_an_accelerator_selects_its_nodes_and_all_their_efa_devices(tmp_path, resources, instance, efa, device_rdma):
+    pod = worker_pod(tmp_path, resources)
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": instance}
+    c = pod["containers"][0]
+    assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["FI_PROVIDER"] == "efa"
+    assert ("FI_EFA_USE_DEVICE_RDMA" in env) is device_rdma  # never on g5: libfabric aborts without RDMA read
+
+
+def test_gpus_alone_select_no_nodes_and_rdma_off_no_efa(tmp_path):
+    pod = worker_pod(tmp_path, "{gpus_per_node: 8}")
+    assert "nodeSelector" not in pod and "vpc.amazonaws.com/efa" not in pod["containers"][0]["resources"]["limits"]
+    off = worker_pod(tmp_path, "{accelerator: A100, gpus_per_node: 8}", rdma="off")
+    assert off["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    assert "vpc.amazonaws.com/efa" not in off["containers"][0]["resources"]["limits"]
+
+
 def test_rdma_on_asks_for_efa_devices_and_validates_against_the_crd(tmp_path):
     rendered = get_provider("eks").render(load_job(job(tmp_path, extra="network: {rdma: on}")))
     for artifact in rendered.artifacts:
