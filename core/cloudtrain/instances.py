@@ -59,7 +59,8 @@ def job_error(job: JobSpec, loc: Tuple[str, ...], message: str) -> JobFileError:
 
 
 def describe(row: Instance) -> str:
-    return f"{row.instance_type} ({row.accelerator_label()}, {row.network_label()})" if row.accelerator \
+    net = row.network_label() if row.fast_network else "no fast network"
+    return f"{row.instance_type} ({row.accelerator_label()}, {net})" if row.accelerator \
         else f"{row.instance_type} (no accelerator)"
 
 
@@ -126,7 +127,7 @@ def _translated(job: JobSpec, rules: InstanceRules, name: str) -> Choice:
                         f"{name} ({provider}) has {row.accelerator_label()}, but resources.gpus_per_node is "
                         f"{job.resources.gpus_per_node}; make them agree")
     found = _resolved(job, rules, [row.accelerator], row.count)
-    warnings.warn(f"resources.instance_type {name} is a {provider} type; {rules.provider} runs its "
+    warnings.warn(f"resources.instance_type {name} is {provider}'s; {rules.provider} runs its "
                   f"{row.accelerator_label()} on {describe(found.row)}; set resources.accelerator instead to say "
                   "it once for every provider", CloudtrainWarning, stacklevel=3)
     return found
@@ -212,4 +213,5 @@ def _no_network(job: JobSpec, rules: InstanceRules, row: Instance) -> JobFileErr
     fix = (f"use {describe(near)} (providers.{rules.provider}.{rules.option}, or resources.accelerator and "
            f"gpus_per_node), or set network.rdma: auto") if near else "set network.rdma: auto"
     return job_error(job, ("network", "rdma"),
-                     f"is on, but {describe(row)} has no fast network (EFA, InfiniBand or RoCE); {fix}")
+                     f"is on, but {row.instance_type} ({row.accelerator_label()}) has no fast network (EFA, "
+                     f"InfiniBand or RoCE); {fix}")

@@ -11,6 +11,13 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional
 
+from cloudtrain.catalog import Catalog, load, package_file
+from cloudtrain.instances import InstanceRules
+
+# gpus_per_node without an accelerator: the first of these with exactly that many GPUs
+# (1/2/4: NC A100 v4, 8: ND A100 v4), then T4 and V100 sizes.
+DEFAULTS = ("A100", "A100-80GB", "T4", "V100")
+
 # RDMA-capable sizes of the generation before SR-IOV: InfiniBand is not usable from Azure ML.
 NO_SRIOV = {"standard_nc24r", "standard_h16r", "standard_h16mr", "standard_a8", "standard_a9"}
 # The InfiniBand twin of a size without it, where Azure has one.
@@ -43,8 +50,17 @@ IB_ENV = {
 NO_IB_ENV = {"NCCL_IB_DISABLE": "1", "UCX_TLS": "tcp,self,sm"}
 
 
+def catalog() -> Catalog:
+    """Azure ML's GPU VM sizes (``catalogs/azure.json``): InfiniBand is a fact of each row."""
+    return load(package_file(__file__, "azure.json"))
+
+
 def has_infiniband(size: str) -> bool:
-    """``Standard_ND96asr_v4`` -> True, ``Standard_NC24s_v3`` -> False, ``Standard_NC24r`` -> False."""
+    """``Standard_ND96asr_v4`` -> True, ``Standard_NC24s_v3`` -> False, ``Standard_NC24r`` -> False.
+    The catalog's row when it has the size; the ``r`` rule for a size it does not list."""
+    row = catalog().get(size)
+    if row is not None:
+        return row.infiniband
     key = size.strip().lower()
     if key in NO_SRIOV:
         return False
@@ -74,3 +90,7 @@ def rdma_env(rdma: str, size: Optional[str]) -> Dict[str, str]:
     if size and has_infiniband(size):
         return dict(IB_ENV)
     return {}
+
+
+RULES = InstanceRules("azure", catalog, option="vm_size", owns=lambda n: n.lower().startswith("standard_"),
+                      defaults=DEFAULTS, noun="VM size")

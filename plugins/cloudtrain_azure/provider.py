@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain import shipping, yamlio
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
+from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 
@@ -70,7 +71,7 @@ class AzureOptions(BaseModel):
     workspace: Optional[str] = Field(None, description="Azure ML workspace name")
     config_file: Optional[str] = Field(None, description="the workspace's config.json (default: searched from the current directory up, like MLClient.from_config)")
     compute: Optional[str] = Field(None, description="compute cluster name (default: serverless compute sized by resources.instance_type)")
-    vm_size: Optional[str] = Field(None, description="the compute cluster's VM size, for the InfiniBand check at render (default: read with compute.get at submit)")
+    vm_size: Optional[str] = Field(None, description="the VM size: serverless compute's (default: resolved from resources.accelerator x gpus_per_node), or the compute cluster's, for the InfiniBand check at render (default: read with compute.get at submit)")
     environment: Optional[str] = Field(None, description="a registered environment, e.g. azureml:acpt-pytorch-2.2-cuda12.1@latest (default: an anonymous one from the job's image)")
     experiment_name: Optional[str] = Field(None, description="experiment to file the job under (default: the job's name)")
     inputs: Dict[str, DataRef] = Field(default_factory=dict, description="named inputs; a URI alone is short for {path: URI}; the command refers to them as ${{inputs.NAME}}")
@@ -157,10 +158,19 @@ class AzureProvider(Provider):
         file, line = self._line(job, *loc)
         return JobFileError(message, file=file, line=line, field=".".join(loc))
 
+    @classmethod
+    def instance_rules(cls):
+        return infiniband.RULES
+
     @staticmethod
     def known_vm_size(job: JobSpec, options: AzureOptions) -> Optional[str]:
-        """The VM size known without asking Azure: ``vm_size``, or serverless ``instance_type``."""
-        return options.vm_size or (None if options.compute else job.resources.instance_type)
+        """The VM size known without asking Azure: ``vm_size`` (checked against the catalog), or
+        serverless compute's size resolved from ``resources`` (accelerator x gpus_per_node, or
+        ``instance_type``).  A compute cluster's size is its own: nothing is resolved for it."""
+        if options.compute and not options.vm_size:
+            return None
+        choice = choose(job, infiniband.RULES, options.vm_size)
+        return choice.instance_type if choice else None
 
     def check(self, job: JobSpec, options: AzureOptions) -> None:
         if not (options.environment or job.image):
@@ -177,8 +187,8 @@ class AzureProvider(Provider):
                     raise self._error(job, ("network", "rdma"), problem)
             elif not options.compute:
                 raise self._error(job, ("network", "rdma"), "network.rdma is on, but serverless compute has no VM size "
-                                  "here; set resources.instance_type to an InfiniBand size such as "
-                                  f"{infiniband.DEFAULT_SUGGESTION}")
+                                  "here; set resources.accelerator and gpus_per_node (or providers.azure.vm_size) to "
+                                  f"an InfiniBand size such as {infiniband.DEFAULT_SUGGESTION}")
         for kind, declared in (("inputs", options.inputs), ("outputs", options.outputs)):
             for ref in re.findall(r"\$\{\{\s*%s\.([A-Za-z0-9_]+)\s*\}\}" % kind, job.command_line):
                 if ref not in declared:
@@ -250,8 +260,8 @@ class AzureProvider(Provider):
         resources: Dict[str, Any] = {"instance_count": job.distribution.nodes}
         if options.compute:
             doc["compute"] = f"azureml:{options.compute}"
-        elif job.resources.instance_type:
-            resources["instance_type"] = job.resources.instance_type
+        elif self.known_vm_size(job, options):
+            resources["instance_type"] = self.known_vm_size(job, options)
         if job.resources.shm_gb:
             gb = job.resources.shm_gb
             resources["shm_size"] = f"{int(gb)}g" if float(gb).is_integer() else f"{round(gb * 1024)}m"

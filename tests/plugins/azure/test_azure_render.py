@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job as load_ct_job
 from cloudtrain.plugins import get_provider
 from conftest import cli_env, run_cli, write_job
@@ -291,8 +291,32 @@ def test_cli_rdma_mismatch_is_exit_2_at_the_job_files_line(tmp_path):
           azure: {compute: gpu-cluster, vm_size: Standard_NC24s_v3}
         """)
     proc = run_cli("validate", "-p", "azure", path, check=2)
-    assert f"{path}:6: network.rdma: network.rdma is on, but VM size Standard_NC24s_v3 has no InfiniBand" in proc.stderr
-    assert "Standard_NC24rs_v3" in proc.stderr and proc.stdout == ""
+    # the catalog's row (Azure's NCv3 page: NC24s_v3 without InfiniBand) and its nearest InfiniBand twin
+    assert f"{path}:6: network.rdma: is on, but Standard_NC24s_v3 (V100 x 4) has no fast network" in proc.stderr
+    assert "use Standard_NC24rs_v3 (V100 x 4, InfiniBand)" in proc.stderr and proc.stdout == ""
+
+
+def test_an_accelerator_resolves_the_serverless_vm_size_and_its_infiniband_presets(tmp_path):
+    def render(resources, **more):
+        data = {"name": "acc", "command": "python t.py", "image": "example/train:1",
+                "distribution": {"type": "ddp", "nodes": 2}, "resources": resources, **more}
+        return get_provider("azure").render(job_from_dict(data)).artifacts[0].content
+    # Azure's size pages: ND A100 v4 = 8 x A100 40 GB with InfiniBand; ND H100 v5 = 8 x H100
+    a100 = render({"accelerator": "A100", "gpus_per_node": 8})
+    assert a100["resources"]["instance_type"] == "Standard_ND96asr_v4"
+    assert a100["environment_variables"]["UCX_TLS"] == "rc"  # InfiniBand: a fact of the row
+    assert render({"accelerator": "A100-80GB", "gpus_per_node": 8})["resources"]["instance_type"] == \
+        "Standard_ND96amsr_A100_v4"
+    assert render({"accelerator": "H100", "gpus_per_node": 8})["resources"]["instance_type"] == \
+        "Standard_ND96isr_H100_v5"
+    t4 = render({"accelerator": "T4", "gpus_per_node": 1})
+    assert t4["resources"]["instance_type"] == "Standard_NC4as_T4_v3" and "UCX_TLS" not in t4["environment_variables"]
+    # gpus alone: the documented default for that count, no longer no GPU request at all
+    with pytest.warns(CloudtrainWarning, match="Standard_ND96asr_v4"):
+        assert render({"gpus_per_node": 8})["resources"]["instance_type"] == "Standard_ND96asr_v4"
+    # another platform's type is never sent raw: its accelerator and count are resolved here
+    with pytest.warns(CloudtrainWarning, match="p4d.24xlarge is ec2's"):
+        assert render({"instance_type": "p4d.24xlarge"})["resources"]["instance_type"] == "Standard_ND96asr_v4"
 
 
 def test_cli_render_json(tmp_path):
