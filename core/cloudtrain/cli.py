@@ -68,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("providers", help="installed plugins, their providers, whether each SDK is present")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
+    p = sub.add_parser("resources", help="instance types that match, across installed providers (their catalogs)")
+    p.add_argument("--accelerator", help="a neutral accelerator name, e.g. A100, H100, L4, Ascend-910B")
+    p.add_argument("--gpus", type=int, help="accelerators per instance")
+    p.add_argument("-p", "--provider", help="only this provider's catalog")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--refresh", action="store_true", help="rebuild -p's catalog from the platform's API (its SDK)")
+    p.add_argument("--out", help="--refresh: directory to write the catalog to (default: the plugin's own)")
+
     sub.add_parser("schema", help="print the JSON Schema of job.yaml")
     sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
                    add_help=False)
@@ -256,6 +264,22 @@ def cmd_providers(args) -> int:
     return 0
 
 
+def cmd_resources(args) -> int:
+    from . import resources
+    if args.refresh:
+        for path in resources.refresh(args.provider, args.out):
+            print(path)
+        return 0
+    found = resources.matching(args.accelerator, args.gpus, args.provider)
+    if args.output == "json":
+        print(resources.rows_json(found))
+    elif found:
+        _table(resources.rows_table(found))
+    else:
+        print("no instance type matches; cloudtrain resources (no options) lists every one", file=sys.stderr)
+    return 0
+
+
 def cmd_schema(args) -> int:
     from .schema import job_schema
     print(json.dumps(job_schema(), indent=2))
@@ -270,7 +294,7 @@ def _table(rows) -> None:
 
 COMMANDS = {"submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
-            "providers": cmd_providers, "schema": cmd_schema}
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema}
 
 
 def entry() -> None:

@@ -148,6 +148,8 @@ class Provider(abc.ABC):
     # Seconds between status reads while a job is followed or waited for (a cloud API is
     # rate-limited; a local state store is not).
     status_poll: ClassVar[float] = 2.0
+    # "module:function" that rebuilds this provider's catalog through its SDK (cloudtrain resources --refresh).
+    catalog_refresh: ClassVar[Optional[str]] = None
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
     install_hint_text: ClassVar[Optional[str]] = None
 

@@ -127,10 +127,18 @@ def write(rows: List[Instance], ml_rows: List[Instance], out_dir: str, date: Opt
 
 
 def refresh(session=None, regions: Optional[List[str]] = None, out_dir: str = CATALOG_DIR) -> List[str]:
+    """Both files from the account's EC2 (boto3's default credentials and region)."""
     if session is None:
         import boto3
         session = boto3.session.Session()
-    rows, ml_rows = fetch(session, regions)
+    from botocore.exceptions import BotoCoreError, ClientError
+    from cloudtrain.errors import PlatformError
+    try:
+        rows, ml_rows = fetch(session, regions)
+    except (BotoCoreError, ClientError) as exc:
+        raise PlatformError(f"reading EC2's instance types failed: {exc}; check your AWS credentials and region "
+                            "(the refresh needs ec2:DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
+                            "DescribeRegions)") from None
     return write(rows, ml_rows, out_dir)
 
 

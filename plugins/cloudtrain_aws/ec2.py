@@ -87,6 +87,7 @@ class Ec2Provider(AwsProvider):
     name = "ec2"
     description = "EC2 instances run through AWS Systems Manager"
     Options = Ec2Options
+    catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     # The one table: an instance's state, or its node's SSM command invocation status -> neutral.
     states = {
         "pending": State.PENDING, "running": State.STARTING, "shutting-down": State.FAILED,

@@ -65,6 +65,7 @@ class EksProvider(KubeflowProvider):
     sdk_modules = ("boto3", "kubernetes")
     detector = "cloudtrain_aws.eks_detect:detect"
     Options = EksOptions
+    catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     target_keys = ("cluster", "region")
     kinds = KubeflowProvider.kinds + ("TrainJob",)
 

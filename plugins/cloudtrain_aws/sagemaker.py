@@ -71,6 +71,7 @@ class SageMakerProvider(AwsProvider):
     name = "sagemaker"
     description = "Amazon SageMaker training jobs (CreateTrainingJob)"
     Options = SageMakerOptions
+    catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     detector = DETECTOR
     # The one table: SageMaker's status -> neutral.  While InProgress, the SecondaryStatus is
     # looked up; a terminal status is looked up as "Status/SecondaryStatus" first (a job stopped
