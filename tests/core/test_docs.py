@@ -44,8 +44,10 @@ def test_every_hook_has_a_heading_in_plugins_md():
 
 
 def test_generated_job_reference_is_up_to_date():
+    from conftest import cli_env
+    # the installed plugins load (the test plugin with them): docs/resources.md's table reads their catalogs
     proc = subprocess.run([sys.executable, str(DOCS / "gen_job_reference.py"), "--check"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=cli_env())
     assert proc.returncode == 0, (f"{proc.stdout}{proc.stderr}\n"
                                   "run: python docs/gen_job_reference.py")
 
