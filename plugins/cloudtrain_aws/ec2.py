@@ -55,7 +55,7 @@ class Ec2Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     image_id: Optional[str] = Field(None, description="AMI with Python 3.8+, the job's framework and the SSM agent, e.g. an AWS Deep Learning AMI (needed to submit)")
-    instance_type: Optional[str] = Field(None, description="EC2 instance type (default: resources.instance_type without ml., else m5.xlarge without GPUs)")
+    instance_type: Optional[str] = Field(None, description="EC2 instance type (default: resolved from resources.accelerator x gpus_per_node or resources.instance_type, see docs/resources.md; m5.xlarge without GPUs)")
     instance_profile: Optional[str] = Field(None, description="IAM instance profile (name or ARN) with AmazonSSMManagedInstanceCore (needed to submit)")
     code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives; nodes fetch theirs with a presigned URL (needed to submit)")
     region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")

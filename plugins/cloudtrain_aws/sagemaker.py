@@ -48,7 +48,7 @@ class SageMakerOptions(BaseModel):
     code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives (default: <output_s3>/cloudtrain-code)")
     region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
     image: Optional[str] = Field(None, description="training image, e.g. an ECR URI (default: the job's image)")
-    instance_type: Optional[str] = Field(None, description="ml.* instance type (default: resources.instance_type with ml. added, else ml.m5.xlarge without GPUs)")
+    instance_type: Optional[str] = Field(None, description="ml.* instance type (default: resolved from resources.accelerator x gpus_per_node or resources.instance_type, see docs/resources.md; ml.m5.xlarge without GPUs)")
     volume_gb: int = Field(30, ge=1, le=16384, description="EBS volume per instance, GiB")
     max_runtime_seconds: int = Field(86400, ge=1, le=2419200, description="StoppingCondition.MaxRuntimeInSeconds: SageMaker stops the job after this")
     spot: bool = Field(False, description="managed spot training (EnableManagedSpotTraining); checkpoints default to <output_s3>/<name>/checkpoints")
