@@ -8,6 +8,7 @@ Nothing is downloaded: the digits data set ships with scikit-learn.
 import argparse
 import json
 import os
+import sys
 
 import deepspeed
 import torch
@@ -81,6 +82,12 @@ def main():
     # early can make gloo abort a peer still using the group.
     dist.barrier()
     dist.destroy_process_group()
+    # The engine keeps gloo's context (threads, a socket to every peer) alive past
+    # destroy_process_group; a normal interpreter exit would tear it down while the peers
+    # close their sockets, which can abort a finished rank (see examples/digits-ddp/train.py).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

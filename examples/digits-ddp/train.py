@@ -126,10 +126,22 @@ def main():
                        "world_size": world}, f, indent=2)
         print(f"saved model.pt and metrics.json to {out_dir}", flush=True)
 
-    # Wait for rank 0 to finish before anyone tears the group down: a rank that leaves
-    # early can make gloo abort a peer still using the group.
+    # 6. Shut down: every rank waits here until rank 0 has saved, then the group goes.
     dist.barrier()
     dist.destroy_process_group()
+    # DDP keeps gloo's context alive after destroy_process_group (its socket-loop and work
+    # threads keep running, with a connection to every peer), so a normal interpreter exit
+    # tears gloo down while those threads run and the peers close their sockets; that can
+    # abort the process ("terminate called without an active exception", SIGABRT) after the
+    # job has in fact finished.  Everything is written: leave without interpreter teardown.
+    leave(0)
+
+
+def leave(code: int) -> None:
+    """Exit at once, without interpreter teardown (output flushed first)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
