@@ -37,6 +37,7 @@ class InstanceRules:
     to_own: Callable[[str], str] = lambda name: name     # resources.instance_type in this platform's spelling
     defaults: Tuple[str, ...] = ()                       # accelerators for gpus_per_node without one, in order
     noun: str = "instance type"
+    hint: Callable[[], str] = lambda: ""                 # added to "none with that accelerator x count" errors
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) 
 
 def _translated(job: JobSpec, rules: InstanceRules, name: str) -> Choice:
     """``resources.instance_type`` names another platform's type: resolve its accelerator here."""
-    other = _find_elsewhere(name, rules.provider)
+    other = find_elsewhere(name, rules.provider)
     if other is None or not other[1].accelerator:
         raise job_error(job, ("resources", "instance_type"),
                         f"{name!r} is not a {rules.provider} {rules.noun} and no installed catalog knows it; set "
@@ -133,7 +134,8 @@ def _translated(job: JobSpec, rules: InstanceRules, name: str) -> Choice:
     return found
 
 
-def _find_elsewhere(name: str, me: str) -> Optional[Tuple[str, Instance]]:
+def find_elsewhere(name: str, me: str) -> Optional[Tuple[str, Instance]]:
+    """(provider, row) of the first other installed provider whose catalog lists ``name``."""
     from .plugins import providers
     for pname, info in sorted(providers().items()):
         if pname == me:
@@ -147,6 +149,36 @@ def _find_elsewhere(name: str, me: str) -> Optional[Tuple[str, Instance]]:
         row = rules.catalog().get(rules.to_own(name))
         if row is not None:
             return pname, row
+    return None
+
+
+def wanted(job: JobSpec, rules: InstanceRules) -> Optional[Tuple[str, int]]:
+    """(accelerator, count per node) the job asks for, for a platform mode that takes them
+    without an instance type (a TI-ONE resource group, a ModelArts dedicated pool):
+    ``resources.accelerator`` x ``gpus_per_node``, or the row that ``resources.instance_type``
+    names in this platform's catalog or in another provider's (exit 2 when none knows it).
+    None: no accelerator named."""
+    r = job.resources
+    if r.instance_type:
+        row = rules.catalog().get(rules.to_own(r.instance_type))
+        other = ("", row) if row is not None else find_elsewhere(r.instance_type, rules.provider)
+        if other is None or not other[1].accelerator:
+            raise job_error(job, ("resources", "instance_type"),
+                            f"{r.instance_type!r} names no GPU instance that an installed catalog knows, and "
+                            f"{rules.provider} does not send it as written; set resources.accelerator and "
+                            "gpus_per_node instead")
+        row = other[1]
+        if r.gpus_per_node and r.gpus_per_node != row.count:
+            raise job_error(job, ("resources", "instance_type"),
+                            f"{r.instance_type} has {row.accelerator_label()}, but resources.gpus_per_node is "
+                            f"{r.gpus_per_node}; make them agree")
+        if r.accelerator and r.accelerator != row.accelerator:
+            raise job_error(job, ("resources", "instance_type"),
+                            f"{r.instance_type} has {row.accelerator}, but resources.accelerator is {r.accelerator}; "
+                            "make them agree, or drop one")
+        return row.accelerator, row.count
+    if r.accelerator:
+        return r.accelerator, r.gpus_per_node
     return None
 
 
@@ -192,11 +224,18 @@ def _no_count(job: JobSpec, rules: InstanceRules, catalog: Catalog, accelerator:
         offered = ", ".join(catalog.accelerators()) or "none"
         return job_error(job, ("resources", "accelerator"),
                          f"{rules.provider} offers no {accelerator} (its catalog has: {offered}); choose one of "
-                         f"those, or another provider (cloudtrain resources --accelerator {accelerator})")
+                         f"those, or another provider (cloudtrain resources --accelerator {accelerator})"
+                         + _hint(rules))
     return job_error(job, ("resources", "gpus_per_node"),
                      f"{rules.provider} has no {rules.noun} with {count} x {accelerator}; it has "
                      f"{' or '.join(map(str, counts))} per node; set gpus_per_node to one of those "
-                     f"(cloudtrain resources -p {rules.provider} --accelerator {accelerator})")
+                     f"(cloudtrain resources -p {rules.provider} --accelerator {accelerator})"
+                     + _hint(rules))
+
+
+def _hint(rules: InstanceRules) -> str:
+    text = rules.hint()
+    return f"; {text}" if text else ""
 
 
 def nearest_with_network(rows: Iterable[Instance], want: Instance) -> Optional[Instance]:

@@ -114,6 +114,7 @@ class TioneProvider(Provider):
     # the top-level package is named here and the tione module is checked on first use
     sdk_modules = ("tencentcloud",)
     Options = TioneOptions
+    catalog_refresh = "cloudtrain_tione.catalog:refresh"
     detector = rq.DETECTOR
     # THE table: every TrainingTaskDetail.Status -> neutral state.
     states = {
@@ -147,6 +148,11 @@ class TioneProvider(Provider):
         self._maskers: Dict[str, Masker] = {}
         if poll is not None:
             self.poll = poll
+
+    @classmethod
+    def instance_rules(cls):
+        from .catalog import RULES
+        return RULES
 
     # -- render (pure) -------------------------------------------------------------------------
     def check(self, job: JobSpec, options: TioneOptions) -> None:

@@ -13,10 +13,12 @@ import shlex
 from typing import Dict, List, Optional, Tuple
 
 from cloudtrain.errors import JobFileError
+from cloudtrain.instances import choose, wanted
 from cloudtrain.job import JobSpec
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
 
+from . import catalog
 from .detect import NODES_VAR, PORT_VAR, RDMA_VAR
 from .options import TioneOptions
 
@@ -53,11 +55,50 @@ def roles(job: JobSpec) -> List[Tuple[str, int]]:
 
 
 def instance_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
-    return options.instance_type or job.resources.instance_type
+    """The postpaid spec (None with a resource group, or without GPUs and a named spec):
+    ``providers.tione.instance_type``, else resolved from ``resources`` through the catalog
+    (``cloudtrain.instances``: another platform's instance type is translated, never sent raw)."""
+    if options.resource_group:
+        return None
+    choice = choose(job, catalog.RULES, options.instance_type)
+    return choice.instance_type if choice else None
+
+
+def spec_row(job: JobSpec, options: TioneOptions):
+    """The catalog row of the postpaid spec (None: a resource group, or a spec the catalog lacks)."""
+    name = instance_type(job, options)
+    return catalog.tione_catalog().get(name) if name else None
 
 
 def gpus_per_node(job: JobSpec, options: TioneOptions) -> float:
-    return options.gpus if options.gpus is not None else float(job.resources.gpus_per_node)
+    """GPUs of every node: ``providers.tione.gpus``, ``resources.gpus_per_node``, else what the
+    named instance type (resource group) or the postpaid spec's row has."""
+    if options.gpus is not None:
+        return options.gpus
+    if job.resources.gpus_per_node:
+        return float(job.resources.gpus_per_node)
+    if options.resource_group:
+        found = wanted(job, catalog.RULES)
+        return float(found[1]) if found else 0.0
+    row = spec_row(job, options)
+    return float(row.count) if row else 0.0
+
+
+def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
+    """A resource group's GpuType: ``providers.tione.gpu_type``, else the job's accelerator in
+    TI-ONE's names (catalog.GPU_TYPES); exit 2 for an accelerator TI-ONE has no GpuType for."""
+    if options.gpu_type:
+        return options.gpu_type
+    found = wanted(job, catalog.RULES)
+    if found is None:
+        return None
+    name = catalog.gpu_type(found[0])
+    if name is None:
+        loc = ("resources", "accelerator") if job.resources.accelerator else ("resources", "instance_type")
+        raise job_error(job, loc, f"TI-ONE documents no GpuType for {found[0]} (its GpuType values: "
+                                  f"{', '.join(sorted(set(catalog.GPU_TYPES.values())))}); set "
+                                  "providers.tione.gpu_type to the type of your resource group's nodes")
+    return name
 
 
 # -- errors at the job file's lines -----------------------------------------------------------
@@ -160,8 +201,13 @@ def image_info(job: JobSpec, options: TioneOptions) -> Optional[dict]:
 
 # -- RDMA --------------------------------------------------------------------------------------
 def is_hcc(job: JobSpec, options: TioneOptions) -> bool:
+    """HCC machines (RDMA NICs): ``providers.tione.hcc``, else the catalog row's RoCE fact, else
+    'HCC' in a spec name the catalog lacks."""
     if options.hcc is not None:
         return options.hcc
+    row = spec_row(job, options)
+    if row is not None:
+        return row.roce
     return "HCC" in (instance_type(job, options) or "").upper()
 
 
@@ -265,8 +311,9 @@ def resource_configs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) 
             gpus = gpus_per_node(job, options)
             if gpus:
                 rc["Gpu"] = int(round(gpus * 100))  # 1/100 card
-                if options.gpu_type:
-                    rc["GpuType"] = options.gpu_type
+                kind = gpu_type(job, options)
+                if kind:
+                    rc["GpuType"] = kind
         elif instance_type(job, options):
             rc["InstanceType"] = instance_type(job, options)
         rc["InstanceNum"] = count

@@ -229,7 +229,7 @@ def test_rdma_settings(capsys):
     off = render(resources=GROUP_RES, network={"rdma": "off"}, tione=GROUP)
     assert off["ResourceConfigInfos"][0]["RDMAConfig"] == {"Enable": False}
     assert "CLOUDTRAIN_TIONE_RDMA" not in envs(off)
-    small = render(resources={"gpus_per_node": 1})
+    small = render(resources={"gpus_per_node": 1}, tione={"instance_type": "TI.GN10.2XLARGE40.POST"})
     assert "RDMAConfig" not in small["ResourceConfigInfos"][0]
     capsys.readouterr()
     render(resources=GROUP_RES, network={"rdma": "on"}, tione=dict(GROUP, hcc=None))

@@ -60,6 +60,7 @@ class FakeTione(LoopbackServer):
         self.contexts: Dict[str, int] = {}  # Context token -> offset
         self.bad_requests: List[str] = []
         self._ids = itertools.count(1)
+        self.billing_specs: List[dict] = []  # DescribeBillingSpecs' Specs (Spec models' fields)
         super().__init__(self._handler())
 
     def actions(self) -> List[str]:
@@ -176,6 +177,11 @@ class FakeTione(LoopbackServer):
         return {"Context": context, "Content": [
             {"Id": e["id"], "Message": e["message"], "PodName": e["pod"], "Timestamp": rfc3339(e["time"])}
             for e in page]}
+
+    def DescribeBillingSpecs(self, body: dict) -> dict:
+        if body.get("ChargeType") not in ("POSTPAID_BY_HOUR", "PREPAID"):
+            raise FakeError("MissingParameter", "ChargeType must be POSTPAID_BY_HOUR or PREPAID")
+        return {"Specs": [dict(s) for s in self.billing_specs]}
 
     def _task(self, task_id: str) -> dict:
         if task_id not in self.tasks:

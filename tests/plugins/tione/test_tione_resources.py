@@ -1,0 +1,156 @@
+"""TI-ONE's postpaid specs and resource groups from resources.accelerator x gpus_per_node
+(catalogs/tione.json, cloudtrain_tione.catalog), and the catalog's refresh through the SDK's
+DescribeBillingSpecs against the loopback double."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from tencentcloud.tione.v20211111 import models
+
+from cloudtrain import catalog
+from cloudtrain.errors import JobFileError
+from cloudtrain.loading import load_job
+from cloudtrain.plugins import get_provider
+from cloudtrain_tione.catalog import GPU_TYPES, tione_catalog
+from conftest import run_cli, write_job
+from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+
+# The SDK's ResourceConfigInfo.InstanceType docstring: "TI.GN10.20XLARGE320.POST :  72C320G V100*8"
+SDK_SPEC = re.compile(r"^(TI\.[A-Z0-9.]+POST)\s*:\s*(\d+)C(\d+)G(?:\s+(\w+)\*(\d+))?\s*$")
+
+
+def sdk_specs():
+    doc = models.ResourceConfigInfo.InstanceType.__doc__
+    return {m.group(1): m.groups()[1:] for m in map(SDK_SPEC.match, doc.splitlines()) if m}
+
+
+def test_every_catalog_row_is_a_spec_the_sdk_documents():
+    """Source: tencentcloud-sdk-python-tione, models.ResourceConfigInfo.InstanceType (计算规格 for后付费)."""
+    documented = sdk_specs()
+    assert documented["TI.GN10.20XLARGE320.POST"] == ("72", "320", "V100", "8")
+    assert documented["TI.GN7.8XLARGE128.POST"] == ("32", "128", "T4", "1")
+    for row in tione_catalog().rows:
+        cpu, mem, card, count = documented[row.instance_type]
+        assert (row.accelerator, row.count, row.memory_gb) == (card, int(count or 0), int(mem))
+        assert row.vcpus in (int(cpu), None)  # None: the alias list disagrees (TI.GN10.5XLARGE80.POST)
+    assert not any(r.accelerator == "A100" for r in tione_catalog().rows)  # no public A100 postpaid spec
+
+
+def job_file(tmp_path, resources: str, tione: str = "{}"):
+    return write_job(tmp_path, f"""
+        name: res
+        command: python train.py
+        image: img:1
+        resources: {resources}
+        providers:
+          tione: {tione}
+        """)
+
+
+def request(path, **overrides):
+    content = get_provider("tione").render(load_job(path, overrides or None)).artifacts[0].content
+    models.CreateTrainingTaskRequest()._deserialize(content)
+    return content["ResourceConfigInfos"][0]
+
+
+@pytest.mark.parametrize("accelerator,count,spec", [("V100", 8, "TI.GN10.20XLARGE320.POST"),
+                                                    ("T4", 1, "TI.GN7.8XLARGE128.POST"),
+                                                    ("v100", 4, "TI.GN10.10XLARGE160.POST")])
+def test_postpaid_spec_from_the_accelerator(tmp_path, accelerator, count, spec):
+    rc = request(job_file(tmp_path, f"{{accelerator: {accelerator}, gpus_per_node: {count}}}"))
+    assert rc["InstanceType"] == spec and "GpuType" not in rc
+
+
+def test_a100_postpaid_is_exit_2_naming_the_specs_and_a_resource_group(tmp_path):
+    path = job_file(tmp_path, "{accelerator: A100, gpus_per_node: 8}")
+    with pytest.raises(JobFileError) as info:
+        request(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}:4: resources.accelerator: tione offers no A100")
+    assert "TI.GN10.20XLARGE320.POST (V100 x 8)" in text and "providers.tione.resource_group" in text
+    assert info.value.exit_code == 2
+    with pytest.raises(JobFileError, match=r"resources.gpus_per_node: tione has no postpaid spec with 3 x V100"):
+        request(path, **{"resources.accelerator": "V100", "resources.gpus_per_node": 3})
+
+
+def test_resource_group_gets_gpu_type_and_hundredths_of_cards(tmp_path):
+    """GpuType values: SDK models.GpuDetail.Name "GPU 显卡类型；枚举值: V100 A100 T4"; Gpu in 1/100 card
+    (ResourceConfigInfo.Gpu "单位：1/100，即100=1卡")."""
+    assert "V100 A100 T4" in models.GpuDetail.Name.__doc__ and "100=1卡" in models.ResourceConfigInfo.Gpu.__doc__
+    assert set(GPU_TYPES.values()) == {"V100", "A100", "T4"}
+    group = "{resource_group: trsg-1}"
+    rc = request(job_file(tmp_path, "{accelerator: A100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 900}", group))
+    assert (rc["GpuType"], rc["Gpu"], rc["Cpu"], rc["Memory"]) == ("A100", 800, 90000, 921600)
+    assert "InstanceType" not in rc
+    # another platform's instance type says A100 x 8 too (never sent raw)
+    rc = request(job_file(tmp_path / "b", "{instance_type: p4d.24xlarge, cpus_per_node: 90, memory_gb: 900}", group))
+    assert (rc["GpuType"], rc["Gpu"]) == ("A100", 800)
+    # an explicit gpu_type wins; an accelerator TI-ONE names no GpuType for is exit 2 at its line
+    path = job_file(tmp_path / "c", "{accelerator: A100-80GB, gpus_per_node: 8}", group)
+    with pytest.raises(JobFileError) as info:
+        request(path)
+    assert str(info.value).startswith(f"{path}:4: resources.accelerator: TI-ONE documents no GpuType for A100-80GB")
+    assert request(path, **{"providers.tione.gpu_type": "A800"})["GpuType"] == "A800"
+
+
+def test_another_platforms_instance_type_is_translated_or_refused(tmp_path, recwarn):
+    rc = request(job_file(tmp_path, "{instance_type: g4dn.xlarge}"))
+    assert rc["InstanceType"] == "TI.GN7.8XLARGE128.POST"  # ec2's T4 x 1, never 'g4dn.xlarge'
+    assert any("g4dn.xlarge is" in str(w.message) for w in recwarn)
+    path = job_file(tmp_path / "b", "{instance_type: p4d.24xlarge}")
+    with pytest.raises(JobFileError, match="tione offers no A100"):
+        request(path)
+    path = job_file(tmp_path / "c", "{instance_type: x9.mega}")
+    with pytest.raises(JobFileError) as info:
+        request(path)
+    assert str(info.value).startswith(f"{path}:4: resources.instance_type: 'x9.mega' is not a tione postpaid spec")
+
+
+def test_an_explicit_spec_wins_and_is_checked_when_listed(tmp_path):
+    path = job_file(tmp_path, "{gpus_per_node: 4}", "{instance_type: TI.GN10.20XLARGE320.POST}")
+    with pytest.raises(JobFileError) as info:
+        request(path)
+    assert str(info.value).startswith(f"{path}:6: providers.tione.instance_type: TI.GN10.20XLARGE320.POST has 8")
+    assert request(path, **{"resources.gpus_per_node": 8})["InstanceType"] == "TI.GN10.20XLARGE320.POST"
+    newer = job_file(tmp_path / "b", "{gpus_per_node: 8}", "{instance_type: TI.HCCPNV7.96XLARGE2304.POST}")
+    assert request(newer)["InstanceType"] == "TI.HCCPNV7.96XLARGE2304.POST"  # newer than the catalog: as written
+
+
+DOC_SPECS = [  # as DescribeBillingSpecs answers: SpecName = InstanceType, SpecAlias as in InstanceTypeAlias
+    {"SpecId": "sv_tione_tr_gn10_8", "SpecName": "TI.GN10.20XLARGE320.POST", "SpecAlias": "72C320G V100*8",
+     "Available": True, "AvailableRegion": [], "GpuType": "V100"},
+    {"SpecId": "sv_tione_tr_gn7_1", "SpecName": "TI.GN7.8XLARGE128.POST", "SpecAlias": "32C128G T4*1",
+     "Available": True, "AvailableRegion": ["ap-guangzhou"], "GpuType": "T4"},
+    {"SpecId": "sv_tione_tr_s", "SpecName": "TI.S.LARGE.POST", "SpecAlias": "4C8G", "Available": True,
+     "AvailableRegion": []},
+    {"SpecId": "x", "SpecName": "TI.X.POST", "SpecAlias": "8C64G MI300*1", "Available": True, "AvailableRegion": [],
+     "GpuType": "MI300"},  # no neutral name: left out
+]
+
+
+def test_refresh_through_describe_billing_specs(tmp_path):
+    with FakeTione() as fake:
+        fake.billing_specs = DOC_SPECS
+        env = {"TENCENTCLOUD_SECRET_ID": SECRET_ID, "TENCENTCLOUD_SECRET_KEY": SECRET_KEY,
+               "CLOUDTRAIN_TIONE_ENDPOINT": fake.url, "TENCENTCLOUD_REGION": "ap-shanghai"}
+        proc = run_cli("resources", "--refresh", "-p", "tione", "--out", tmp_path, env=env, check=0)
+        assert fake.bodies("DescribeBillingSpecs") == [{"ChargeType": "POSTPAID_BY_HOUR", "TaskType": "TRAIN"}]
+        assert not fake.bad_requests
+    assert proc.stdout.split() == [str(tmp_path / "tione.json")]
+    fresh = catalog.load(str(tmp_path / "tione.json"))
+    assert [r.instance_type for r in fresh.rows] == ["TI.GN10.20XLARGE320.POST", "TI.GN7.8XLARGE128.POST",
+                                                     "TI.S.LARGE.POST"]
+    for row in fresh.rows:  # the same facts as the shipped file's rows
+        shipped = tione_catalog().get(row.instance_type)
+        assert (row.accelerator, row.count, row.vcpus, row.memory_gb) == \
+            (shipped.accelerator, shipped.count, shipped.vcpus, shipped.memory_gb)
+    assert fresh.get("TI.GN7.8XLARGE128.POST").regions == ("ap-guangzhou",)
+
+
+def test_resources_lists_tione(tmp_path):
+    rows = json.loads(run_cli("resources", "-p", "tione", "--accelerator", "V100", "-o", "json", check=0).stdout)
+    assert sorted((r["count"], r["instance_type"]) for r in rows) == [
+        (1, "TI.GN10.2XLARGE40.POST"), (2, "TI.GN10.5XLARGE80.POST"), (4, "TI.GN10.10XLARGE160.POST"),
+        (8, "TI.GN10.20XLARGE320.POST")]
