@@ -100,6 +100,7 @@ class ManifestOptions:
     image_pull_secrets: Tuple[str, ...] = ()
     service_account: Optional[str] = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    gpu_selection: Optional[Tuple[str, Tuple[str, ...]]] = None  # (label, values): required node affinity In values
     tolerations: Tuple[Mapping[str, Any], ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)            # extra labels on every object and pod
     pod_annotations: Mapping[str, str] = field(default_factory=dict)   # e.g. ModelArts Lite's `cabinet`
@@ -316,6 +317,9 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
         spec["serviceAccountName"] = options.service_account
     if options.node_selector:
         spec["nodeSelector"] = dict(options.node_selector)
+    if options.gpu_selection:
+        from .gpu_products import node_affinity
+        spec["affinity"] = {"nodeAffinity": node_affinity(*options.gpu_selection)}
     if options.tolerations:
         spec["tolerations"] = [dict(t) for t in options.tolerations]
     if options.image_pull_secrets:

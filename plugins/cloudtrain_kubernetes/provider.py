@@ -78,6 +78,8 @@ class KubeOptions(PodOptions):
 
     kubeconfig: Optional[str] = Field(None, description="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
     context: Optional[str] = Field(None, description="kubeconfig context (default: the current context)")
+    gpu_label: Optional[str] = Field("nvidia.com/gpu.product", description="node label that names the GPU model: with resources.accelerator the pods require a node whose label is one of its values (NVIDIA GPU Feature Discovery's label by default; empty: no such affinity)")
+    gpu_products: List[str] = Field(default_factory=list, description="the values of gpu_label that mean resources.accelerator on this cluster (default: the ones public sources give, see Resources)")
 
 
 class VolcanoOptions(KubeOptions):
@@ -123,7 +125,15 @@ class KubernetesProvider(Provider):
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
             "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue", "priority_class")}
         return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
+                                     "gpu_selection": self.gpu_selection(job, options),
                                      "detector_targets": (self.detector_target(),)})
+
+    def gpu_selection(self, job: JobSpec, options: PodOptions):
+        """(label, values) the pods' nodes must have for ``resources.accelerator`` (None: none)."""
+        if not isinstance(options, KubeOptions):  # eks selects nodes by instance type instead
+            return None
+        from .gpu_products import selection
+        return selection(job, self.name, options.gpu_label, options.gpu_products)
 
     @abc.abstractmethod
     def build(self, job: JobSpec, mopts: m.ManifestOptions) -> List[dict]:

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cloudtrain.accelerators import is_npu
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster
@@ -103,7 +104,7 @@ class LiteOptions(VolcanoOptions):
     cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig is fetched "
                                                         "with CCE's cluster-certificate call")
     cert_days: int = Field(1, ge=1, le=1827, description="validity of a fetched cluster certificate (days)")
-    accelerator: Literal["ascend", "gpu"] = Field("ascend", description="Ascend NPUs (huawei.com/ascend-1980) or GPUs (gpu_resource)")
+    accelerator: Optional[Literal["ascend", "gpu"]] = Field(None, description="Ascend NPUs (huawei.com/ascend-1980, nodes labelled accelerator/huawei-npu: ascend-1980) or GPUs (gpu_resource) (default: from resources.accelerator, Ascend-* -> ascend, any other -> gpu; without one: ascend)")
     npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node of them)")
     routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on for ascend")
     open_script_address: Optional[str] = Field(None, description="where bootstrap.sh is (default: the region's "
@@ -184,9 +185,9 @@ def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> 
     if ascend:
         template["metadata"]["labels"][RING_LABEL] = ASCEND
     pod = template["spec"]
-    pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+    pod.setdefault("affinity", {})["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
         "labelSelector": {"matchExpressions": [{"key": "volcano.sh/job-name", "operator": "In", "values": [name]}]},
-        "topologyKey": "kubernetes.io/hostname"}]}}
+        "topologyKey": "kubernetes.io/hostname"}]}
     mounts = [(v.name, v.mount_path, v.read_only) for v in options.volumes]
     pod["volumes"] += [v.volume() for v in options.volumes]
     if ascend:
@@ -230,6 +231,23 @@ class ModelartsLiteProvider(VolcanoProvider):
     sdk_modules = ("kubernetes", "huaweicloudsdkcce")
     Options = LiteOptions
     detector = "cloudtrain_modelarts.detect:detect_lite"
+
+    @classmethod
+    def options(cls, job: JobSpec) -> LiteOptions:
+        """The options with ``accelerator`` resolved from ``resources.accelerator`` when not set."""
+        options = super().options(job)
+        wanted = job.resources.accelerator
+        kind = ("ascend" if is_npu(wanted) else "gpu") if wanted else None
+        if options.accelerator and kind and options.accelerator != kind:
+            file, line = _where(job, "providers", cls.name, "accelerator")
+            raise JobFileError(f"is {options.accelerator}, but resources.accelerator is {wanted}; make them agree "
+                               "(or drop this option: it follows resources.accelerator)", file=file, line=line,
+                               field=f"providers.{cls.name}.accelerator")
+        return options.model_copy(update={"accelerator": options.accelerator or kind or "ascend"})
+
+    def gpu_selection(self, job: JobSpec, options: LiteOptions):
+        # Ascend nodes are chosen by seed 001's nodeSelector accelerator/huawei-npu: ascend-1980
+        return None if options.accelerator == "ascend" else super().gpu_selection(job, options)
 
     def manifest_options(self, job: JobSpec, options: LiteOptions) -> m.ManifestOptions:
         mopts = super().manifest_options(job, options)
