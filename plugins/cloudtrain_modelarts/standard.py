@@ -25,23 +25,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain import shipping
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
+from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
-from . import sdk
+from . import catalog, sdk
 from .detect import MA_JOB_DIR, standard_environment
 
 KIND = "modelarts/CreateTrainingJob"
 SERVICE = "ModelArts"
 HASH_MARK = "cloudtrain:spec-hash="
 MAX_ENV = 100
-# Dedicated-pool flavors by cards per node (the SDK's SpecResource docstring).
-POOL_FLAVORS = {1: "modelarts.pool.visual.xlarge", 2: "modelarts.pool.visual.2xlarge",
-                4: "modelarts.pool.visual.4xlarge", 8: "modelarts.pool.visual.8xlarge",
-                16: "modelarts.pool.visual.16xlarge"}
 TERMINAL_PHASES = ("Completed", "Failed", "Terminated", "Abnormal")
 LOG_POLL = 5.0
 STATUS_INTERVAL = 2.0
@@ -66,8 +63,9 @@ class ModelartsOptions(BaseModel):
     code_dir: Optional[str] = Field(
         None, description="OBS directory holding the staged code (python -m cloudtrain_modelarts.stage); required to submit")
     image: Optional[str] = Field(None, description="custom image from SWR (default: the job's image)")
-    flavor_id: Optional[str] = Field(None, description="resource flavor, e.g. modelarts.vm.gpu.8v100 (default on a dedicated pool: "
-                                                        "modelarts.pool.visual.<n>xlarge from gpus_per_node; resources.instance_type if set)")
+    flavor_id: Optional[str] = Field(None, description="resource flavor (default on a dedicated pool: modelarts.pool.visual.<n>xlarge from "
+                                                        "gpus_per_node; else the public flavor resolved from resources.accelerator x "
+                                                        "gpus_per_node; checked against the catalog when it lists it)")
     pool_id: Optional[str] = Field(None, description="dedicated resource pool id")
     inputs: List[ObsData] = Field(default_factory=list, description="OBS data the job reads")
     outputs: List[ObsData] = Field(default_factory=list, description="OBS directories the job writes (uploaded by ModelArts)")
@@ -107,6 +105,7 @@ class ModelartsProvider(Provider):
     description = "ModelArts Standard training jobs (custom image, OBS code)"
     sdk_modules = ("huaweicloudsdkmodelarts",)
     Options = ModelartsOptions
+    catalog_refresh = "cloudtrain_modelarts.catalog:refresh"
     # ModelArts' `status.phase` (the secondary phase is shown in the message).
     states = {
         "Creating": State.PENDING,
@@ -181,13 +180,17 @@ class ModelartsProvider(Provider):
         return env
 
     def flavor(self, job: JobSpec, options: ModelartsOptions) -> Optional[str]:
-        if options.flavor_id:
-            return options.flavor_id
-        if job.resources.instance_type:
-            return job.resources.instance_type
-        if options.pool_id and job.resources.gpus_per_node in POOL_FLAVORS:
-            return POOL_FLAVORS[job.resources.gpus_per_node]
-        return None
+        """A dedicated pool's ``modelarts.pool.visual.<n>xlarge`` (or ``flavor_id``), else the
+        public flavor: ``flavor_id`` checked against the catalog, or resolved from ``resources``
+        (another platform's instance type is translated, never sent raw)."""
+        if options.pool_id:
+            return catalog.pool_flavor(job, options.flavor_id, options.pool_id)
+        choice = choose(job, catalog.RULES, options.flavor_id)
+        return choice.instance_type if choice else None
+
+    @classmethod
+    def instance_rules(cls):
+        return catalog.RULES
 
     def body(self, job: JobSpec, options: ModelartsOptions) -> dict:
         metadata: Dict[str, Any] = {"name": job.name,

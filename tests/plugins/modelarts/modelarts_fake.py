@@ -24,6 +24,7 @@ JOB = re.compile(r"^/v2/(?P<pid>[^/]+)/training-jobs/(?P<id>[^/]+)$")
 ACTIONS = re.compile(r"^/v2/(?P<pid>[^/]+)/training-jobs/(?P<id>[^/]+)/actions$")
 SEARCH = re.compile(r"^/v2/(?P<pid>[^/]+)/training-job-searches$")
 PREVIEW = re.compile(r"^/v2/(?P<pid>[^/]+)/training-jobs/(?P<id>[^/]+)/tasks/(?P<task>[^/]+)/logs/preview$")
+FLAVORS = re.compile(r"^/v2/(?P<pid>[^/]+)/training-job-flavors$")
 CERT = re.compile(r"^/api/v3/projects/(?P<pid>[^/]+)/clusters/(?P<cid>[^/]+)/clustercert$")
 TERMINAL = ("Completed", "Failed", "Terminated", "Abnormal")
 
@@ -38,6 +39,7 @@ class FakeModelArts(LoopbackServer):
         self.clusters: Dict[str, str] = {}               # CCE cluster id -> API server URL of its kubeconfig
         self.fail_next: List[Tuple[str, str, int, str, str]] = []  # (method, path regex, status, code, msg)
         self.preview_limit = preview_limit
+        self.flavors: List[dict] = []                    # GET training-job-flavors: FlavorResponse bodies
         self.lock = threading.RLock()
         super().__init__(self._handler())
 
@@ -107,7 +109,7 @@ class FakeModelArts(LoopbackServer):
                     fake.requests.append((method, path, body))
                     if body is not None:
                         fake.bodies.append(body)
-                    for regex in (JOBS, JOB, ACTIONS, SEARCH, PREVIEW, CERT):
+                    for regex in (JOBS, JOB, ACTIONS, SEARCH, PREVIEW, FLAVORS, CERT):
                         match = regex.match(path)
                         if match:
                             break
@@ -121,6 +123,8 @@ class FakeModelArts(LoopbackServer):
 
             def _dispatch(self, method, regex, match, body):
                 g = match.groupdict()
+                if regex is FLAVORS and method == "GET":
+                    return self._send(200, {"total_count": len(fake.flavors), "flavors": fake.flavors})
                 if regex is JOBS and method == "POST":
                     if not body or "metadata" not in body or "algorithm" not in body or "spec" not in body:
                         return self._error(400, "ModelArts.2701", "Invalid request body")

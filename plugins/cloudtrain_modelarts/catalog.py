@@ -1,0 +1,138 @@
+"""ModelArts Standard's flavors: the public flavors (``catalogs/modelarts.json``) that
+``resources.accelerator`` x ``gpus_per_node`` resolves to, a dedicated pool's
+``modelarts.pool.visual.<n>xlarge`` by card count, and the refresh through the SDK's
+``show_training_job_flavors`` (``GET /v2/{project_id}/training-job-flavors``).
+
+On a dedicated pool (``pool_id``) the flavor only says how many cards a node gets; the card type
+(GPU or Ascend) is the pool's, which render cannot see offline: a warning says so.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import warnings
+from typing import Iterable, List, Optional
+
+from cloudtrain import catalog as cat
+from cloudtrain.accelerators import canonical
+from cloudtrain.catalog import Catalog, Instance, load, package_file
+from cloudtrain.errors import CloudtrainWarning
+from cloudtrain.instances import InstanceRules, job_error, wanted
+from cloudtrain.job import JobSpec
+
+CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
+# Dedicated-pool flavors by cards per node (the SDK's SpecResource docstring; 16 only on Snt9b23 pools).
+POOL_FLAVORS = {1: "modelarts.pool.visual.xlarge", 2: "modelarts.pool.visual.2xlarge",
+                4: "modelarts.pool.visual.4xlarge", 8: "modelarts.pool.visual.8xlarge",
+                16: "modelarts.pool.visual.16xlarge"}
+SOURCE = ("GET /v2/{project_id}/training-job-flavors (ShowTrainingJobFlavors) through huaweicloudsdkmodelarts, "
+          "by cloudtrain_modelarts.catalog: flavor_info.gpu / npu unit_num and product_name, cpu.core_num, "
+          "memory.size")
+NOTES = "price: null: the billing codes are not priced offline."
+POOL_HINT = ("a dedicated pool runs any card its nodes have: set providers.modelarts.pool_id (the flavor is then "
+             "modelarts.pool.visual.<n>xlarge by gpus_per_node)")
+
+
+def modelarts_catalog() -> Catalog:
+    return load(package_file(__file__, "modelarts.json"))
+
+
+RULES = InstanceRules("modelarts", modelarts_catalog, option="flavor_id", owns=lambda n: n.startswith("modelarts."),
+                      noun="public flavor", hint=lambda: POOL_HINT)
+
+
+def pool_flavor(job: JobSpec, flavor_id: Optional[str], pool_id: str) -> Optional[str]:
+    """A dedicated pool's flavor: ``flavor_id`` (its card count checked when it is a pool flavor),
+    else ``modelarts.pool.visual.<n>xlarge`` for the job's cards per node.  Warns once that the
+    pool's card type is not checked."""
+    key = ("modelarts-pool", flavor_id, pool_id)
+    if key not in job._instances:
+        job._instances[key] = _pool_flavor(job, flavor_id, pool_id)
+    return job._instances[key]
+
+
+def _pool_flavor(job: JobSpec, flavor_id: Optional[str], pool_id: str) -> Optional[str]:
+    found = wanted(job, RULES)  # resources.instance_type of any catalog -> its accelerator x count
+    count = job.resources.gpus_per_node or (found[1] if found else 0)
+    if flavor_id:
+        cards = {v: k for k, v in POOL_FLAVORS.items()}.get(flavor_id)
+        if cards is not None and count and cards != count:
+            raise job_error(job, ("providers", "modelarts", "flavor_id"),
+                            f"{flavor_id} gives {cards} card(s) per node, but resources.gpus_per_node is {count}; "
+                            f"use {POOL_FLAVORS.get(count, 'a flavor with that count')} or drop flavor_id")
+        chosen = flavor_id
+    elif not count:
+        return None
+    elif count not in POOL_FLAVORS:
+        raise job_error(job, ("resources", "gpus_per_node"),
+                        f"a ModelArts dedicated pool gives 1, 2, 4, 8 or 16 cards per node "
+                        f"(modelarts.pool.visual.<n>xlarge), not {count}; set gpus_per_node to one of those")
+    else:
+        chosen = POOL_FLAVORS[count]
+    if found:
+        warnings.warn(f"{chosen} on pool {pool_id}: the card type is the pool's, which cloudtrain cannot see offline; "
+                      f"make sure its nodes have {found[0]}", CloudtrainWarning, stacklevel=4)
+    return chosen
+
+
+# -- refresh -----------------------------------------------------------------------------------
+def neutral(product: Optional[str], memory: Optional[str]) -> Optional[str]:
+    """A flavor's card (``product_name``, ``memory`` such as "32GB") as a neutral name, or None."""
+    if not product:
+        return None
+    size = re.search(r"(\d+)\s*G", memory or "")
+    for name in ([f"{product}-{size.group(1)}GB"] if size else []) + [product]:
+        try:
+            return canonical(name)
+        except ValueError:
+            continue
+    return None
+
+
+def row_of(flavor: dict) -> Optional[Instance]:
+    """One ``FlavorResponse`` (as a dict) as a catalog row (None: no card with a neutral name)."""
+    info = flavor.get("flavor_info") or {}
+    card = info.get("gpu") or info.get("npu") or {}
+    accelerator = neutral(card.get("product_name"), card.get("memory"))
+    if not flavor.get("flavor_id") or accelerator is None or not card.get("unit_num"):
+        return None
+    memory = (info.get("memory") or {}).get("size")
+    return Instance(instance_type=flavor["flavor_id"], accelerator=accelerator, count=int(card["unit_num"]),
+                    vcpus=(info.get("cpu") or {}).get("core_num"), memory_gb=memory)
+
+
+def fetch(client) -> List[Instance]:
+    from huaweicloudsdkmodelarts.v1 import ShowTrainingJobFlavorsRequest
+    response = client.show_training_job_flavors(ShowTrainingJobFlavorsRequest())
+    flavors = [f.to_dict() for f in (response.flavors or [])]
+    return [row for row in map(row_of, flavors) if row is not None]
+
+
+def write(rows: Iterable[Instance], out_dir: str, date: Optional[str] = None) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "modelarts.json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(cat.dump("modelarts", rows, date=date or datetime.date.today().isoformat(), source=SOURCE,
+                         notes=NOTES))
+    return path
+
+
+def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DIR) -> List[str]:
+    """``modelarts.json`` from the account's public training flavors (the SDK's credentials and
+    region, as for the provider)."""
+    from cloudtrain.errors import PlatformError
+    from . import sdk
+    from .standard import ModelartsProvider
+    if client is None:
+        client = ModelartsProvider().client(sdk.region_of(region))
+    from huaweicloudsdkcore.exceptions.exceptions import SdkException
+    try:
+        rows = fetch(client)
+    except SdkException as exc:
+        raise PlatformError(f"ModelArts refused listing the training flavors: {exc}; check the credentials, "
+                            "the region and the project id") from None
+    if not rows:
+        raise PlatformError("ModelArts listed no training flavor with cards cloudtrain can name; the catalog is "
+                            "left as it was")
+    return [write(rows, out_dir)]
