@@ -247,9 +247,22 @@ def resources_table() -> str:
                 row = choice.row
                 cells.append(f"`{row.instance_type}`" + (f" ({row.network_label()})" if row.fast_network else ""))
             except Exception:
-                cells.append("—")
+                cells.append(without_instance(name, accelerator, count))
         lines.append(f"| {accelerator} | {count} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def without_instance(provider: str, accelerator: str, count: int) -> str:
+    """The cell of a provider whose catalog has no instance for it: the mode that takes an
+    accelerator without one (a TI-ONE resource group, a ModelArts dedicated pool), or —."""
+    if provider == "tione":
+        from cloudtrain_tione.catalog import gpu_type
+        kind = gpu_type(accelerator)
+        return f"resource group: `GpuType {kind}`, `Gpu {count * 100}`" if kind else "—"
+    if provider == "modelarts":
+        from cloudtrain_modelarts.catalog import POOL_FLAVORS
+        return f"pool: `{POOL_FLAVORS[count]}`" if count in POOL_FLAVORS else "—"
+    return "—"
 
 
 def splice(text: str, begin: str, end: str, body: str, where: Path) -> str:
