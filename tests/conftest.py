@@ -13,6 +13,11 @@ if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
 # The test plugin (tests/support/ct_fakeone.py) is loaded by every plugin manager the tests make.
 os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone"
+# No settings of whoever runs the tests (docs/configuration.md): a test that wants a user config
+# writes one and points CLOUDTRAIN_CONFIG at it.
+os.environ["CLOUDTRAIN_CONFIG"] = str(ROOT / "tests" / "data" / "no-user-config.yaml")
+for _var in ("CLOUDTRAIN_PROFILE", "CLOUDTRAIN_PROVIDER"):
+    os.environ.pop(_var, None)
 
 
 @pytest.fixture

@@ -10,55 +10,69 @@ from .loading import load_job as _load_job
 from .plugins import get_provider
 from .provider import JobStatus, Provider, Rendered, Run, parse_handle
 
-DEFAULT_PROVIDER = "local"
-
-
-def load_job(path, overrides: Optional[Union[Mapping[str, Any], Iterable[str]]] = None) -> JobSpec:
-    """Read and validate ``job.yaml``; ``overrides`` like ``{"distribution.nodes": 4}``."""
-    return _load_job(path, overrides)
+def load_job(path, overrides: Optional[Union[Mapping[str, Any], Iterable[str]]] = None, *,
+             provider: Optional[str] = None, profile: Optional[str] = None) -> JobSpec:
+    """Read and validate ``job.yaml``; ``overrides`` like ``{"distribution.nodes": 4}``.  With
+    ``provider``, the settings of the user config and the project file for it (and
+    ``profile``'s) go beneath the job file's ``providers.<provider>``."""
+    return _load_job(path, overrides, provider=provider, profile=profile)
 
 
 JobLike = Union[JobSpec, str, "os.PathLike[str]"]
 
 
-def as_job(job, what: str = "job") -> JobSpec:
-    """A ``JobSpec`` as given, or read from the job file a path names."""
+def as_job(job, what: str = "job", provider: Union[str, Provider, None] = None,
+           profile: Optional[str] = None) -> JobSpec:
+    """A ``JobSpec`` as given, or read from the job file a path names (with the settings of
+    ``provider`` and ``profile``)."""
     if isinstance(job, JobSpec):
         return job
     if isinstance(job, (str, os.PathLike)):
-        return _load_job(job)
+        name = provider.name if isinstance(provider, Provider) else (provider or default_provider(job, profile))
+        return _load_job(job, provider=name, profile=profile)
     raise BadInput(f"{what}: expected a JobSpec or the path of a job file, got {type(job).__name__}; "
                    "e.g. cloudtrain.render('job.yaml', provider='local')")
 
 
-def _provider(provider: Union[str, Provider, None]) -> Provider:
+def default_provider(job=None, profile: Optional[str] = None) -> str:
+    """The provider used when none is named: the settings' (see ``cloudtrain.config``), else local."""
+    from .config import Settings
+    path = job if isinstance(job, (str, os.PathLike)) else None
+    return Settings.load(path, profile).default_provider()
+
+
+def _provider(provider: Union[str, Provider, None], job=None, profile: Optional[str] = None) -> Provider:
     if isinstance(provider, Provider):
         return provider
-    return get_provider(provider or DEFAULT_PROVIDER)
+    return get_provider(provider or default_provider(job, profile))
 
 
-def render(job: JobLike, provider: Union[str, Provider, None] = None) -> Rendered:
+def render(job: JobLike, provider: Union[str, Provider, None] = None, *, profile: Optional[str] = None) -> Rendered:
     """The exact request ``provider`` would send for ``job`` (a ``JobSpec`` or a job file's path;
     pure: nothing is sent)."""
-    return _provider(provider).render(as_job(job, "render"))
+    chosen = _provider(provider, job, profile)
+    return chosen.render(as_job(job, "render", chosen, profile))
 
 
-def validate(job: JobLike, provider: Union[str, Provider, None] = None):
-    """Check the job and the provider's options; raises ``BadInput``; returns the options."""
-    return _provider(provider).validate(as_job(job, "validate"))
+def validate(job: JobLike, provider: Union[str, Provider, None] = None, *, profile: Optional[str] = None):
+    """Every check ``submit`` makes before it sends anything (the options, the required
+    settings, the code directory, the secrets' sources); raises every problem together
+    (``BadInput``); returns the options."""
+    chosen = _provider(provider, job, profile)
+    return chosen.validate(as_job(job, "validate", chosen, profile), submit=True)
 
 
 def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] = None,
-           secrets: Optional[Mapping[str, str]] = None) -> Run:
+           secrets: Optional[Mapping[str, str]] = None, *, profile: Optional[str] = None) -> Run:
     """Render and send the job (a ``JobSpec``, a job file's path, or a ``Rendered`` request);
     returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``).  A request rendered
     for one provider is refused by another."""
     if isinstance(job, Rendered):
-        if provider is None:
-            provider = job.provider
+        chosen = _provider(provider or job.provider)
     else:
-        job = as_job(job, "submit")
-    return _provider(provider).submit(job, secrets=secrets)
+        chosen = _provider(provider, job, profile)
+        job = as_job(job, "submit", chosen, profile)
+    return chosen.submit(job, secrets=secrets)
 
 
 def attach(handle: str) -> Run:

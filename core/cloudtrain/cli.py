@@ -12,12 +12,18 @@ from typing import List, Optional
 
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CloudtrainError
 
-PROVIDER_HELP = "provider name (default: local); cloudtrain providers lists them"
+PROVIDER_HELP = ("provider name (default: the config's `provider`, $CLOUDTRAIN_PROVIDER, else local); "
+                 "cloudtrain providers lists them")
+PROFILE_HELP = "settings profile of the config files (default: $CLOUDTRAIN_PROFILE); cloudtrain config show lists them"
 
 
-def _job_args(p: argparse.ArgumentParser, provider_required: bool = False) -> None:
-    p.add_argument("-p", "--provider", required=provider_required,
-                   help="provider name; cloudtrain providers lists them" if provider_required else PROVIDER_HELP)
+def _profile_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
+
+
+def _job_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--provider", help=PROVIDER_HELP)
+    _profile_arg(p)
     p.add_argument("job", help="path to job.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
@@ -39,11 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="--dry-run format")
 
     p = sub.add_parser("render", help="print the exact platform request (pure, offline)")
-    _job_args(p, provider_required=True)
+    _job_args(p)
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
-    p = sub.add_parser("validate", help="check a job file and the provider's options")
+    p = sub.add_parser("validate", help="every check submit makes before it sends anything; all problems at once")
     _job_args(p)
+
+    p = sub.add_parser("config", help="the settings files: merged settings and their sources, path, set")
+    p.add_argument("action", nargs="?", choices=("show", "path", "set"), default="show",
+                   help="show (default): a provider's merged settings and where each came from; path: the user "
+                        "config's path; set KEY=VALUE ...: write settings to the user config")
+    p.add_argument("items", nargs="*", metavar="JOB.yaml | KEY=VALUE",
+                   help="show: a job file whose providers.<name> and --set count too; set: KEY=VALUE, an option of "
+                        "-p's provider, or provider=NAME (the default provider)")
+    p.add_argument("-p", "--provider", help=PROVIDER_HELP)
+    _profile_arg(p)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="show: a job field override, as submit takes it")
+    p.add_argument("--project", action="store_true", help="set: write the project file (.cloudtrain.yaml) "
+                   "found from the current directory (or a new one here) instead of the user config")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
     for name, text in (("status", "show a job's state"), ("cancel", "cancel a job (idempotent)"),
                        ("wait", "wait for a job to end; exit code follows its outcome")):
@@ -83,12 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args):
-    from .api import load_job
+    """The job with the settings of its provider (``-p``, else the settings' default)."""
+    from .config import Settings
+    from .loading import load_job
     overrides = list(args.overrides)
-    provider = getattr(args, "provider", None) or "local"
+    settings = Settings.load(args.job, args.profile)
+    provider = args.provider or settings.default_provider()
     if args.emulate:
         overrides.append(f"providers.{provider}.emulate={args.emulate}")
-    return load_job(args.job, overrides), provider
+    return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
 
 def _print_rendered(rendered, output: str) -> None:
@@ -104,18 +128,19 @@ def cmd_render(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .api import validate
+    from .plugins import get_provider
     job, provider = _load(args)
-    validate(job, provider)
+    get_provider(provider).validate(job, submit=True)
     print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
           f"{job.procs_per_node} process(es))")
     return 0
 
 
 def cmd_submit(args) -> int:
-    from .api import render, submit
+    from .api import submit
+    from .plugins import get_provider
     job, provider = _load(args)
-    rendered = render(job, provider)
+    rendered = get_provider(provider).render(job, submit=True)
     if args.dry_run:
         _print_rendered(rendered, args.output)
         return 0
@@ -280,6 +305,11 @@ def cmd_resources(args) -> int:
     return 0
 
 
+def cmd_config(args) -> int:
+    from . import configcmd
+    return configcmd.run(args)
+
+
 def cmd_schema(args) -> int:
     from .schema import job_schema
     print(json.dumps(job_schema(), indent=2))
@@ -294,7 +324,7 @@ def _table(rows) -> None:
 
 COMMANDS = {"submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
-            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema}
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config}
 
 
 def entry() -> None:

@@ -6,6 +6,7 @@ provider's ``Options`` model (see ``cloudtrain.provider``).
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Union
@@ -212,16 +213,40 @@ class JobSpec(Strict):
         return args
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a settings file gave a value: ``path``, its ``lines`` (``{path in that file: line}``)
+    and ``prefix``, the place in that file of the section the value came from (e.g.
+    ``("profiles", "prod", "providers", "eks")``)."""
+
+    path: Path
+    lines: Dict[tuple, int]
+    prefix: tuple
+
+    def locate(self, rest: tuple) -> dict:
+        inner = self.prefix + tuple(rest)
+        line, loc = None, inner
+        while loc and line is None:
+            line, loc = self.lines.get(loc), loc[:-1]
+        return {"file": str(self.path), "line": line, "field": ".".join(map(str, inner))}
+
+    def error(self, message: str, rest: tuple = ()) -> JobFileError:
+        return JobFileError(message, **self.locate(rest))
+
+
 class Source:
     """Where a job came from, to point errors at a file, line and field (or at the ``--set``).
 
     ``lines``: ``{path: line}``; ``overrides``: ``{"a.b": value}`` of ``--set``, ``raw``: their
-    text as given; ``texts``: scalars as written, ``{path: text}`` (see ``yamlio.Document``)."""
+    text as given; ``texts``: scalars as written, ``{path: text}`` (see ``yamlio.Document``);
+    ``origins``: ``{("providers", NAME, option): Origin}`` for the options a settings file gave
+    (``cloudtrain.config``)."""
 
     def __init__(self, path: Optional[Path], lines: Dict[tuple, int], overrides: Dict[str, Any], *,
-                 texts: Optional[Dict[tuple, str]] = None, raw: Optional[Dict[str, str]] = None):
+                 texts: Optional[Dict[tuple, str]] = None, raw: Optional[Dict[str, str]] = None,
+                 origins: Optional[Dict[tuple, Origin]] = None):
         self.path, self.lines, self.overrides = path, lines, overrides
-        self.texts, self.raw = texts or {}, raw or {}
+        self.texts, self.raw, self.origins = texts or {}, raw or {}, origins or {}
 
     def line_of(self, loc: tuple) -> Optional[int]:
         loc = tuple(loc)
@@ -241,15 +266,26 @@ class Source:
         keys = self.overrides_of(loc)
         return keys[0] if keys else None
 
-    def error(self, message: str, loc: tuple = ()) -> JobFileError:
-        """A problem with the value at ``loc``: ``--set KEY=VALUE: field: message`` when a
-        ``--set`` gave it (each one, when several gave parts of it), else
-        ``file:line: field: message``."""
+    def origin_of(self, loc: tuple) -> Optional[Origin]:
+        """The settings file that gave the option at ``loc`` (None: the job file, or nobody)."""
+        return self.origins.get(tuple(loc[:3])) if len(loc) >= 3 else None
+
+    def locate(self, loc: tuple) -> dict:
+        """``file``, ``line`` and ``field`` of the value at ``loc`` for a ``JobFileError``: the
+        ``--set`` that gave it (each one, when several gave parts of it), the settings file and
+        line that gave it, or the job file's line."""
+        loc = tuple(loc)
         field = ".".join(str(p) for p in loc) or None
         keys = self.overrides_of(loc)
         if keys:
             given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={self.raw[key]}")
                              for key in keys)
-            return JobFileError(message, file=given, field=field)
-        return JobFileError(message, file=str(self.path) if self.path else None, line=self.line_of(loc),
-                            field=field)
+            return {"file": given, "line": None, "field": field}
+        origin = self.origin_of(loc)
+        if origin is not None:
+            return origin.locate(loc[2:])
+        return {"file": str(self.path) if self.path else None, "line": self.line_of(loc), "field": field}
+
+    def error(self, message: str, loc: tuple = ()) -> JobFileError:
+        """A problem with the value at ``loc``, at the place ``locate`` finds."""
+        return JobFileError(message, **self.locate(loc))

@@ -200,8 +200,11 @@ def validate_model(model: Type[BaseModel], data: Any, source: Optional[Source], 
 
 
 def sorted_problems(problems: List[JobFileError]) -> List[JobFileError]:
-    """In the order of the file, the ``--set`` ones last."""
-    return sorted(problems, key=lambda p: ((p.file or "").startswith("--set "), p.line or 0))
+    """In the order of each file (the files as they first come), the ``--set`` ones last."""
+    files: Dict[str, int] = {}
+    for p in problems:
+        files.setdefault(p.file or "", len(files))
+    return sorted(problems, key=lambda p: ((p.file or "").startswith("--set "), files[p.file or ""], p.line or 0))
 
 
 def provider_section_problems(data: dict, source: Source) -> List[JobFileError]:
@@ -231,27 +234,42 @@ def duplicate_problems(duplicates, source: Source) -> List[JobFileError]:
             for path, line, first in duplicates]
 
 
-def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None) -> JobSpec:
-    """Read a job file; ``overrides`` is ``{"distribution.nodes": 4}`` or ``["distribution.nodes=4"]``."""
+def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None, *, provider: Optional[str] = None,
+             profile: Optional[str] = None, settings=None) -> JobSpec:
+    """Read a job file; ``overrides`` is ``{"distribution.nodes": 4}`` or ``["distribution.nodes=4"]``.
+    With ``provider``, its settings from the user config and the project file (``settings``: a
+    ``cloudtrain.config.Settings``, by default the ones found for this file and ``profile``) go
+    beneath the job file's ``providers.<provider>``."""
     path = Path(path)
     doc = parse_yaml(read_job_text(path), str(path))
+    if provider is not None and settings is None:
+        from .config import Settings
+        settings = Settings.load(path, profile)
     return job_from_dict(doc.data, path=path, lines=doc.lines, overrides=overrides, texts=doc.texts,
-                         duplicates=doc.duplicates)
+                         duplicates=doc.duplicates, provider=provider, settings=settings)
 
 
 def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[dict] = None,
-                  overrides=None, texts: Optional[Dict[tuple, str]] = None, duplicates=()) -> JobSpec:
+                  overrides=None, texts: Optional[Dict[tuple, str]] = None, duplicates=(),
+                  provider: Optional[str] = None, settings=None) -> JobSpec:
     """The job from data read from ``path`` (``lines``, ``texts``, ``duplicates``: what
-    ``yamlio.read`` found there) with ``overrides`` applied; raises every problem at once."""
+    ``yamlio.read`` found there) with ``settings`` for ``provider`` beneath it and ``overrides``
+    on top; raises every problem at once."""
     parsed = _overrides(overrides)
-    data = apply_overrides(copy.deepcopy(data), {key: o.value for key, o in parsed.items()})
+    data = copy.deepcopy(data)
     texts = dict(texts or {})
+    origins = {}
+    if provider is not None and settings is not None:
+        from .config import merge
+        given, origins = merge(data, provider, settings.layers(provider))
+        texts.update(given)
+    data = apply_overrides(data, {key: o.value for key, o in parsed.items()})
     for o in parsed.values():
         cut = len(o.path)
         texts = {p: t for p, t in texts.items() if p[:cut] != o.path}
         texts.update((o.path + rel, text) for rel, text in o.texts.items())
     source = Source(path, lines or {}, {key: o.value for key, o in parsed.items()}, texts=texts,
-                    raw={key: o.raw for key, o in parsed.items()})
+                    raw={key: o.raw for key, o in parsed.items()}, origins=origins)
     problems = duplicate_problems(duplicates, source) + provider_section_problems(data, source)
     job, invalid = model_problems(JobSpec, data, source)
     JobFileProblems.raise_all(sorted_problems(problems + invalid))

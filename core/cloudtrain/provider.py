@@ -94,6 +94,7 @@ class Rendered:
     job: JobSpec
     artifacts: List[Artifact]
     options: Any = None
+    checked: bool = False  # the preflight checks ran (render(job, submit=True))
 
     def envelope(self) -> dict:
         return {"provider": self.provider, "job": self.job.name,
@@ -174,29 +175,78 @@ class Provider(abc.ABC):
         from .loading import validate_model
         return validate_model(cls.Options, job.providers.get(cls.name) or {}, job.source, ("providers", cls.name))
 
-    def validate(self, job: JobSpec):
-        """Options plus every ``cloudtrain_validate_job`` rule; raises ``BadInput``."""
+    def validate(self, job: JobSpec, *, submit: bool = False):
+        """Options plus every ``cloudtrain_validate_job`` rule and ``check``; with ``submit``,
+        also ``preflight``: everything ``submit`` checks before it contacts the platform.
+        Raises every problem found together (``BadInput``); returns the options."""
         from .plugins import get_plugin_manager
-        options = self.options(job)
-        problems = [p for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self)
-                    if result for p in result]
-        if problems:
-            where = f"{job.source.path}: " if job.source and job.source.path else ""
-            raise BadInput(f"{where}{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-        self.check(job, options)
+        from .problems import Problems
+        problems = Problems()
+        options = problems.collect(self.options, job)
+        where = f"{job.source.path}: " if job.source and job.source.path else ""
+        for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self):
+            for problem in result or ():
+                problems.add(BadInput(f"{where}{problem}"))
+        if options is not None:
+            problems.collect(self.check, job, options)
+            if submit:
+                self.preflight(job, options, problems)
+        problems.raise_all()
         return options
 
     def check(self, job: JobSpec, options) -> None:
         """Provider-specific checks of a job against its options; raise ``BadInput``."""
 
+    # Options a submit needs, each with an example value: ``validate`` and ``submit`` name every
+    # one that is not set (and has no ``fallback``) before anything is sent.
+    required: ClassVar[Mapping[str, str]] = {}
+    # What to do about a required option besides setting it (e.g. how to stage code).
+    required_help: ClassVar[Mapping[str, str]] = {}
+
+    def fallback(self, option: str, job: JobSpec, options) -> bool:
+        """Whether a required ``option`` that is not set comes from elsewhere (e.g. the SDK's
+        environment: AWS_DEFAULT_REGION).  Offline: no request is sent."""
+        return False
+
+    def preflight(self, job: JobSpec, options, problems) -> None:
+        """Every check ``submit`` makes before it contacts the platform, each problem added to
+        ``problems`` (a ``cloudtrain.problems.Problems``) rather than raised: the required
+        options, the code directory, the secrets' sources.  Providers add their own."""
+        from .secrets import secret_problems
+        for option, example in self.required.items():
+            if getattr(options, option, None) in (None, "") and not problems.collect(self.fallback, option, job, options):
+                problems.add(self.not_set(job, option, example))
+        if job.code is not None and not job.code_path.is_dir():
+            problems.add(self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix "
+                                                        "`code` (relative to the job file)"))
+        for problem in secret_problems(job):
+            problems.add(problem)
+
+    def not_set(self, job: JobSpec, option: str, example: str) -> BadInput:
+        """``providers.<name>.<option>`` is required to submit and given nowhere."""
+        help = self.required_help.get(option)
+        return self.job_error(job, ("providers", self.name, option),
+                              f"is not set; {self.name} needs it to submit{': ' + help if help else ''}: set it with "
+                              f"cloudtrain config set -p {self.name} {option}={example} (or in the job file, or --set)")
+
+    @staticmethod
+    def job_error(job: JobSpec, loc: tuple, message: str) -> BadInput:
+        """A ``JobFileError`` at the place that gave the value at ``loc`` (the job file's line,
+        the settings file's line, the ``--set``)."""
+        from .errors import JobFileError
+        if job.source is None:
+            return JobFileError(message, field=".".join(map(str, loc)))
+        return job.source.error(message, loc)
+
     @abc.abstractmethod
     def artifacts(self, job: JobSpec, options) -> List[Artifact]:
         ...
 
-    def render(self, job: JobSpec) -> Rendered:
+    def render(self, job: JobSpec, *, submit: bool = False) -> Rendered:
+        """The exact request (pure); ``submit``: also every check a submit makes first."""
         from .plugins import get_plugin_manager
-        options = self.validate(job)
-        rendered = Rendered(self.name, job, self.artifacts(job, options), options)
+        options = self.validate(job, submit=submit)
+        rendered = Rendered(self.name, job, self.artifacts(job, options), options, checked=submit)
         get_plugin_manager().hook.cloudtrain_amend_request(rendered=rendered)
         return rendered
 
@@ -208,8 +258,13 @@ class Provider(abc.ABC):
             if rendered.provider != self.name:
                 raise BadInput(f"this request was rendered for {rendered.provider!r}, not {self.name!r}; "
                                f"render the job with provider={self.name!r}, or submit it to {rendered.provider!r}")
+            if not rendered.checked:
+                from .problems import Problems
+                problems = Problems()
+                self.preflight(rendered.job, rendered.options, problems)
+                problems.raise_all()
         else:
-            rendered = self.render(job_or_rendered)
+            rendered = self.render(job_or_rendered, submit=True)
         if secrets is None:
             secrets = resolve_secrets(rendered.job)
         hook = get_plugin_manager().hook

@@ -120,10 +120,9 @@ def fill(content: Any, values: Mapping[str, str]) -> Any:
 def option_line(job: JobSpec, provider: str, *field: str) -> dict:
     """``file``/``line``/``field`` for a JobFileError about ``providers.<provider>.<field>``."""
     loc = ("providers", provider, *field)
-    source = job.source
-    return {"file": str(source.path) if source and source.path else None,
-            "line": source.line_of(loc) if source else None,
-            "field": ".".join(loc)}
+    if job.source is None:
+        return {"file": None, "line": None, "field": ".".join(loc)}
+    return job.source.locate(loc)
 
 
 def check_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> None:
@@ -191,6 +190,27 @@ class AwsProvider(Provider):
         self._made: Dict[tuple, Any] = {}
         self._cache: Dict[tuple, Tuple[float, Any]] = {}
         self._clients_lock = threading.Lock()
+
+    # -- what submit needs before it sends anything -------------------------------------------
+    def fallback(self, option: str, job: JobSpec, options) -> bool:
+        """``region`` unset: boto3's own (an injected client's, AWS_DEFAULT_REGION, the profile's)."""
+        if option != "region":
+            return False
+        return next(iter(self.clients.values()), None) is not None or bool(self.session().region_name)
+
+    # the options that hold s3:// URIs (a mapping: each of its values)
+    s3_options: Tuple[str, ...] = ()
+
+    def preflight(self, job: JobSpec, options, problems) -> None:
+        super().preflight(job, options, problems)
+        for option in self.s3_options:
+            value = getattr(options, option, None)
+            for key, uri in (value.items() if isinstance(value, dict) else [((), value)]):
+                if uri is not None and not S3_URI.match(uri):
+                    problems.add(self.job_error(job, ("providers", self.name, option, *((key,) if key != () else ())),
+                                                f"{uri!r} is not an s3://bucket/prefix URI (a bucket name is 3-63 "
+                                                "lowercase letters, digits, '.' and '-'); fix it"))
+        problems.collect(require_secret_ids, job, self.name, options.secrets_manager)
 
     # -- clients ------------------------------------------------------------------------------
     @property
@@ -416,7 +436,3 @@ def strip_empty(request: dict) -> dict:
     """Drop keys whose value is None, an empty dict or an empty list (boto3 rejects None)."""
     return {k: v for k, v in request.items() if v is not None and v != {} and v != []}
 
-
-def not_set(job: JobSpec, provider: str, field: str, example: str) -> JobFileError:
-    return JobFileError(f"is not set; {provider} needs it to submit, e.g. {example}",
-                        **option_line(job, provider, field))

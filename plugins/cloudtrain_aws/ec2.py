@@ -27,8 +27,8 @@ from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, not_set, option_line, parse_s3,
-                     require_secret_ids, spec_hash, strip_empty)
+                     check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, option_line, parse_s3,
+                     spec_hash, strip_empty)
 from .instances import EC2_RULES, efa_devices, efa_env
 
 JOB_ID = "<job-id>"
@@ -88,6 +88,9 @@ class Ec2Provider(AwsProvider):
     description = "EC2 instances run through AWS Systems Manager"
     Options = Ec2Options
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
+    required = {"image_id": "ami-0123456789abcdef0", "instance_profile": "cloudtrain-node",
+                "code_s3": "s3://my-bucket/cloudtrain", "region": "us-east-1"}
+    s3_options = ("code_s3",)
     # The one table: an instance's state, or its node's SSM command invocation status -> neutral.
     states = {
         "pending": State.PENDING, "running": State.STARTING, "shutting-down": State.FAILED,
@@ -328,12 +331,7 @@ class Ec2Provider(AwsProvider):
 
     # -- submit --------------------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options
-        for field, example in (("image_id", "ami-0123456789abcdef0"), ("instance_profile", "cloudtrain-node"),
-                               ("code_s3", "s3://my-bucket/cloudtrain")):
-            if not getattr(options, field):
-                raise not_set(job, "ec2", field, example)
-        require_secret_ids(job, "ec2", options.secrets_manager)
+        job, options = rendered.job, rendered.options  # preflight checked the options submit needs
         region = self.region_of(options.region, job)
         digest = shipping.code_digest(job)
         spec = spec_hash(rendered, digest)

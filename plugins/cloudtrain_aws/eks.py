@@ -68,6 +68,11 @@ class EksProvider(KubeflowProvider):
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     target_keys = ("cluster", "region")
     kinds = KubeflowProvider.kinds + ("TrainJob",)
+    required = {"cluster": "my-cluster", "region": "us-east-1"}
+
+    def fallback(self, option: str, job: JobSpec, options: EksOptions) -> bool:
+        """``region`` unset: boto3's (AWS_DEFAULT_REGION, the profile's)."""
+        return option == "region" and bool(self._session().region_name)
 
     def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
         from dataclasses import replace

@@ -22,8 +22,8 @@ from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, not_set, option_line, parse_s3,
-                     require_secret_ids, spec_hash, strip_empty)
+                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, option_line, parse_s3,
+                     spec_hash, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 DETECTOR = "cloudtrain_aws.detect:detect_sagemaker"
@@ -73,6 +73,9 @@ class SageMakerProvider(AwsProvider):
     Options = SageMakerOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     detector = DETECTOR
+    required = {"role_arn": "arn:aws:iam::123456789012:role/train", "output_s3": "s3://my-bucket/cloudtrain",
+                "region": "us-east-1"}
+    s3_options = ("output_s3", "code_s3", "checkpoint_s3", "inputs")
     # The one table: SageMaker's status -> neutral.  While InProgress, the SecondaryStatus is
     # looked up; a terminal status is looked up as "Status/SecondaryStatus" first (a job stopped
     # for exceeding its run time failed, it was not cancelled), then as the status.
@@ -245,12 +248,7 @@ class SageMakerProvider(AwsProvider):
 
     # -- submit --------------------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options
-        if not options.role_arn:
-            raise not_set(job, "sagemaker", "role_arn", "arn:aws:iam::123456789012:role/train")
-        if not options.output_s3:
-            raise not_set(job, "sagemaker", "output_s3", "s3://my-bucket/cloudtrain")
-        require_secret_ids(job, "sagemaker", options.secrets_manager)
+        job, options = rendered.job, rendered.options  # preflight checked the options submit needs
         region = self.region_of(options.region, job)
         digest = shipping.code_digest(job)
         spec = spec_hash(rendered, digest)

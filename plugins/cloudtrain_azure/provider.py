@@ -120,6 +120,22 @@ def _timestamp(value) -> Optional[float]:
     return None
 
 
+def workspace_config(config_file: Optional[str], start: Optional[Path] = None) -> Optional[Path]:
+    """The config.json MLClient.from_config would read: ``config_file`` (a file, or a directory
+    to search from), else searched from the current directory up in .azureml/, aml_config/ and
+    the directory itself (azure/ai/ml/_ml_client.py, ``from_config``: 20 levels)."""
+    path = Path(config_file).expanduser() if config_file else (start or Path.cwd())
+    if path.is_file():
+        return path
+    for sub in (".azureml", "aml_config", None):
+        for name in ("config.json", "project.json"):
+            for directory in [path.resolve(), *path.resolve().parents][:21]:
+                found = directory / sub / name if sub else directory / name
+                if found.is_file():
+                    return found
+    return None
+
+
 class AzureProvider(Provider):
     name = "azure"
     extra = "azure"
@@ -149,14 +165,36 @@ class AzureProvider(Provider):
     # -- render (pure) ---------------------------------------------------------------------
     @staticmethod
     def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
-        source = job.source
-        if source is None:
-            return None, None
-        return (str(source.path) if source.path else None), source.line_of(loc)
+        where = job.source.locate(loc) if job.source is not None else {}
+        return where.get("file"), where.get("line")
 
     def _error(self, job: JobSpec, loc: tuple, message: str) -> JobFileError:
-        file, line = self._line(job, *loc)
-        return JobFileError(message, file=file, line=line, field=".".join(loc))
+        return self.job_error(job, loc, message)
+
+    # -- what submit needs before it sends anything ------------------------------------------
+    required = {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "my-resource-group",
+                "workspace": "my-workspace"}
+    required_help = {name: "name the workspace with subscription_id, resource_group and workspace, or put its "
+                           "config.json (Azure portal > the workspace > Download config.json) in this directory or "
+                           "one above it" for name in required}
+
+    def fallback(self, option: str, job: JobSpec, options: AzureOptions) -> bool:
+        """The workspace's three names come from its config.json when none of them is given
+        (MLClient.from_config: ``config_file``, else config.json searched from here up)."""
+        if self.clients.get("ml_client") is not None:
+            return True
+        if any(getattr(options, name) for name in self.required):
+            return False
+        return workspace_config(options.config_file) is not None
+
+    def preflight(self, job: JobSpec, options: AzureOptions, problems) -> None:
+        super().preflight(job, options, problems)
+        if job.secrets:
+            problems.add(self._error(job, ("secrets",), f"{', '.join(sorted(job.secrets))} cannot be sent to Azure ML: "
+                                     "a command job's environment variables are stored and shown in clear. Put the "
+                                     "value in the workspace's Key Vault and read it in the script with "
+                                     "azure-keyvault-secrets and the compute's managed identity, then drop it from "
+                                     "`secrets`"))
 
     @classmethod
     def instance_rules(cls):
@@ -358,15 +396,7 @@ class AzureProvider(Provider):
         return getattr(compute, "size", None)
 
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options
-        if job.secrets:
-            names = ", ".join(sorted(job.secrets))
-            raise BadInput(f"{job.source.path if job.source and job.source.path else 'job'}: secrets ({names}) cannot "
-                           "be sent to Azure ML: a command job's environment variables are stored and shown in clear. "
-                           "Put the value in the workspace's Key Vault and read it in the script with "
-                           "azure-keyvault-secrets and the compute's managed identity, then drop it from `secrets`")
-        if not job.code_path.is_dir():
-            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+        job, options = rendered.job, rendered.options  # preflight checked secrets, code and the workspace
         ml = self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file,
                             submit=True)
         spec = self.spec_hash(rendered)

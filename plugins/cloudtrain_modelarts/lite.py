@@ -221,6 +221,9 @@ def _where(job: JobSpec, *loc):
     source = job.source
     if source is None:
         return None, None
+    if source.origin_of(loc) is not None:  # a settings file gave the option
+        where = source.locate(loc)
+        return where["file"], where["line"]
     return (str(source.path) if source.path else None), source.lines.get(tuple(loc))  # None when absent
 
 

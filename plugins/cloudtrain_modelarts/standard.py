@@ -16,6 +16,7 @@ task: ``modelarts://<region>/<id>/<task>`` (e.g. ``worker-1``).
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import time
 import warnings
@@ -131,6 +132,30 @@ class ModelartsProvider(Provider):
         # rate-limited, so a running job's status is asked at most once per `status_interval`.
         self.status_interval = STATUS_INTERVAL
         self._recent: Dict[str, Tuple[float, JobStatus]] = {}
+
+    # -- what submit needs before it sends anything --------------------------------------------
+    required = {"code_dir": "obs://my-bucket/cloudtrain/code/", "flavor_id": "modelarts.vm.gpu.8v100",
+                "region": "cn-north-4"}
+    required_help = {
+        "code_dir": "ModelArts runs code from OBS, and cloudtrain does not upload code to OBS: stage the code with "
+                    "`python -m cloudtrain_modelarts.stage JOB.yaml DIR`, copy DIR to OBS (obsutil cp -r DIR "
+                    "obs://bucket/path/)",
+        "flavor_id": "a resource flavor (the console lists them), or pool_id for a dedicated pool",
+        "region": f"or export {sdk.REGION_ENV}",
+    }
+
+    def fallback(self, option: str, job: JobSpec, options: ModelartsOptions) -> bool:
+        if option == "flavor_id":
+            return bool(self.flavor(job, options) or options.pool_id)
+        return option == "region" and bool(os.environ.get(sdk.REGION_ENV))
+
+    def preflight(self, job: JobSpec, options: ModelartsOptions, problems) -> None:
+        super().preflight(job, options, problems)
+        if job.secrets and not options.secrets_in_environment:
+            problems.add(self.job_error(job, ("secrets",), f"ModelArts training jobs have no secret store: "
+                                        f"{', '.join(sorted(job.secrets))} would be readable by anyone who can view "
+                                        "the job. Set providers.modelarts.secrets_in_environment: true to send them "
+                                        "anyway, or read them in the script from a secret service"))
 
     # -- render (pure) ------------------------------------------------------------------------
     def check(self, job: JobSpec, options: ModelartsOptions) -> None:
@@ -270,18 +295,7 @@ class ModelartsProvider(Provider):
         """The rendered body with its spec-hash name and, if allowed, the secrets' values."""
         options: ModelartsOptions = rendered.options
         job = rendered.job
-        if not options.code_dir:
-            raise BadInput("providers.modelarts.code_dir is not set: ModelArts runs code from OBS, and cloudtrain "
-                           "does not upload code to OBS. Stage the code "
-                           "with `python -m cloudtrain_modelarts.stage JOB.yaml DIR`, copy DIR to OBS (obsutil cp -r "
-                           "DIR obs://bucket/path/), and set providers.modelarts.code_dir: obs://bucket/path/DIR/")
-        if not self.flavor(job, options) and not options.pool_id:
-            raise BadInput("ModelArts needs a resource flavor: set providers.modelarts.flavor_id (e.g. "
-                           "modelarts.vm.gpu.8v100; the console lists them) or pool_id for a dedicated pool")
-        if job.secrets and not options.secrets_in_environment:
-            raise BadInput(f"ModelArts training jobs have no secret store: {', '.join(sorted(job.secrets))} would be "
-                           "readable by anyone who can view the job. Set providers.modelarts.secrets_in_environment: "
-                           "true to send them anyway, or read them in the script from a secret service")
+        # preflight checked code_dir, the flavor and the secrets
         artifact = next(a for a in rendered.artifacts if a.kind == KIND)
         body = _copy(artifact.content)
         digest = self.spec_hash(rendered)

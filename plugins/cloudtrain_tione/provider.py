@@ -154,6 +154,30 @@ class TioneProvider(Provider):
         from .catalog import RULES
         return RULES
 
+    # -- what submit needs before it sends anything ---------------------------------------------
+    required = {"code_source": "cos://my-bucket/cloudtrain/", "region": "ap-shanghai",
+                "instance_type": "TI.S.LARGE.POST"}
+    required_help = {
+        "code_source": "TI-ONE needs the code with cloudtrain's launcher on COS, CFS or GooseFSx, or in the image, "
+                       "and cloudtrain cannot upload it (the COS SDK is not part of the tione extra): stage it with "
+                       "`python -m cloudtrain_tione.stage JOB.yaml DIR` and upload DIR (coscli cp -r DIR "
+                       "cos://BUCKET/PATH/)",
+        "region": "or export TENCENTCLOUD_REGION",
+        "instance_type": "a postpaid spec (or resources.instance_type), or resource_group for prepaid",
+    }
+
+    def fallback(self, option: str, job: JobSpec, options: TioneOptions) -> bool:
+        if option == "region":
+            return bool(self._region or os.environ.get("TENCENTCLOUD_REGION"))
+        return option == "instance_type" and bool(rq.instance_type(job, options) or options.resource_group)
+
+    def preflight(self, job: JobSpec, options: TioneOptions, problems) -> None:
+        super().preflight(job, options, problems)
+        for field, fix in rq.missing(job, options):
+            name = field.rpartition(".")[2]
+            if not (field.startswith("providers.") and name in self.required):
+                problems.add(rq.job_error(job, tuple(field.split(".")), f"is not set; TI-ONE needs it to submit: {fix}"))
+
     # -- render (pure) -------------------------------------------------------------------------
     def check(self, job: JobSpec, options: TioneOptions) -> None:
         for message in rq.check(job, options):
@@ -217,13 +241,8 @@ class TioneProvider(Provider):
 
     # -- submit --------------------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options
-        needs = [f"{field}: {fix}" for field, fix in rq.missing(job, options)]
-        region = options.region or os.environ.get("TENCENTCLOUD_REGION")
-        if not region:
-            needs.append("providers.tione.region: set it (or TENCENTCLOUD_REGION), e.g. ap-shanghai")
-        if needs:
-            raise BadInput("cannot submit to TI-ONE yet (nothing was sent): " + " | ".join(needs))
+        job, options = rendered.job, rendered.options  # preflight checked what a submit needs
+        region = options.region or self._region or os.environ.get("TENCENTCLOUD_REGION")
         spec = spec_hash(rendered)
         body = next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask")
         body = json.loads(json.dumps(body).replace(rq.SPEC, spec))

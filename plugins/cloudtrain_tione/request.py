@@ -103,15 +103,10 @@ def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
 
 # -- errors at the job file's lines -----------------------------------------------------------
 def job_error(job: JobSpec, loc: tuple, message: str) -> JobFileError:
-    source = job.source
-    file = line = None
-    if source is not None:
-        override = source.override_of(loc)
-        if override is not None:
-            return JobFileError(message, file=f"--set {override}", field=".".join(map(str, loc)))
-        file = str(source.path) if source.path else None
-        line = source.line_of(loc)
-    return JobFileError(message, file=file, line=line, field=".".join(map(str, loc)))
+    """At the ``--set``, the settings file's line or the job file's line that gave ``loc``."""
+    if job.source is None:
+        return JobFileError(message, field=".".join(map(str, loc)))
+    return job.source.error(message, loc)
 
 
 def opt(*loc) -> tuple:

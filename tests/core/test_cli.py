@@ -58,9 +58,16 @@ def test_render_yaml_and_json_envelope(tmp_path):
     assert [d["node"] for d in docs] == [0, 1]
 
 
-def test_render_needs_a_provider(tmp_path):
-    proc = run_cli("render", write_job(tmp_path, JOB))
-    assert proc.returncode == 2 and "-p/--provider" in proc.stderr
+def test_render_without_a_provider_uses_the_default_one(tmp_path):
+    """No -p: the settings' default provider (docs/configuration.md), else local."""
+    job = write_job(tmp_path, JOB)
+    config = tmp_path / "config.yaml"
+    config.write_text("provider: fakeone\n")
+    named = json.loads(run_cli("render", job, "-o", "json", env={"CLOUDTRAIN_CONFIG": str(config)}, check=0).stdout)
+    assert named["provider"] == "fakeone"
+    plain = json.loads(run_cli("render", job, "-o", "json", env={"CLOUDTRAIN_CONFIG": str(tmp_path / "none.yaml")},
+                               check=0).stdout)
+    assert plain["provider"] == "local"
 
 
 def test_emulate_injects_another_platforms_environment(tmp_path):

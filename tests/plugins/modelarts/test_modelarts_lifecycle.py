@@ -238,7 +238,7 @@ def test_unreachable_endpoint_is_a_platform_error(ma, monkeypatch):
 
 def test_nothing_is_sent_without_code_dir_or_credentials(tmp_path, ma, monkeypatch):
     job = load_job(job_file(tmp_path), {"providers.modelarts.code_dir": None})
-    with pytest.raises(BadInput, match=r"code_dir is not set.*python -m cloudtrain_modelarts.stage"):
+    with pytest.raises(BadInput, match=r"^--set providers.modelarts.code_dir=null: providers.modelarts.code_dir: is not set; .*python -m cloudtrain_modelarts.stage"):
         get_provider("modelarts").submit(job)
     monkeypatch.delenv("HUAWEICLOUD_SDK_AK")
     with pytest.raises(MissingCredentials, match=r"no Huawei Cloud credentials found \(looked in: .*\); export HUAWEICLOUD_SDK_AK"):

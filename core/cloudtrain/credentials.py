@@ -1,0 +1,87 @@
+"""Values that look like credentials, and where each kind belongs instead.
+
+cloudtrain's settings files hold names (of profiles, roles, buckets, workspaces, secret sources),
+never keys: the cloud SDKs find credentials through their own chains.  ``looks_like`` recognises
+the shapes of the keys users paste by mistake (the vendors document them: AWS access key ids
+start with AKIA/ASIA, "Understanding unique ID prefixes" in the IAM user guide; Tencent Cloud
+SecretIds with AKID; an Azure client secret carries ``Q~`` after its first characters) and a
+few names that only ever hold a secret.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional, Tuple
+
+AWS = ("an AWS key", "AWS's credential chain: `aws configure` or `aws sso login`, AWS_PROFILE, or "
+       "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in the environment")
+AZURE = ("an Azure client secret", "Azure's credential chain: `az login`, a managed identity, or "
+         "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET in the environment")
+TENCENT = ("a Tencent Cloud API key", "TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY in the environment or "
+           "~/.tencentcloud/credentials")
+HUAWEI = ("a Huawei Cloud access key", "HUAWEICLOUD_SDK_AK/HUAWEICLOUD_SDK_SK in the environment or "
+          "~/.huaweicloud/credentials")
+GENERIC = ("a secret", "a secret source: the job file's `secrets: {NAME: {from_env: VAR}}` (or from_file), "
+           "read on your machine at submit and never stored")
+PRIVATE_KEY = ("a private key", "a file of its own, named by the option that takes its path")
+
+_SHAPES = (
+    (re.compile(r"^(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}$"), AWS),
+    (re.compile(r"^AKID[A-Za-z0-9]{32}$"), TENCENT),
+    (re.compile(r"^[A-Za-z0-9_.\-~]{3}\dQ~[A-Za-z0-9_.\-~]{31,34}$"), AZURE),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), PRIVATE_KEY),
+)
+# 40 characters of base64 with upper, lower case and digits: an AWS secret access key or a Huawei SK
+_SECRET_40 = re.compile(r"^[A-Za-z0-9/+]{40}$")
+_HUAWEI_AK = re.compile(r"^[A-Z0-9]{20}$")
+_URL_PASSWORD = re.compile(r"^[a-z][a-z0-9+.\-]*://[^/:@\s]+:([^/@\s]+)@")
+_SECRET_NAMES = {
+    "aws_secret_access_key": AWS, "aws_access_key_id": AWS, "secret_access_key": AWS, "access_key_id": AWS,
+    "aws_session_token": AWS, "client_secret": AZURE, "azure_client_secret": AZURE, "secret_id": TENCENT,
+    "secret_key": TENCENT, "secretid": TENCENT, "secretkey": TENCENT, "ak": HUAWEI, "sk": HUAWEI,
+    "access_key": GENERIC, "password": GENERIC, "passwd": GENERIC, "token": GENERIC, "api_key": GENERIC,
+    "apikey": GENERIC, "private_key": PRIVATE_KEY,
+}
+
+
+def _mixed(text: str) -> bool:
+    return any(c.islower() for c in text) and any(c.isupper() for c in text) and any(c.isdigit() for c in text)
+
+
+def looks_like(value, name: Optional[str] = None) -> Optional[Tuple[str, str]]:
+    """``(what it looks like, where it belongs)`` when ``value`` (or the key ``name`` it is
+    given under) looks like a credential; else None."""
+    if name is not None and str(name).lower() in _SECRET_NAMES:
+        return _SECRET_NAMES[str(name).lower()]
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    for shape, kind in _SHAPES:
+        if shape.search(text):
+            return kind
+    if _SECRET_40.match(text) and _mixed(text):
+        return AWS if "/" in text or "+" in text else (AWS[0] + " or " + HUAWEI[0], AWS[1] + "; " + HUAWEI[1])
+    if _HUAWEI_AK.match(text) and any(c.isdigit() for c in text) and any(c.isalpha() for c in text):
+        return HUAWEI
+    if _URL_PASSWORD.match(text):
+        return ("a password in a URL", "the service's own credential store; give the URL without user:password")
+    return None
+
+
+def refusal(value, name: Optional[str] = None) -> Optional[str]:
+    """The message refusing to keep ``value`` in a settings file, or None when it is fine."""
+    found = looks_like(value, name)
+    if found is None:
+        return None
+    what, where = found
+    return (f"looks like {what}; cloudtrain keeps no credentials in its settings: put it in {where}, "
+            "and give cloudtrain only names (profiles, roles, secret sources)")
+
+
+def masked(value) -> str:
+    """``value`` for display: a credential-looking one as ``***``; a URL's password hidden."""
+    if looks_like(value) is None:
+        return value
+    match = _URL_PASSWORD.match(value.strip()) if isinstance(value, str) else None
+    if match:
+        return value.replace(":" + match.group(1) + "@", ":***@", 1)
+    return "***"
