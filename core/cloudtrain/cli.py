@@ -369,7 +369,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
+        parser.parse_args(argv)  # argparse's own error for what it does not know
+    if extra:  # `config set -p P KEY=VALUE`: words after an option (argparse takes positionals once)
+        args.items += extra
     _print_warnings()
     if not args.cmd:
         parser.print_help()

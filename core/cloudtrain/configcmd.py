@@ -111,6 +111,9 @@ def _origin(key: str, section: dict, source: Source, provider: str, cls) -> str:
     loc = ("providers", provider, key)
     if key not in section:
         return "not set: needed to submit" if key in cls.required else "default"
+    keys = source.overrides_of(loc)
+    if keys:
+        return " ".join(f"--set {key}={_text(_mask(source.overrides[key], False))}" for key in keys)
     where = source.locate(loc)
     if where["line"]:
         return f"{where['file']}:{where['line']}"
