@@ -89,11 +89,13 @@ def show(args) -> int:
     files = [{"path": str(f.path), "kind": f.kind} for f in settings.files]
     if args.output == "json":
         print(json.dumps({"provider": provider, "provider_from": chosen_by, "profile": settings.profile,
+                          "profiles": sorted({n for f in settings.files for n in f.profiles()}),
                           "files": files, "settings": rows}, indent=2, default=str))
         return 0
     print(f"provider: {provider} (from {chosen_by})")
-    if settings.profile:
-        print(f"profile: {settings.profile}")
+    names = sorted({n for f in settings.files for n in f.profiles()})
+    if settings.profile or names:
+        print(f"profile: {settings.profile or '-'}" + (f" (profiles: {', '.join(names)})" if names else ""))
     print("settings files: " + (", ".join(f"{f['path']} ({f['kind']})" for f in files) or
                                 f"none (the user config would be {user_config_path()})"))
     table = [("OPTION", "VALUE", "FROM")] + [(r["option"], _text(r["value"]), r["source"]) for r in rows]

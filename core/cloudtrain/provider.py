@@ -225,9 +225,13 @@ class Provider(abc.ABC):
     def not_set(self, job: JobSpec, option: str, example: str) -> BadInput:
         """``providers.<name>.<option>`` is required to submit and given nowhere."""
         help = self.required_help.get(option)
-        return self.job_error(job, ("providers", self.name, option),
-                              f"is not set; {self.name} needs it to submit{': ' + help if help else ''}: set it with "
-                              f"cloudtrain config set -p {self.name} {option}={example} (or in the job file, or --set)")
+        error = self.job_error(job, ("providers", self.name, option),
+                               f"is not set; {self.name} needs it to submit{': ' + help if help else ''}: set it with "
+                               f"cloudtrain config set -p {self.name} {option}={example} (or in the job file, or --set)")
+        source = job.source
+        if source is not None and ("providers", self.name) not in source.lines and error.file == str(source.path):
+            error = type(error)(error.detail, file=error.file, field=error.field)  # nowhere in the file: no line
+        return error
 
     @staticmethod
     def job_error(job: JobSpec, loc: tuple, message: str) -> BadInput:

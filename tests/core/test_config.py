@@ -316,3 +316,25 @@ def test_only_commands_that_take_a_job_or_a_provider_read_the_settings(tmp_path)
     run_cli("schema", env=env, check=0)
     proc = run_cli("render", "-p", "local", write_job(tmp_path / "job", JOB), env=env)
     assert proc.returncode == 2 and f"{broken}:2: invalid YAML" in proc.stderr
+
+
+def test_a_providers_own_check_points_at_the_settings_file_that_gave_the_value(tmp_path, monkeypatch):
+    config = settings_file(tmp_path / "config.yaml", """
+        providers:
+          sagemaker:
+            role_arn: "arn:aws:iam::123456789012:role/train"
+            region: us-east-1
+            output_s3: "s3://Team_Bucket/out"
+    """)
+    monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(config))
+    job = write_job(tmp_path / "job", JOB)
+    with pytest.raises(JobFileError) as info:
+        validate(job, "sagemaker")
+    assert str(info.value).startswith(f"{config}:5: providers.sagemaker.output_s3: 's3://Team_Bucket/out' is not "
+                                      "an s3://bucket/prefix URI")
+    with pytest.raises(JobFileError) as info:
+        from cloudtrain.api import load_job
+        from cloudtrain.plugins import get_provider
+        get_provider("sagemaker").validate(load_job(job, ["providers.sagemaker.output_s3=s3://x"], provider="sagemaker"),
+                                           submit=True)
+    assert str(info.value).startswith("--set providers.sagemaker.output_s3=s3://x: providers.sagemaker.output_s3: ")

@@ -144,7 +144,7 @@ def test_an_unknown_cluster_is_a_platform_error_with_the_fix(tmp_path, cloud, ho
 
 def test_submit_without_a_cluster_names_the_option(tmp_path, home):
     path = write_job(tmp_path, "name: x\ncommand: python t.py\nimage: i:1\n")
-    with pytest.raises(BadInput, match=f"^{path}:1: providers.eks.cluster: is not set; eks needs it to submit"):
+    with pytest.raises(BadInput, match=f"^{path}: providers.eks.cluster: is not set; eks needs it to submit"):
         EksProvider(session=session()).submit(load_job(path))
 
 
