@@ -4,8 +4,8 @@ Names are loaded lazily (PEP 562), so ``import cloudtrain`` stays cheap and ``py
 cloudtrain.launch`` (standard library only, Python >= 3.8) does not pull pydantic in.
 
     import cloudtrain
-    job = cloudtrain.load_job("job.yaml", overrides={"distribution.nodes": 4})
-    print(cloudtrain.render(job, provider="azure").to_yaml())
+    job = cloudtrain.load_job("job.yaml", overrides={"distribution.nodes": 4}, provider="azure")
+    print(cloudtrain.render(job, provider="azure").to_yaml())   # with azure's settings (config.yaml)
     run = cloudtrain.submit(job, provider="local")
     run.wait(); print(run.status(), run.logs())
 """

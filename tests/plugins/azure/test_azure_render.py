@@ -361,5 +361,5 @@ def test_submit_refuses_secrets_before_sending_anything(tmp_path, monkeypatch):
         def __getattr__(self, name):
             raise AssertionError("nothing may be sent")
 
-    with pytest.raises(BadInput, match=r"secrets \(HF_TOKEN\).*Key Vault"):
+    with pytest.raises(BadInput, match=r"secrets: HF_TOKEN cannot be sent to Azure ML.*Key Vault"):
         get_provider("azure", ml_client=Untouchable()).submit(job)
