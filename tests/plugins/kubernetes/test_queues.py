@@ -36,8 +36,8 @@ def render(tmp_path, provider, options, dist="ddp"):
 @pytest.mark.parametrize("dist", ["ddp", "mpi", "ps-worker", "deepspeed"])
 @pytest.mark.parametrize("provider", sorted(KUEUE))
 def test_kueue_labels_on_kubeflow_trainer_and_eks(tmp_path, provider, dist):
-    if provider in ("kubeflow-trainer", "eks-trainer") and dist in ("mpi", "ps-worker"):
-        dist = "ddp"  # they need a named runtime (test_trainjob.py); the queue is the same label
+    if provider in ("kubeflow-trainer", "eks-trainer") and dist in ("mpi", "ps-worker", "deepspeed"):
+        dist = "ddp"  # a named runtime, or one node for deepspeed (test_trainjob.py); the queue is the same label
     obj = render(tmp_path, provider, KUEUE[provider], dist)
     labels = obj["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "team-q" and labels["kueue.x-k8s.io/priority-class"] == "urgent"

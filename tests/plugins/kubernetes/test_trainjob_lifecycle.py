@@ -85,9 +85,9 @@ def test_logs_from_the_jobset_pods_in_node_order(tmp_path, kube, monkeypatch, ho
 
 
 def test_an_mpi_runtime_lists_its_launcher_first(tmp_path, kube, monkeypatch, home):
-    p, run = submit(tmp_path, kube, monkeypatch, dist="deepspeed", nodes=3)
+    p, run = submit(tmp_path, kube, monkeypatch, dist="mpi", nodes=3, extra="    runtime: mpi-openmpi")
     pods = kube.start_pods("team-a", "kjob")
-    assert kube.find("trainjobs", "team-a", "kjob")["spec"]["runtimeRef"]["name"] == "deepspeed-distributed"
+    assert kube.find("trainjobs", "team-a", "kjob")["spec"]["runtimeRef"]["name"] == "mpi-openmpi"
     kube.log("team-a", pods[0], "launcher: mpirun")
     kube.log("team-a", pods[1], "node 0-0 sshd")
     assert run.logs().splitlines() == ["[node0] launcher: mpirun", "[node1] node 0-0 sshd"]
