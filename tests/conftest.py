@@ -11,8 +11,8 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 EXAMPLES = ROOT / "examples"
 if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
-# The test plugin (tests/support/ct_fakeone.py) is loaded by every plugin manager the tests make.
-os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone"
+# The test plugin (tests/support/ct_fakeone/) is loaded by every plugin manager the tests make.
+os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone.plugin"
 # No settings of whoever runs the tests (docs/configuration.md): a test that wants a user config
 # writes one and points CLOUDTRAIN_CONFIG at it.
 os.environ["CLOUDTRAIN_CONFIG"] = str(ROOT / "tests" / "data" / "no-user-config.yaml")
@@ -39,7 +39,7 @@ def cli_env(extra=None, plugins=True):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT), env.get("PYTHONPATH")]))
     if plugins:
-        env["CLOUDTRAIN_PLUGINS"] = "ct_fakeone"
+        env["CLOUDTRAIN_PLUGINS"] = "ct_fakeone.plugin"
     env.pop("PYTHONUNBUFFERED", None)
     env.update(extra or {})
     return env

@@ -18,6 +18,7 @@ from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
 
 from .errors import BadInput, JobNotFound
 from .job import JobSpec
+from .launch.platform import installed as installed_platforms
 from .provider import JobStatus, Provider, State
 from .store import Store, home
 
@@ -36,17 +37,14 @@ def fill_run(content, run_dir: Path):
     render's placeholders."""
     text = json.dumps(content).replace(rendered_run_dir(), str(run_dir)).replace(RUN_ID, run_dir.name)
     return json.loads(text)
-# Variables of the submitting shell that would confuse a node's platform detection.
-SCRUBBED_PREFIXES = ("CLOUDTRAIN_", "PET_", "TORCHELASTIC_", "OMPI_", "PMIX_", "SM_", "AZ_BATCH", "MA_", "VC_")
-SCRUBBED = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-            "MASTER_ADDR", "MASTER_PORT", "NODE_LIST", "INDEX", "TF_CONFIG", "RAY_ADDRESS",
-            "GPU_NUM", "GPU_NUM_PER_NODE", "HEAD_ADDR", "HEAD_PORT", "NNODES"}
 KEPT = {"CLOUDTRAIN_HOME", "CLOUDTRAIN_PLUGINS", "CLOUDTRAIN_DISABLE_PLUGINS", "CLOUDTRAIN_PEER_TIMEOUT"}
 
 
 def scrubbed_environ(environ) -> Dict[str, str]:
-    return {k: v for k, v in environ.items()
-            if k in KEPT or not (k in SCRUBBED or k.startswith(SCRUBBED_PREFIXES))}
+    """``environ`` without the variables of the submitting shell that would confuse a node's
+    platform detection: those every installed ``Platform`` says belong to it."""
+    platforms = installed_platforms(environ)
+    return {k: v for k, v in environ.items() if k in KEPT or not any(p.owns(k) for p in platforms)}
 
 
 def alive(pid: int) -> bool:

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from . import yamlio
 from .errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, BadInput, MissingExtra
 from .job import JobSpec
+from .launch import platform as platforms
+from .launch.platform import Cluster, Platform
 from .secrets import MASK, resolve_secrets
 
 
@@ -117,15 +119,6 @@ class Rendered:
         return self.to_yaml()
 
 
-@dataclass(frozen=True)
-class Cluster:
-    """Addresses of an emulated job's nodes, as the local and Docker providers assign them."""
-
-    hosts: List[str]
-    master_port: int = 29500
-    output_dir: Optional[str] = None
-
-
 class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -141,8 +134,9 @@ class Provider(abc.ABC):
     Options: ClassVar[Type[BaseModel]] = NoOptions
     # The one table from the platform's states to the neutral ones.
     states: ClassVar[Mapping[str, State]] = {}
-    # "module:function" of a stdlib-only detector for `cloudtrain launch` (None: generic).
-    detector: ClassVar[Optional[str]] = None
+    # The name of the platform whose nodes this provider's jobs run on, one of ``PLATFORMS`` in
+    # the plugin's ``detect`` module (None: the generic platform, ``CLOUDTRAIN_*`` variables).
+    platform: ClassVar[Optional[str]] = None
     # Jobs are listed from this machine's state store, without asking a platform: `cloudtrain
     # list` without -p covers these providers (local, docker); a cloud's needs `-p`.
     local_state: ClassVar[bool] = False
@@ -333,22 +327,33 @@ class Provider(abc.ABC):
         return Cluster(hosts=[f"{job.name}-{i}" for i in range(job.distribution.nodes)])
 
     @classmethod
+    def node_platform(cls) -> Platform:
+        """The ``Platform`` this provider's nodes run on (registered in its plugin's ``detect``)."""
+        return platforms.find(cls.platform or platforms.GENERIC, near=cls.__module__)
+
+    @classmethod
     def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
         """The variables this platform injects into node ``node_index`` (used to emulate it)."""
-        from cloudtrain_local.detect import environment
-        cluster = cluster or cls.default_cluster(job)
-        return environment(job.distribution.nodes, node_index, cluster.hosts, cluster.master_port,
-                           job.procs_per_node, cluster.output_dir, platform=cls.name)
+        platform = cls.node_platform()
+        env = platform.environment(job, node_index, cluster or cls.default_cluster(job))
+        if platform.name == platforms.GENERIC:
+            env["CLOUDTRAIN_PLATFORM"] = cls.name
+        return env
 
     @classmethod
     def detector_target(cls) -> str:
-        return cls.detector or "cloudtrain_local.detect:detect"
+        return cls.node_platform().target
+
+    @classmethod
+    def detectors_variable(cls) -> str:
+        """``CLOUDTRAIN_DETECTORS`` for this provider's nodes: ``name=module:function``."""
+        platform = cls.node_platform()
+        return f"{platform.name}={platform.target}"
 
     @classmethod
     def detect(cls, environ: Mapping[str, str]):
         """This platform's node topology from ``environ``, or None if it is not this platform."""
-        module, _, attr = cls.detector_target().partition(":")
-        return getattr(importlib.import_module(module), attr or "detect")(environ)
+        return cls.node_platform().detect(environ)
 
     # -- helpers for subclasses ------------------------------------------------------------
     @staticmethod

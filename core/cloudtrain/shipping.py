@@ -7,8 +7,8 @@ an archive, Azure ML as a code asset, ModelArts to OBS).  They put the launcher 
 Python 3.8+.
 
 - ``node_command(job, platform)``: the node's start command as one shell line;
-- ``stage(job, dest, detector_targets)``: a directory with the code and the bundle;
-- ``archive(job, detector_targets)``: the same as a reproducible ``.tar.gz`` (same files, same
+- ``stage(job, dest, platforms)``: a directory with the code and the bundle;
+- ``archive(job, platforms)``: the same as a reproducible ``.tar.gz`` (same files, same
   bytes: no mtimes, owners or order from this machine), and ``code_digest(job)`` to name it.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def code_digest(job: JobSpec) -> str:
     return h.hexdigest()
 
 
-def stage(job: JobSpec, dest, detector_targets: Iterable[str] = ()) -> Path:
+def stage(job: JobSpec, dest, platforms: Iterable = ()) -> Path:
     """Copy the code to ``dest`` and write the launcher bundle to ``dest/.cloudtrain``."""
     from .launch.bundle import write_bundle
     dest = Path(dest)
@@ -81,11 +81,11 @@ def stage(job: JobSpec, dest, detector_targets: Iterable[str] = ()) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
         target.chmod(path.stat().st_mode & 0o777)
-    write_bundle(dest / LAUNCHER_DIR, detector_targets)
+    write_bundle(dest / LAUNCHER_DIR, platforms)
     return dest
 
 
-def archive(job: JobSpec, detector_targets: Iterable[str] = ()) -> bytes:
+def archive(job: JobSpec, platforms: Iterable = ()) -> bytes:
     """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
     paths relative to the code directory."""
     import gzip  # here, not at the top: most providers never build an archive
@@ -94,7 +94,7 @@ def archive(job: JobSpec, detector_targets: Iterable[str] = ()) -> bytes:
     import tempfile
     from .launch.bundle import write_bundle
     with tempfile.TemporaryDirectory(prefix="cloudtrain-ship-") as tmp:
-        bundle = write_bundle(Path(tmp), detector_targets)
+        bundle = write_bundle(Path(tmp), platforms)
         files = [*code_files(job.code_path), *((f"{LAUNCHER_DIR}/{rel}", path) for rel, path in code_files(bundle))]
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:

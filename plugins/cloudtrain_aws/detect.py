@@ -25,6 +25,7 @@ otherwise.  Outputs go to ``SM_MODEL_DIR``, else ``/opt/ml/model`` (uploaded to 
 import json
 import os
 
+from cloudtrain.launch.platform import Platform
 from cloudtrain.launch.topology import Topology, env_int
 
 RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
@@ -84,3 +85,12 @@ def detect_sagemaker(environ):
         output_dir=environ.get("SM_MODEL_DIR") or MODEL_DIR,
         env=env,
     )
+
+
+# EKS's pods are Kubeflow's: the eks platform is used only when named (its requests name it).
+PLATFORMS = (
+    Platform("sagemaker", detect_sagemaker, priority=70, environment="cloudtrain_aws.sagemaker:emulate",
+             prefixes=("SM_",), variables=("TRAINING_JOB_NAME", "CLOUDTRAIN_SM_RESOURCECONFIG")),
+    Platform("eks", "cloudtrain_aws.eks_detect:detect", priority=None, environment="cloudtrain_aws.eks_detect:emulate",
+             ships=("cloudtrain_kubernetes.detect", "cloudtrain_kubernetes.trainer_detect")),
+)

@@ -63,7 +63,7 @@ class EksProvider(KubeflowProvider):
     extra = "aws"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob or Trainer v2 TrainJob on an EKS cluster found by name"
     sdk_modules = ("boto3", "kubernetes")
-    detector = "cloudtrain_aws.eks_detect:detect"
+    platform = "eks"
     Options = EksOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     target_keys = ("cluster", "region")
@@ -77,9 +77,6 @@ class EksProvider(KubeflowProvider):
     def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
         from dataclasses import replace
         mopts = super().manifest_options(job, options)
-        # the EKS detector builds on Kubeflow's: both modules go into the launcher bundle
-        mopts = replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow", trainjob.DETECTOR,
-                                                 self.detector_target()))
         choice = choose(job, EKS_RULES, options.instance_type)
         row = choice.row if choice else None
         if choice:  # the nodes of that EC2 type (the label every EKS node carries)

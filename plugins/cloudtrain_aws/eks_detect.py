@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from cloudtrain.launch.topology import Topology
-from cloudtrain_kubernetes.detect import detect_kubeflow
+from cloudtrain_kubernetes.detect import detect_kubeflow, emulate_kubeflow
 from cloudtrain_kubernetes.trainer_detect import detect_kubeflow_trainer
 
 
@@ -14,3 +14,7 @@ def detect(environ: Mapping[str, str]) -> Optional[Topology]:
     if topology is not None:
         topology.platform = "eks"
     return topology
+
+
+def emulate(job, node_index: int, cluster):
+    return emulate_kubeflow(job, node_index, cluster)

@@ -26,7 +26,6 @@ from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG
                      spec_hash, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
-DETECTOR = "cloudtrain_aws.detect:detect_sagemaker"
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 CODE_CHANNEL = "code"
 ROLE_PLACEHOLDER = "<providers.sagemaker.role_arn>"
@@ -72,7 +71,7 @@ class SageMakerProvider(AwsProvider):
     description = "Amazon SageMaker training jobs (CreateTrainingJob)"
     Options = SageMakerOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
-    detector = DETECTOR
+    platform = "sagemaker"
     required = {"role_arn": "arn:aws:iam::123456789012:role/train", "output_s3": "s3://my-bucket/cloudtrain",
                 "region": "us-east-1"}
     s3_options = ("output_s3", "code_s3", "checkpoint_s3", "inputs")
@@ -164,7 +163,7 @@ class SageMakerProvider(AwsProvider):
     def environment_request(self, job: JobSpec, options: SageMakerOptions, efa: bool = False) -> Dict[str, str]:
         env = dict(job.env)
         env.update({
-            "CLOUDTRAIN_DETECTORS": f"sagemaker={DETECTOR}",
+            "CLOUDTRAIN_DETECTORS": self.detectors_variable(),
             "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
         })
         if self.checkpoint_s3(job, options):
@@ -252,7 +251,7 @@ class SageMakerProvider(AwsProvider):
         region = self.region_of(options.region, job)
         digest = shipping.code_digest(job)
         spec = spec_hash(rendered, digest)
-        targets = [DETECTOR, NODE_MODULE]
+        targets = [self.detector_target(), NODE_MODULE]
         from .common import code_archive
         _, archive_sha = code_archive(job, targets, digest)
         values = {SPEC_HASH: spec, CODE_DIGEST: archive_sha}
@@ -354,33 +353,36 @@ class SageMakerProvider(AwsProvider):
 
     # -- the data plane: what SageMaker's nodes see --------------------------------------------
     @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        """SageMaker's node environment as its training toolkit exports it: the content of
-        resourceconfig.json in ``SM_RESOURCE_CONFIG`` and the ``SM_*`` variables derived from it."""
-        cluster = cluster or Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
-        current = cluster.hosts[node_index]
-        # SageMaker lists the hosts sorted lexicographically and ranks nodes in that order
-        # (see detect.py); emulated nodes sharing one address keep their index as their rank.
-        hosts = sorted(cluster.hosts)
-        rank = hosts.index(current) if len(set(hosts)) == len(hosts) else node_index
-        import warnings
-        with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
-            warnings.simplefilter("ignore")
-            kind = cls.instance(job, cls.options(job)).instance_type
-        config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
-                  "hosts": hosts}
-        env = {
-            "SM_RESOURCE_CONFIG": json.dumps(config),
-            "SM_HOSTS": json.dumps(hosts),
-            "SM_CURRENT_HOST": current,
-            "SM_CURRENT_HOST_RANK": str(rank),
-            "SM_HOST_COUNT": str(len(hosts)),
-            "SM_CURRENT_INSTANCE_TYPE": kind,
-            "SM_MASTER_ADDR": hosts[0],
-            "SM_MASTER_PORT": str(cluster.master_port),
-            "SM_NUM_GPUS": str(job.resources.gpus_per_node),
-            "TRAINING_JOB_NAME": job.name,
-        }
-        if cluster.output_dir:
-            env["SM_MODEL_DIR"] = cluster.output_dir
-        return env
+    def default_cluster(cls, job: JobSpec) -> Cluster:
+        return Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
+
+
+def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
+    """SageMaker's node environment as its training toolkit exports it: the content of
+    resourceconfig.json in ``SM_RESOURCE_CONFIG`` and the ``SM_*`` variables derived from it."""
+    current = cluster.hosts[node_index]
+    # SageMaker lists the hosts sorted lexicographically and ranks nodes in that order
+    # (see detect.py); emulated nodes sharing one address keep their index as their rank.
+    hosts = sorted(cluster.hosts)
+    rank = hosts.index(current) if len(set(hosts)) == len(hosts) else node_index
+    import warnings
+    with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
+        warnings.simplefilter("ignore")
+        kind = SageMakerProvider.instance(job, SageMakerProvider.options(job)).instance_type
+    config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
+              "hosts": hosts}
+    env = {
+        "SM_RESOURCE_CONFIG": json.dumps(config),
+        "SM_HOSTS": json.dumps(hosts),
+        "SM_CURRENT_HOST": current,
+        "SM_CURRENT_HOST_RANK": str(rank),
+        "SM_HOST_COUNT": str(len(hosts)),
+        "SM_CURRENT_INSTANCE_TYPE": kind,
+        "SM_MASTER_ADDR": hosts[0],
+        "SM_MASTER_PORT": str(cluster.master_port),
+        "SM_NUM_GPUS": str(job.resources.gpus_per_node),
+        "TRAINING_JOB_NAME": job.name,
+    }
+    if cluster.output_dir:
+        env["SM_MODEL_DIR"] = cluster.output_dir
+    return env

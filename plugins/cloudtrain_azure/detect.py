@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from cloudtrain.launch.platform import Platform
 from cloudtrain.launch.topology import Topology, env_int, split_hosts
 
 PLATFORM = "azure"
@@ -139,3 +140,15 @@ def node_environment(distribution: str, nodes: int, node_index: int, hosts: Sequ
     env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port), "WORLD_SIZE": str(nodes),
                 "NODE_RANK": str(node_index), "RANK": str(node_index), "LOCAL_RANK": "0"})
     return env
+
+
+def emulate(job, node_index: int, cluster) -> Dict[str, str]:
+    return node_environment(job.distribution.type, job.distribution.nodes, node_index, cluster.hosts,
+                            cluster.master_port, ps=job.ps, run_id=job.name)
+
+
+# After TI-ONE (whose nodes set none of MARKERS), before everything whose variables Azure's
+# PyTorch, MPI and TensorFlow distributions also set.
+PLATFORMS = (
+    Platform(PLATFORM, detect, priority=80, environment=emulate, prefixes=("AZ_BATCH", "AZUREML_")),
+)

@@ -40,13 +40,11 @@ from cloudtrain import shipping, yamlio
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.provider import Artifact, JobStatus, Provider, Rendered, State
 
 from . import infiniband
-from .detect import node_environment
 
 KIND = "azureml/job"
-DETECTOR = "cloudtrain_azure.detect:detect"
 SPEC_TAG = "cloudtrain.spec"
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
@@ -142,7 +140,7 @@ class AzureProvider(Provider):
     description = "Azure ML command jobs (PyTorch / MPI / TensorFlow / Ray distributions)"
     sdk_modules = ("azure.ai.ml", "azure.identity")
     Options = AzureOptions
-    detector = DETECTOR
+    platform = "azure"
     # Azure ML job statuses (azure.ai.ml.operations._run_history_constants.JobStatus).
     states = {
         "NotStarted": State.PENDING, "Queued": State.PENDING, "Paused": State.PENDING,
@@ -240,7 +238,7 @@ class AzureProvider(Provider):
         """The job's env, cloudtrain's variables for the node, and the NCCL/UCX presets of
         ``network.rdma`` (never over the job's own values).  Secrets are not here: see schedule."""
         kind = job.distribution.type
-        env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": f"azure={DETECTOR}", "CLOUDTRAIN_OUTPUT_DIR": OUTPUT_DIR}
+        env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": self.detectors_variable(), "CLOUDTRAIN_OUTPUT_DIR": OUTPUT_DIR}
         if kind in ("mpi", "horovod", "ray"):
             # No `cloudtrain launch` in between: what it would have exported, fixed per job.
             env.update({"CLOUDTRAIN_PLATFORM": self.name, "CLOUDTRAIN_DISTRIBUTION": kind,
@@ -322,13 +320,6 @@ class AzureProvider(Provider):
 
     def artifacts(self, job: JobSpec, options: AzureOptions) -> List[Artifact]:
         return [Artifact(KIND, job.name, self.job_dict(job, options))]
-
-    # -- the data plane ----------------------------------------------------------------------
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        cluster = cluster or cls.default_cluster(job)
-        return node_environment(job.distribution.type, job.distribution.nodes, node_index, cluster.hosts,
-                                cluster.master_port, ps=job.ps, run_id=job.name)
 
     # -- clients -----------------------------------------------------------------------------
     def ml_client(self, subscription_id: Optional[str] = None, resource_group: Optional[str] = None,
@@ -415,7 +406,7 @@ class AzureProvider(Provider):
             if key not in job.env:
                 env.setdefault(key, value)
         with tempfile.TemporaryDirectory(prefix="cloudtrain-azure-") as tmp:
-            staged = shipping.stage(job, Path(tmp) / (job.code_path.name or "code"), [self.detector])
+            staged = shipping.stage(job, Path(tmp) / (job.code_path.name or "code"), [self.node_platform()])
             content["code"] = str(staged)
             azure_job = self.load(content, Path(tmp) / "job.yml")
             with _platform_errors(f"creating job {name}"), _stderr_of_upload():

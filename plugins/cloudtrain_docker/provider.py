@@ -119,7 +119,7 @@ class DockerProvider(HostedProvider):
             "PYTHONPATH": ":".join(filter(None, [LAUNCHER_DIR, job.env.get("PYTHONPATH")])),
         })
         if options.emulate:
-            env["CLOUDTRAIN_DETECTORS"] = f"{platform.name}={platform.detector_target()}"
+            env["CLOUDTRAIN_DETECTORS"] = platform.detectors_variable()
         binds = [f"{run_dir}/node-{node}/code:{options.workdir}", f"{run_dir}/output:{OUTPUT_DIR}",
                  f"{run_dir}/launcher:{LAUNCHER_DIR}:ro"]
         if job.secrets:
@@ -189,7 +189,7 @@ class DockerProvider(HostedProvider):
                            "(the test image: bash scripts/build-test-image.sh)") from None
         job_id, run_dir = self.new_run(job)
         from cloudtrain.launch.bundle import write_bundle
-        write_bundle(run_dir / "launcher", [self.emulated(options).detector_target()])
+        write_bundle(run_dir / "launcher", [self.emulated(options).node_platform()])
         if secrets:  # the launcher reads them from a read-only mount, never from the container's Env
             path = run_dir / "secrets.json"
             path.touch(mode=0o600)

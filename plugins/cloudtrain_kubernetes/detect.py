@@ -31,6 +31,7 @@ import re
 import socket
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from cloudtrain.launch.platform import Platform
 from cloudtrain.launch.topology import DEFAULT_MASTER_PORT, Topology, env_int, split_hosts
 
 KIND = "CLOUDTRAIN_KUBEFLOW_KIND"
@@ -230,3 +231,28 @@ def volcano_environment(tasks: List[Tuple[str, int]], node_index: int, hosts: Li
             env["VC_TASK_INDEX"] = env["VK_TASK_INDEX"] = str(node_index - start)
         start += replicas
     return env
+
+
+# -- emulation (control plane: the job model is passed in) and the registrations --------------
+def emulate_kubeflow(job, node_index: int, cluster) -> Dict[str, str]:
+    return kubeflow_environment(job.distribution.type, job.distribution.nodes, node_index, list(cluster.hosts),
+                                cluster.master_port, job.procs_per_node, job.ps)
+
+
+def emulate_volcano(job, node_index: int, cluster) -> Dict[str, str]:
+    from .manifests import volcano_tasks
+    return volcano_environment(volcano_tasks(job), node_index, list(cluster.hosts), cluster.master_port)
+
+
+# Volcano before Kubeflow: a Volcano pod of an MPI job has a hostfile too; Kubeflow's guesses
+# (a readable MPI hostfile, TF_CONFIG, PET_NNODES with MASTER_ADDR) are the least specific.
+PLATFORMS = (
+    Platform("volcano", detect_volcano, priority=40, environment=emulate_volcano,
+             prefixes=("VC_", "VK_"), variables=(VOLCANO_TASKS, VOLCANO_TASK)),
+    # cloudtrain's TrainJob marks its pods (CLOUDTRAIN_TRAINER_RUNTIME): before Kubeflow v1's guesses
+    Platform("kubeflow-trainer", "cloudtrain_kubernetes.trainer_detect:detect_kubeflow_trainer", priority=35,
+             environment="cloudtrain_kubernetes.trainer_detect:emulate", ships=("cloudtrain_kubernetes.detect",),
+             variables=("CLOUDTRAIN_TRAINER_RUNTIME", "CLOUDTRAIN_TRAINER_MPI")),
+    Platform("kubeflow", detect_kubeflow, priority=30, environment=emulate_kubeflow,
+             variables=(KIND, ROLE, HOSTS, "CLOUDTRAIN_REPLICA_INDEX")),
+)

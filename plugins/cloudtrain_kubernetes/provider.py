@@ -31,8 +31,6 @@ from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered
 
 from . import manifests as m
 from . import trainjob
-from .detect import kubeflow_environment, volcano_environment
-from .trainer_detect import kubeflow_trainer_environment
 
 # kind -> (group, version, plural)
 RESOURCES = {
@@ -126,7 +124,7 @@ class KubernetesProvider(Provider):
             "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue", "priority_class")}
         return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
                                      "gpu_selection": self.gpu_selection(job, options),
-                                     "detector_targets": (self.detector_target(),)})
+                                     "detector_targets": self.node_platform().bundle_targets})
 
     def gpu_selection(self, job: JobSpec, options: PodOptions):
         """(label, values) the pods' nodes must have for ``resources.accelerator`` (None: none)."""
@@ -524,7 +522,7 @@ class KubeflowProvider(KubernetesProvider):
 
     name = "kubeflow"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
-    detector = "cloudtrain_kubernetes.detect:detect_kubeflow"
+    platform = "kubeflow"
     kinds = ("PyTorchJob", "MPIJob", "TFJob")
     # The training operator's condition types (the last true one is the job's state); a
     # suspended job is one Kueue holds (queued) or one suspended by hand.
@@ -565,17 +563,11 @@ class KubeflowProvider(KubernetesProvider):
             specs = {"Worker": (spec.get("mpiReplicaSpecs") or {}).get("Worker", {})}
         return sum(int(s.get("replicas", 1)) for s in specs.values()) or None
 
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        cluster = cluster or cls.default_cluster(job)
-        return kubeflow_environment(job.distribution.type, job.distribution.nodes, node_index, list(cluster.hosts),
-                                    cluster.master_port, job.procs_per_node, job.ps)
-
 
 class VolcanoProvider(KubernetesProvider):
     name = "volcano"
     description = "Volcano Jobs (batch.volcano.sh) on any cluster (kubeconfig)"
-    detector = "cloudtrain_kubernetes.detect:detect_volcano"
+    platform = "volcano"
     Options = VolcanoOptions
     kinds = ("Job",)
     # Volcano job phases.  Aborted: a pod failed under the AbortJob policy (no restarts left).
@@ -598,11 +590,6 @@ class VolcanoProvider(KubernetesProvider):
 
     def node_count(self, obj: dict) -> Optional[int]:
         return sum(int(t.get("replicas", 0)) for t in (obj.get("spec") or {}).get("tasks", [])) or None
-
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        cluster = cluster or cls.default_cluster(job)
-        return volcano_environment(m.volcano_tasks(job), node_index, list(cluster.hosts), cluster.master_port)
 
 
 class TrainerOptions(BaseModel):
@@ -636,7 +623,7 @@ def trainer_manifest_options(mopts: m.ManifestOptions) -> m.ManifestOptions:
 class KubeflowTrainerProvider(KubeflowProvider):
     name = trainjob.PLATFORM
     description = "Kubeflow Trainer v2 TrainJob on any cluster (kubeconfig)"
-    detector = trainjob.DETECTOR
+    platform = trainjob.PLATFORM
     Options = KubeflowTrainerOptions
     kinds = ("TrainJob",)
 
@@ -658,13 +645,3 @@ class KubeflowTrainerProvider(KubeflowProvider):
     def default_cluster(cls, job: JobSpec) -> Cluster:
         return Cluster(hosts=[f"{job.name}-node-0-{i}.{job.name}" for i in range(job.distribution.nodes)],
                        master_port=trainjob.TRAINER_PORT)
-
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        cluster = cluster or cls.default_cluster(job)
-        t = job.distribution.type
-        # the MPI runtimes' launcher runs the command (deepspeed-distributed; one named for mpi/horovod)
-        mpi = t in ("mpi", "horovod", "deepspeed")
-        return kubeflow_trainer_environment(mpi, job.distribution.nodes, node_index, list(cluster.hosts),
-                                            cluster.master_port, job.procs_per_node,
-                                            trainjob.DEFAULT_RUNTIMES.get(t, "named"))

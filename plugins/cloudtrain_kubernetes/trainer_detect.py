@@ -85,3 +85,13 @@ def kubeflow_trainer_environment(mpi: bool, nodes: int, node_index: int, hosts: 
                 "PET_NODE_RANK": str(node_index), "JOB_COMPLETION_INDEX": str(node_index),
                 "PET_MASTER_ADDR": hosts[0], "PET_MASTER_PORT": str(master_port)})
     return env
+
+
+def emulate(job, node_index: int, cluster) -> Dict[str, str]:
+    """A TrainJob pod's variables (control plane: to emulate Kubeflow Trainer on this machine)."""
+    from .trainjob import DEFAULT_RUNTIMES
+    t = job.distribution.type
+    # the MPI runtimes' launcher runs the command (deepspeed-distributed; one named for mpi/horovod)
+    mpi = t in ("mpi", "horovod", "deepspeed")
+    return kubeflow_trainer_environment(mpi, job.distribution.nodes, node_index, list(cluster.hosts),
+                                        cluster.master_port, job.procs_per_node, DEFAULT_RUNTIMES.get(t, "named"))

@@ -106,7 +106,7 @@ class LocalProvider(HostedProvider):
             env.update(ours)
             env["CLOUDTRAIN_LOG_DIR"] = os.path.join(run_dir, f"node-{i}")
             if options.emulate:
-                env["CLOUDTRAIN_DETECTORS"] = f"{platform.name}={platform.detector_target()}"
+                env["CLOUDTRAIN_DETECTORS"] = platform.detectors_variable()
             cwd = os.path.join(run_dir, f"node-{i}", "code") if options.copy_code else code
             specs.append({"node": i, "argv": launch, "cwd": cwd, "env": env})
         return specs

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from cloudtrain.launch.platform import Platform
 from cloudtrain.launch.topology import DEFAULT_MASTER_PORT, Topology, env_int, split_hosts
 
 LITE = "modelarts-lite"
@@ -146,3 +147,17 @@ def lite_environment(job_name: str, nodes: int, node_index: int, hosts: Sequence
     if order != list(range(nodes)):
         env[ROUTED] = "1"
     return env
+
+
+def emulate_standard(job, node_index: int, cluster) -> Dict[str, str]:
+    return standard_environment(job.distribution.nodes, node_index, cluster.hosts, cluster.master_port,
+                                job.resources.gpus_per_node)
+
+
+# Both run on Volcano (their pods have VC_* variables too): Lite (RANK_AFTER_ACC) first, then
+# Standard (MA_NUM_HOSTS), both before the volcano platform.
+PLATFORMS = (
+    Platform(LITE, detect_lite, priority=60, environment="cloudtrain_modelarts.lite:emulate",
+             variables=("RANK_AFTER_ACC", "MA_MASTER_INDEX", ROUTED)),
+    Platform(STANDARD, detect_standard, priority=50, environment=emulate_standard, prefixes=("MA_",)),
+)

@@ -160,7 +160,7 @@ def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
         {"name": "MA_NUM_HOSTS", "value": str(job.distribution.nodes)},
         {"name": "MA_VJ_NAME", **field("metadata.annotations['volcano.sh/job-name']")},
         {"name": "MA_TASK_NAME", **field("metadata.annotations['volcano.sh/task-spec']")},
-        {"name": "CLOUDTRAIN_DETECTORS", "value": f"{LITE}={ModelartsLiteProvider.detector}"},
+        {"name": "CLOUDTRAIN_DETECTORS", "value": ModelartsLiteProvider.detectors_variable()},
     ]
     if options.accelerator == "ascend":
         env.append({"name": "HCCL_CONNECT_TIMEOUT", "value": str(options.hccl_connect_timeout)})
@@ -233,7 +233,7 @@ class ModelartsLiteProvider(VolcanoProvider):
     description = "ModelArts Lite pool (CCE + Volcano): Ascend/GPU jobs with ranktable routing"
     sdk_modules = ("kubernetes", "huaweicloudsdkcce")
     Options = LiteOptions
-    detector = "cloudtrain_modelarts.detect:detect_lite"
+    platform = LITE
 
     @classmethod
     def options(cls, job: JobSpec) -> LiteOptions:
@@ -368,14 +368,13 @@ class ModelartsLiteProvider(VolcanoProvider):
             raise PlatformError(f"CCE returned no kubeconfig for cluster {target['cluster_id']}; check the cluster id")
         return config
 
-    # -- the data plane ------------------------------------------------------------------------------
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        cluster = cluster or cls.default_cluster(job)
-        options = cls.options(job)
-        mopts = m.ManifestOptions(name=options.name)
-        try:
-            return lite_environment(m.object_name(job, mopts), job.distribution.nodes, node_index, list(cluster.hosts),
-                                    cluster.master_port, job.resources.gpus_per_node, options.emulate_rank_after_acc)
-        except ValueError as exc:
-            raise BadInput(f"providers.{cls.name}.emulate_rank_after_acc: {exc}") from None
+
+def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
+    """A Lite pod's variables once its start line ran (routing emulated by ``emulate_rank_after_acc``)."""
+    options = ModelartsLiteProvider.options(job)
+    mopts = m.ManifestOptions(name=options.name)
+    try:
+        return lite_environment(m.object_name(job, mopts), job.distribution.nodes, node_index, list(cluster.hosts),
+                                cluster.master_port, job.resources.gpus_per_node, options.emulate_rank_after_acc)
+    except ValueError as exc:
+        raise BadInput(f"providers.{LITE}.emulate_rank_after_acc: {exc}") from None

@@ -33,7 +33,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not job.code_path.is_dir():
             print(f"code directory {job.code_path} does not exist; fix `code` in the job file", file=sys.stderr)
             return 2
-        shipping.stage(job, dest, [ModelartsProvider.detector])
+        shipping.stage(job, dest, [ModelartsProvider.node_platform()])
     except CloudtrainError as exc:
         print(f"cloudtrain: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -30,11 +30,11 @@ from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.provider import Artifact, JobStatus, Provider, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
 from . import catalog, sdk
-from .detect import MA_JOB_DIR, standard_environment
+from .detect import MA_JOB_DIR
 
 KIND = "modelarts/CreateTrainingJob"
 SERVICE = "ModelArts"
@@ -118,7 +118,7 @@ class ModelartsProvider(Provider):
         "Abnormal": State.FAILED,
         "Terminated": State.CANCELLED,
     }
-    detector = "cloudtrain_modelarts.detect:detect_standard"
+    platform = "modelarts"
 
     def __init__(self, client=None, **clients):
         """``client``: a ``ModelArtsClient`` to use for every region (tests); default: one per
@@ -194,7 +194,7 @@ class ModelartsProvider(Provider):
 
     def environments(self, job: JobSpec, options: ModelartsOptions) -> Dict[str, str]:
         env = {
-            "CLOUDTRAIN_DETECTORS": f"{self.name}={self.detector}",
+            "CLOUDTRAIN_DETECTORS": self.detectors_variable(),
             "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
             "CLOUDTRAIN_JOB_ID": job.name,
             "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
@@ -467,12 +467,6 @@ class ModelartsProvider(Provider):
         return (f"[cloudtrain] ... {new - len(data)} bytes skipped (a log preview holds the last 5 MB)\n"
                 + data.decode("utf-8", errors="replace"))
 
-    # -- the data plane ----------------------------------------------------------------------------
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        cluster = cluster or cls.default_cluster(job)
-        return standard_environment(job.distribution.nodes, node_index, cluster.hosts, cluster.master_port,
-                                    job.resources.gpus_per_node)
 
 
 def _copy(obj):

@@ -23,6 +23,7 @@ import re
 import socket
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from cloudtrain.launch.platform import Platform
 from cloudtrain.launch.topology import DEFAULT_MASTER_PORT, Topology, env_int, split_hosts
 
 PLATFORM = "tione"
@@ -303,3 +304,12 @@ def _ray(environ: Mapping[str, str]) -> Topology:
         nproc_per_node=_gpus_per_node(environ),
         env=env,
     )
+
+
+# The one registration of the platform.  Most specific of all: TI-ONE's DDP, MPI and PS-Worker
+# variables look like plain PyTorch's, an MPI operator's and Kubeflow TFJob's.
+PLATFORMS = (
+    Platform(PLATFORM, detect, priority=90, environment="cloudtrain_tione.provider:emulate",
+             variables=("NODE_LIST", "INDEX", "GPU_NUM", "GPU_NUM_PER_NODE", "NODE_IP_SLOT_LIST",
+                        "HEAD_ADDR", "HEAD_PORT", RDMA_VAR)),
+)

@@ -115,7 +115,7 @@ class TioneProvider(Provider):
     sdk_modules = ("tencentcloud",)
     Options = TioneOptions
     catalog_refresh = "cloudtrain_tione.catalog:refresh"
-    detector = rq.DETECTOR
+    platform = "tione"
     # THE table: every TrainingTaskDetail.Status -> neutral state.
     states = {
         "SUBMITTING": State.PENDING,
@@ -383,45 +383,43 @@ class TioneProvider(Provider):
             cursor["since"] = max(stamps + [cursor["since"] or 0])
         return out
 
-    # -- the data plane: what TI-ONE injects --------------------------------------------------
-    @classmethod
-    def environment(cls, job: JobSpec, node_index: int, cluster: Optional[Cluster] = None) -> Dict[str, str]:
-        """Seed 000's variables of node ``node_index`` in the job's training mode (plus the two
-        that the request's Envs carry for cloudtrain: the channel port and the RDMA flag)."""
-        cluster = cluster or cls.default_cluster(job)
-        options = cls.options(job)
-        hosts, nodes = cluster.hosts, job.distribution.nodes
-        gpus = job.resources.gpus_per_node
-        mode = rq.training_mode(job, options)
-        env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
-        if mode in ("MPI", "HOROVOD"):
-            slots = gpus or job.procs_per_node
-            env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
-                        "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
-                        PORT_VAR: str(cluster.master_port)})
-        elif mode == "PS_WORKER":
-            # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
-            # get one port each (master_port + 2 + i), as the launcher does.
-            distinct = len(set(hosts)) == len(hosts)
-            addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
-            ps = job.ps
-            task = {"type": "ps", "index": node_index} if node_index < ps else \
-                {"type": "worker", "index": node_index - ps}
-            env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
-                                           "environment": "cloud"})
-            env[PORT_VAR] = str(cluster.master_port)
-        elif mode == "RAY":
-            # seed 000's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
-            del env["NODE_LIST"]
-            env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
-                        NODES_VAR: str(nodes)})
-        else:
-            env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
-                        "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
-        if rq.rdma_setting(job, options):
-            env.update(NCCL_PRESET)
-            env[RDMA_VAR] = "1"
-        return env
+
+def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
+    """Seed 000's variables of node ``node_index`` in the job's training mode (plus the two
+    that the request's Envs carry for cloudtrain: the channel port and the RDMA flag)."""
+    options = TioneProvider.options(job)
+    hosts, nodes = cluster.hosts, job.distribution.nodes
+    gpus = job.resources.gpus_per_node
+    mode = rq.training_mode(job, options)
+    env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
+    if mode in ("MPI", "HOROVOD"):
+        slots = gpus or job.procs_per_node
+        env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
+                    "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
+                    PORT_VAR: str(cluster.master_port)})
+    elif mode == "PS_WORKER":
+        # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
+        # get one port each (master_port + 2 + i), as the launcher does.
+        distinct = len(set(hosts)) == len(hosts)
+        addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
+        ps = job.ps
+        task = {"type": "ps", "index": node_index} if node_index < ps else \
+            {"type": "worker", "index": node_index - ps}
+        env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
+                                       "environment": "cloud"})
+        env[PORT_VAR] = str(cluster.master_port)
+    elif mode == "RAY":
+        # seed 000's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
+        del env["NODE_LIST"]
+        env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
+                    NODES_VAR: str(nodes)})
+    else:
+        env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
+                    "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
+    if rq.rdma_setting(job, options):
+        env.update(NCCL_PRESET)
+        env[RDMA_VAR] = "1"
+    return env
 
 
 def load(model, params: dict):

@@ -23,7 +23,6 @@ from .detect import NODES_VAR, PORT_VAR, RDMA_VAR
 from .options import TioneOptions
 
 PROVIDER = "tione"
-DETECTOR = "cloudtrain_tione.detect:detect"
 # Filled in at submit with the job's spec hash (see provider.spec_hash): a render cannot know it.
 SPEC = "<spec-hash>"
 NAME_MAX = 60  # TI-ONE task names: at most 60 characters
@@ -278,7 +277,7 @@ def envs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict
     """The job's env, its secrets as private variables (``***`` until submit), then cloudtrain's."""
     out = [{"Name": k, "Value": v} for k, v in job.env.items()]
     out += [{"Name": k, "Value": MASK, "IsPrivate": True} for k in job.secrets]
-    own = {"CLOUDTRAIN_DETECTORS": f"{PROVIDER}={DETECTOR}", "CLOUDTRAIN_OUTPUT_DIR": options.output_dir}
+    own = {"CLOUDTRAIN_DETECTORS": detectors_variable(), "CLOUDTRAIN_OUTPUT_DIR": options.output_dir}
     names = ",".join(sorted([*job.env, *job.secrets]))
     if names:
         own["CLOUDTRAIN_ENV_NAMES"] = names
@@ -436,3 +435,8 @@ def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
         out.append(("providers.tione.instance_type", "set providers.tione.instance_type (postpaid, e.g. "
                                                      "TI.S.LARGE.POST) or resource_group (prepaid)"))
     return out
+
+
+def detectors_variable() -> str:
+    from .detect import PLATFORMS
+    return f"{PLATFORMS[0].name}={PLATFORMS[0].target}"

@@ -16,7 +16,7 @@ from typing import List, Optional
 from cloudtrain.errors import CloudtrainError
 from cloudtrain.shipping import archive, code_digest, stage
 
-from .request import DETECTOR
+from .detect import PLATFORMS
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -36,11 +36,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if dest.resolve() == job.code_path or job.code_path in dest.resolve().parents:
             raise CloudtrainError(f"{dest} is inside the code directory {job.code_path}; stage it elsewhere")
         if args.archive:
-            dest.write_bytes(archive(job, [DETECTOR]))
+            dest.write_bytes(archive(job, PLATFORMS))
         else:
             if dest.exists() and any(dest.iterdir()):
                 raise CloudtrainError(f"{dest} is not empty; give a new or empty directory")
-            stage(job, dest, [DETECTOR])
+            stage(job, dest, PLATFORMS)
     except CloudtrainError as exc:
         print(f"cloudtrain: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -118,7 +118,7 @@ def test_environment_detect_round_trip(name, dist):
         assert (topo.node_rank, topo.num_nodes, topo.master_port) == (index, nodes, 23456)
         assert topo.hosts == cluster.hosts
         # auto-detection in the node picks this platform, not the generic detector
-        auto = detectors.detect(dict(env, CLOUDTRAIN_DETECTORS=f"{name}={cls.detector_target()}"))
+        auto = detectors.detect(dict(env, CLOUDTRAIN_DETECTORS=cls.detectors_variable()))
         assert auto.platform == name
         assert auto.node_rank == index
 

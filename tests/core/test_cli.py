@@ -76,7 +76,7 @@ def test_emulate_injects_another_platforms_environment(tmp_path):
                                   env={"CT_TEST_TOKEN": "x"}, check=0).stdout)
     env = envelope["artifacts"][1]["content"]["env"]
     assert env["WORLD_SIZE"] == "2" and env["RANK"] == "1" and env["INDEX"] == "1"
-    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone_detect:detect"
+    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone.detect:detect"
     assert "CLOUDTRAIN_NUM_NODES" not in env
 
 
@@ -115,11 +115,11 @@ def test_providers_lists_plugin_extra_and_sdk():
     local = next(r for r in rows if r["provider"] == "local")
     assert local == {"provider": "local", "plugin": "local", "extra": "local", "sdk_missing": [],
                      "install": "pip install 'cloudtrain[local]'", "description": local["description"]}
-    assert any(r["provider"] == "fakeone" and r["plugin"] == "ct_fakeone" for r in rows)
+    assert any(r["provider"] == "fakeone" and r["plugin"] == "ct_fakeone.plugin" for r in rows)
 
 
 def test_disabled_plugins_are_not_loaded():
-    rows = json.loads(run_cli("providers", "-o", "json", env={"CLOUDTRAIN_DISABLE_PLUGINS": "ct_fakeone,docker,kubernetes,aws,azure,tione,modelarts"},
+    rows = json.loads(run_cli("providers", "-o", "json", env={"CLOUDTRAIN_DISABLE_PLUGINS": "ct_fakeone.plugin,docker,kubernetes,aws,azure,tione,modelarts"},
                               check=0).stdout)
     assert [r["provider"] for r in rows] == ["local"]
 

@@ -14,7 +14,7 @@ from cloudtrain.launch.main import main as launch_main
 from conftest import ROOT
 
 LAUNCH_FILES = sorted((ROOT / "core/cloudtrain/launch").glob("*.py")) + [
-    ROOT / "core/cloudtrain/__init__.py", ROOT / "plugins/cloudtrain_local/detect.py"]
+    ROOT / "core/cloudtrain/__init__.py"] + sorted(ROOT.glob("plugins/*/detect.py"))
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
@@ -47,7 +47,7 @@ def test_type_defaults_to_the_environment_then_ddp():
 def test_show_topology_of_the_platform_given_by_name():
     env = {"NODE_LIST": "a:1,b:1", "INDEX": "1", "MASTER_ADDR": "a", "MASTER_PORT": "23456", "WORLD_SIZE": "2",
            "RANK": "1", "PYTHONPATH": f"{ROOT / 'core'}:{ROOT / 'plugins'}:{ROOT / 'tests/support'}",
-           "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone_detect:detect"}
+           "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone.detect:detect"}
     proc = launch(["--show-topology", "--platform", "fakeone"], env, site=True)
     assert proc.returncode == 0, proc.stderr
     topo = json.loads(proc.stdout)
@@ -80,7 +80,7 @@ def test_none_type_execs_with_the_neutral_environment(tmp_path):
 
 def test_detection_order_prefers_platforms_over_the_generic_detector():
     environ = {"NODE_LIST": "a:1,b:1", "INDEX": "0", "MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "2",
-               "CLOUDTRAIN_NUM_NODES": "5", "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone_detect:detect"}
+               "CLOUDTRAIN_NUM_NODES": "5", "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone.detect:detect"}
     assert [n for n, _ in detectors.registered(environ)][-1] == "local"
     assert detectors.detect(environ).platform == "fakeone"
     assert detectors.detect(environ, platform="local").num_nodes == 5
@@ -120,12 +120,12 @@ def test_waiting_node_gives_up_when_node_zero_never_answers():
 
 def test_the_shipped_bundle_runs_on_the_standard_library_alone(tmp_path):
     from cloudtrain.launch.bundle import write_bundle
-    write_bundle(tmp_path / "b", ["ct_fakeone_detect:detect"])
+    write_bundle(tmp_path / "b", ["ct_fakeone.detect:detect"])
     assert (tmp_path / "b" / "entry.sh").read_text().startswith("#!/bin/sh")
     assert not (tmp_path / "b" / "cloudtrain" / "launch" / "__init__" ).exists()
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "b"), "NODE_LIST": "a:0,b:0", "INDEX": "1",
            "MASTER_ADDR": "a", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1",
-           "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone_detect:detect"}
+           "CLOUDTRAIN_DETECTORS": "fakeone=ct_fakeone.detect:detect"}
     proc = subprocess.run([sys.executable, "-S", "-m", "cloudtrain.launch", "--show-topology"], env=env,
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -134,7 +134,7 @@ def test_list_goes_on_past_a_provider_that_cannot_list(fresh_manager, home):
 
 
 def test_plugins_named_in_the_environment_load_once(fresh_manager, monkeypatch):
-    monkeypatch.setenv("CLOUDTRAIN_PLUGINS", "cloudtrain_local.plugin,ct_fakeone")
+    monkeypatch.setenv("CLOUDTRAIN_PLUGINS", "cloudtrain_local.plugin,ct_fakeone.plugin")
     assert {"local", "fakeone"} <= set(plugins.providers())
 
 

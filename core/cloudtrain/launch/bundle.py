@@ -1,4 +1,4 @@
-"""Ship the launcher: copy it, with the detectors a job needs, into a directory for PYTHONPATH.
+"""Ship the launcher: copy it, with the platforms a job needs, into a directory for PYTHONPATH.
 
 Container and cloud providers put this directory next to the job's code, so ``python3 -m
 cloudtrain.launch`` runs in any image that has Python 3.8+ and nothing else.  Standard
@@ -41,11 +41,14 @@ def _sources(module: str) -> List[tuple]:
     return out
 
 
-def write_bundle(dest, detector_targets: Iterable[str] = ()) -> Path:
-    """Copy ``cloudtrain.launch`` and the detectors' modules under ``dest``; add ``entry.sh``."""
+def write_bundle(dest, platforms: Iterable = ()) -> Path:
+    """Copy ``cloudtrain.launch`` (with the generic platform) and the modules of ``platforms``
+    (``Platform`` objects, or ``module:function`` detector targets) under ``dest``; add
+    ``entry.sh``."""
     dest = Path(dest)
     modules = ["cloudtrain.launch." + p.stem for p in sorted(Path(__file__).parent.glob("*.py")) if p.stem != "__init__"]
-    modules += ["cloudtrain_local.detect"] + [t.partition(":")[0] for t in detector_targets]
+    for platform in platforms:
+        modules += [platform.partition(":")[0]] if isinstance(platform, str) else list(platform.modules)
     for module in modules:
         for origin, rel in _sources(module):
             target = dest / rel

@@ -1,98 +1,83 @@
-"""Which platform is this node on?  A registry of stdlib-only detectors.
+"""Which platform is this node on?  The detectors of the registered ``Platform``s, in order:
 
-A detector is ``detect(environ) -> Topology | None``.  They come from, in order:
-
-1. ``$CLOUDTRAIN_DETECTORS`` -- ``name=module:function`` items separated by commas (what the
-   local and Docker providers set when they emulate a platform, and what a shipped launcher
-   bundle records);
-2. the ``cloudtrain.detectors`` entry-point group of installed distributions;
-3. the generic detector (``local``: ``CLOUDTRAIN_*`` or torchrun's ``PET_*`` variables) last,
-   because every platform also sets variables that look generic.
+1. ``$CLOUDTRAIN_DETECTORS`` -- ``name=module:function`` items separated by commas (what a
+   provider's request sets for its nodes, what the local and Docker providers set when they
+   emulate a platform, and what a shipped launcher bundle records), in the order given;
+2. the installed plugins' platforms (``PLATFORMS`` of each plugin's ``detect`` module, found
+   through its ``cloudtrain`` entry point), by priority, most specific first;
+3. the generic platform (``local``: ``CLOUDTRAIN_*``, torchrun's ``PET_*`` or plain PyTorch
+   variables) last, because every platform also sets variables that look generic.
 """
 from __future__ import annotations
 
-import importlib
 import os
-from typing import Callable, List, Mapping, Optional, Tuple
+from typing import List, Mapping, Optional, Tuple
 
+from . import platform as registry
+from .platform import GENERIC, Platform, PlatformError
 from .topology import Topology
 
-Detector = Callable[[Mapping[str, str]], Optional[Topology]]
-GENERIC = "local"
-ENTRY_POINT_GROUP = "cloudtrain.detectors"
+DetectionError = PlatformError
 
 
-class DetectionError(Exception):
-    pass
-
-
-def _load(target: str) -> Detector:
-    module, _, attr = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr or "detect")
-    except (ImportError, AttributeError) as exc:
-        raise DetectionError("cannot load detector %r: %s" % (target, exc))
-
-
-def _entry_points() -> List[Tuple[str, str]]:
-    try:
-        from importlib import metadata
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return []
-    try:
-        eps = metadata.entry_points()
-        group = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
-    except Exception:  # a broken distribution must not stop a training node
-        return []
-    return [(ep.name, ep.value) for ep in group]
-
-
-def registered(environ: Optional[Mapping[str, str]] = None, entry_points: bool = True) -> List[Tuple[str, str]]:
-    """(name, "module:function") pairs, most specific first, generic last, no duplicates."""
-    environ = os.environ if environ is None else environ
-    pairs = []
+def _named(environ: Mapping[str, str]) -> List[Platform]:
+    out = []
     for item in environ.get("CLOUDTRAIN_DETECTORS", "").split(","):
         name, sep, target = item.strip().partition("=")
         if sep and name and target:
-            pairs.append((name, target))
-    if entry_points:
-        pairs.extend(_entry_points())
-    if not any(name == GENERIC for name, _ in pairs):
-        pairs.append((GENERIC, "cloudtrain_local.detect:detect"))
-    seen, ordered = set(), []
-    for name, target in pairs:
-        if name not in seen:
-            seen.add(name)
-            ordered.append((name, target))
-    return [p for p in ordered if p[0] != GENERIC] + [p for p in ordered if p[0] == GENERIC]
+            out.append(Platform(name, target, priority=None))
+    return out
+
+
+def platforms(environ: Optional[Mapping[str, str]] = None, installed: bool = True,
+              named: bool = True) -> List[Platform]:
+    """The platforms to try, in order, each name once (at its first place), generic last.
+    ``named``: also those only tried when named (``priority=None``), for ``--platform``."""
+    environ = os.environ if environ is None else environ
+    found = _named(environ)
+    if installed:
+        found += [p for p in registry.installed(environ) if named or p.priority is not None]
+    else:
+        found.append(registry.generic())
+    seen, out = set(), []
+    for p in found:
+        if p.name not in seen:
+            seen.add(p.name)
+            out.append(p)
+    return [p for p in out if p.name != GENERIC] + [p for p in out if p.name == GENERIC]
+
+
+def registered(environ: Optional[Mapping[str, str]] = None, entry_points: bool = True) -> List[Tuple[str, str]]:
+    """(name, "module:function") of the platforms auto-detection tries, in order."""
+    return [(p.name, p.target) for p in platforms(environ, installed=entry_points, named=False)]
 
 
 def detect(environ: Mapping[str, str], platform: Optional[str] = None) -> Topology:
-    """Resolve this node's topology; ``platform`` forces one detector."""
+    """Resolve this node's topology; ``platform`` forces one platform's detector."""
     # CLOUDTRAIN_NUM_NODES is only ever set by cloudtrain (a provider's generic environment, or
     # an outer `cloudtrain launch`), never by a platform: skip scanning every installed
     # distribution's entry points (~50 ms per node) and go to CLOUDTRAIN_DETECTORS, then generic.
-    pairs = registered(environ, entry_points=bool(platform) or "CLOUDTRAIN_NUM_NODES" not in environ)
+    candidates = platforms(environ, installed=bool(platform) or "CLOUDTRAIN_NUM_NODES" not in environ,
+                           named=bool(platform))
     if platform:
-        targets = dict(pairs)
-        if platform not in targets:
+        chosen = next((p for p in candidates if p.name == platform), None)
+        if chosen is None:
             raise DetectionError(
                 "unknown platform %r; known: %s. Install its plugin or set CLOUDTRAIN_DETECTORS"
-                % (platform, ", ".join(sorted(targets))))
-        topo = _load(targets[platform])(environ)
+                % (platform, ", ".join(sorted(p.name for p in candidates))))
+        topo = chosen.detect(environ)
         if topo is None:
             raise DetectionError(
                 "this node's environment does not look like %r; check the variables the "
                 "platform injects, or drop --platform to auto-detect" % platform)
         return topo
-    for name, target in pairs:
+    for candidate in candidates:
         try:
-            fn = _load(target)
-        except DetectionError:
-            if name == GENERIC:
+            topo = candidate.detect(environ)
+        except PlatformError:
+            if candidate.name == GENERIC:
                 raise  # without it the node would silently run alone
             continue  # a broken third-party detector must not stop the node
-        topo = fn(environ)
         if topo is not None:
             return topo
     return Topology(platform="standalone")

@@ -107,12 +107,12 @@ def test_the_detector_is_stdlib_only_python38():
     stdlib = set(sys.stdlib_module_names)
     assert imported - stdlib <= {"cloudtrain"}, imported - stdlib
     froms = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module.startswith("cloudtrain")}
-    assert froms == {"cloudtrain.launch.topology"}  # shipped in the launcher bundle
+    assert froms == {"cloudtrain.launch.topology", "cloudtrain.launch.platform"}  # shipped in the launcher bundle
 
 
 def test_the_shipped_bundle_carries_the_detector(tmp_path):
     from cloudtrain import shipping
     spec = job_from_dict({"name": "ship", "code": ".", "command": "python t.py"}, path=tmp_path / "job.yaml")
     (tmp_path / "t.py").write_text("print(1)\n")
-    staged = shipping.stage(spec, tmp_path / "staged", [AzureProvider.detector])
+    staged = shipping.stage(spec, tmp_path / "staged", [AzureProvider.node_platform()])
     assert (staged / ".cloudtrain" / "cloudtrain_azure" / "detect.py").read_text() == DETECT_SOURCE.read_text()

@@ -237,7 +237,7 @@ def test_cli_submit_follows_then_status_and_cancel(fake, tmp_path):
     fake.default_script = [("Running", {log0: "epoch 1 loss 0.5\n"}), ("Running", {}),
                            ("Completed", {log0: "test_accuracy 0.95\n"})]
     env = {"PYTHONPATH": f"{ROOT / 'tests' / 'support'}:{HERE}", "CT_AZURE_FAKE_PORT": str(fake.port),
-           "CLOUDTRAIN_PLUGINS": "ct_fakeone,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
+           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
     proc = run_cli("submit", "-p", "azure", job.source.path, env=env, cwd=tmp_path, check=0)
     assert proc.stdout.splitlines()[-2:] == ["epoch 1 loss 0.5", "test_accuracy 0.95"]
     handle = re.search(r"submitted (azure://\S+)", proc.stderr).group(1)

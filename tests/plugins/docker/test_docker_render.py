@@ -66,7 +66,7 @@ def test_emulation_injects_the_platforms_environment():
     _, by = render(providers={"docker": {"emulate": "fakeone"}})
     env = env_of(by["docker/container:ct-<run-id>-1"])
     assert env["NODE_LIST"] == "dj-0:0,dj-1:0" and env["RANK"] == "1" and env["WORLD_SIZE"] == "2"
-    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone_detect:detect"
+    assert env["CLOUDTRAIN_DETECTORS"] == "fakeone=ct_fakeone.detect:detect"
 
 
 def test_an_image_is_required():

@@ -1,0 +1,175 @@
+"""A platform's node side, registered once: ``Platform`` and the registry of installed ones.
+
+Standard library only (Python >= 3.8): ``cloudtrain launch`` imports this inside the training
+image.  A plugin lists its platforms in ``PLATFORMS`` of its package's ``detect`` module
+(``cloudtrain_tione.detect``), next to the detectors; that is the one place a platform is
+named.  The launcher finds them through the plugin's one entry point (group ``cloudtrain``),
+a provider through its own package, a shipped launcher bundle through ``CLOUDTRAIN_DETECTORS``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .topology import Topology
+
+ENTRY_POINT_GROUP = "cloudtrain"
+GENERIC = "local"
+Target = Union[str, Callable]
+
+
+class PlatformError(Exception):
+    """A platform that cannot be found or loaded."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Addresses of an emulated job's nodes, as the local and Docker providers assign them."""
+
+    hosts: List[str]
+    master_port: int = 29500
+    output_dir: Optional[str] = None
+
+
+def load(target: Target):
+    """``"module:attr"`` imported now, or the object itself."""
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr or "detect")
+    except (ImportError, AttributeError) as exc:
+        raise PlatformError("cannot load detector %r: %s" % (target, exc))
+
+
+def target_of(fn: Target) -> str:
+    return fn if isinstance(fn, str) else "%s:%s" % (fn.__module__, fn.__name__)
+
+
+class Platform:
+    """What the nodes of one platform see.
+
+    - ``detect(environ) -> Topology | None``: this node's topology, or None when the
+      environment is not this platform's;
+    - ``environment(job, node_index, cluster)``: the inverse, the variables the platform
+      injects into node ``node_index`` (used by the local and Docker providers to emulate it);
+    - ``priority``: auto-detection tries the highest first (the most specific platforms, whose
+      variables look like others'); ``None``: never auto-detected, only when named
+      (``--platform``, ``CLOUDTRAIN_DETECTORS``), for a platform that looks exactly like
+      another one (EKS's pods are Kubeflow's);
+    - ``prefixes`` / ``variables``: the environment variables that belong to the platform
+      (removed from the submitting shell's environment before emulated nodes start);
+    - ``ships``: modules a launcher bundle needs besides the detector's (what it imports).
+
+    ``detect`` and ``environment`` are callables or ``"module:function"`` strings imported on
+    first use (an ``environment`` may need the provider's option model: keep it out of this
+    stdlib-only module's imports).
+    """
+
+    def __init__(self, name: str, detect: Target, *, priority: Optional[int] = 0,
+                 environment: Optional[Target] = None, prefixes: Sequence[str] = (),
+                 variables: Sequence[str] = (), ships: Sequence[str] = ()):
+        self.name, self.priority = name, priority
+        self._detect, self._environment = detect, environment
+        self.prefixes, self.variables, self.ships = tuple(prefixes), frozenset(variables), tuple(ships)
+
+    @property
+    def target(self) -> str:
+        """``module:function`` of the detector (what ``CLOUDTRAIN_DETECTORS`` records)."""
+        return target_of(self._detect)
+
+    @property
+    def modules(self) -> Tuple[str, ...]:
+        """The modules a launcher bundle carries for this platform."""
+        return (self.target.partition(":")[0],) + self.ships
+
+    @property
+    def bundle_targets(self) -> Tuple[str, ...]:
+        """What a launcher bundle is written from: the modules it ships, then the detector."""
+        return self.ships + (self.target,)
+
+    def detect(self, environ: Mapping[str, str]) -> Optional[Topology]:
+        return load(self._detect)(environ)
+
+    def environment(self, job, node_index: int, cluster: Cluster) -> Dict[str, str]:
+        if self._environment is None:
+            raise PlatformError("platform %r cannot be emulated (it has no environment)" % self.name)
+        return load(self._environment)(job, node_index, cluster)
+
+    def owns(self, variable: str) -> bool:
+        return variable in self.variables or variable.startswith(self.prefixes)
+
+    def __repr__(self) -> str:
+        return "<Platform %s>" % self.name
+
+
+def generic() -> Platform:
+    from .generic import PLATFORM
+    return PLATFORM
+
+
+def platforms_of(module: str) -> List[Platform]:
+    """The platforms of the plugin that ``module`` belongs to: ``<package>.detect.PLATFORMS``."""
+    package = module.partition(":")[0].split(".")[0]
+    try:
+        detect = importlib.import_module(package + ".detect")
+    except ImportError as exc:
+        if getattr(exc, "name", None) == package + ".detect":
+            return []  # a plugin without a node side (it runs nothing on nodes of its own)
+        raise PlatformError("cannot load the platforms of %s: %s" % (package, exc))
+    return list(getattr(detect, "PLATFORMS", ()))
+
+
+def _entry_point_modules() -> List[str]:
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return []
+    try:
+        eps = metadata.entry_points()
+        group = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
+    except Exception:  # a broken distribution must not stop a training node
+        return []
+    return [ep.value for ep in group]
+
+
+def installed(environ: Optional[Mapping[str, str]] = None) -> List[Platform]:
+    """Every installed platform, most specific first (by priority; the generic one last).
+
+    From the ``cloudtrain`` entry points and ``$CLOUDTRAIN_PLUGINS``; a plugin whose platforms
+    cannot be loaded is skipped (a broken third-party plugin must not stop a node)."""
+    import os
+    environ = os.environ if environ is None else environ
+    modules = _entry_point_modules()
+    modules += [m.strip() for m in environ.get("CLOUDTRAIN_PLUGINS", "").split(",") if m.strip()]
+    seen: Dict[str, Platform] = {}
+    for module in modules:
+        try:
+            found = platforms_of(module)
+        except PlatformError:
+            continue
+        for platform in found:
+            seen.setdefault(platform.name, platform)
+    return ordered(seen.values())
+
+
+def ordered(platforms) -> List[Platform]:
+    """By priority, highest first, ties by name; the generic platform last."""
+    specific = [p for p in platforms if p.name != GENERIC]
+    specific.sort(key=lambda p: (-(p.priority if p.priority is not None else -1), p.name))
+    return specific + [generic()]
+
+
+def find(name: str, near: Optional[str] = None) -> Platform:
+    """Platform ``name``: from the plugin of module ``near`` (a provider's), else installed."""
+    if name == GENERIC:
+        return generic()
+    for platform in (platforms_of(near) if near else []):
+        if platform.name == name:
+            return platform
+    for platform in installed():
+        if platform.name == name:
+            return platform
+    raise PlatformError("no platform %r: neither %s's detect.PLATFORMS nor an installed plugin names it"
+                        % (name, (near or "?").split(".")[0]))
