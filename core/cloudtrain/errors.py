@@ -36,6 +36,16 @@ class JobFileError(BadInput):
             where = f"{file}:{line}: " if line else f"{file}: "
         super().__init__(f"{where}{field + ': ' if field else ''}{message}")
 
+    @classmethod
+    def at(cls, job, loc, message: str) -> "JobFileError":
+        """The error about field ``loc`` (a tuple of keys, e.g. ``("providers", "azure",
+        "compute")``) of ``job``: its file, the line of the field (or of the nearest enclosing
+        key the file has, when the field is absent), and the dotted field name."""
+        source = getattr(job, "source", None)
+        return cls(message, file=str(source.path) if source is not None and source.path else None,
+                   line=source.line_of(tuple(loc)) if source is not None else None,
+                   field=".".join(str(part) for part in loc))
+
 
 class MissingExtra(BadInput):
     """A provider's SDK is not installed."""

@@ -8,21 +8,19 @@ reaches its task from any machine.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import sys
-import time
 import warnings
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.cloud import CloudProvider, timestamp
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.secrets import MASK, Masker
-from cloudtrain.shipping import code_digest
 
 from . import request as rq
 from .detect import NCCL_PRESET, NODES_VAR, PORT_VAR, PS_PORT, RDMA_VAR
@@ -76,25 +74,8 @@ def join_id(region: str, project: Optional[str], task: str) -> str:
     return "/".join(p for p in (region, project, task) if p)
 
 
-def parse_time(value) -> Optional[float]:
-    if not value:
-        return None
-    text = str(value).strip().replace("Z", "+00:00")
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
 def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def spec_hash(rendered: Rendered) -> str:
-    """sha256 of the rendered envelope (secrets masked) and of the shipped code, shortened."""
-    h = hashlib.sha256(rendered.to_json().encode("utf-8"))
-    h.update(b"\0" + code_digest(rendered.job).encode("ascii"))
-    return h.hexdigest()[:rq.SPEC_LEN]
 
 
 def pod_label(names: List[str]) -> Dict[str, str]:
@@ -106,7 +87,7 @@ def pod_label(names: List[str]) -> Dict[str, str]:
     return {n: f"[{n[len(prefix):] or n}] " for n in names}
 
 
-class TioneProvider(Provider):
+class TioneProvider(CloudProvider):
     name = "tione"
     extra = "tione"
     description = "Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray)"
@@ -128,26 +109,21 @@ class TioneProvider(Provider):
         "FAILED": State.FAILED,
         "SUBMIT_FAILED": State.FAILED,
     }
-    poll = 2.0
+    status_poll = 2.0
+    stopping = ("STOPPING",)  # still running until it has stopped
     page_limit = 1000  # DescribeLogs' maximum
 
     def __init__(self, client=None, credential=None, endpoint: Optional[str] = None,
-                 region: Optional[str] = None, poll: Optional[float] = None,
-                 status_ttl: float = 1.0, **clients):
+                 region: Optional[str] = None, poll: Optional[float] = None):
         """``client``: a ready ``TioneClient`` (every region); ``credential`` / ``endpoint``
         (``http://127.0.0.1:PORT`` or a host) to build one; ``region``: for ``list``;
-        ``status_ttl``: ``status`` answers from its last DescribeTrainingTask for this long (the
-        CLI's follower asks several times a second; TI-ONE's API is rate-limited)."""
-        super().__init__(**clients)
-        self.status_ttl = status_ttl
-        self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
+        ``poll``: seconds between reads while following a task."""
+        super().__init__(poll=poll)
         self._client, self._credential = client, credential
         self._endpoint = endpoint
         self._region = region
         self._clients: Dict[str, Any] = {}
         self._maskers: Dict[str, Masker] = {}
-        if poll is not None:
-            self.poll = poll
 
     @classmethod
     def instance_rules(cls):
@@ -240,28 +216,37 @@ class TioneProvider(Provider):
             raise api_error(exc, doing) from None
 
     # -- submit --------------------------------------------------------------------------------
+    def region_of(self, options: TioneOptions) -> Optional[str]:
+        return options.region or self._region or os.environ.get("TENCENTCLOUD_REGION")
+
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options  # preflight checked what a submit needs
-        region = options.region or self._region or os.environ.get("TENCENTCLOUD_REGION")
-        spec = spec_hash(rendered)
-        body = next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask")
-        body = json.loads(json.dumps(body).replace(rq.SPEC, spec))
-        for env in body.get("Envs", []):
-            if env.get("IsPrivate") and env["Name"] in secrets and env["Value"] == MASK:
-                env["Value"] = secrets[env["Name"]]
+        # preflight checked what a submit needs
         self.require_sdk(SDK)
-        existing = self.find(region, options.project, body["Name"], spec)
-        if existing:
-            task = existing
-        else:
-            task = self.call(region, "CreateTrainingTask", body, f"creating task {body['Name']}").Id
-        job_id = join_id(region, options.project, task)
+        job_id = super().schedule(rendered, secrets)
         if secrets:
             self._maskers[job_id] = Masker(secrets.values())
         return job_id
 
-    def find(self, region: str, project: Optional[str], name: str, spec: str) -> Optional[str]:
-        """The id of the task this spec already created (same name and spec tag), if any."""
+    def spec_hash(self, rendered: Rendered) -> str:
+        return super().spec_hash(rendered)[:rq.SPEC_LEN]  # a tag value: kept short
+
+    @staticmethod
+    def _body(rendered: Rendered, spec: str) -> dict:
+        body = next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask")
+        return json.loads(json.dumps(body).replace(rq.SPEC, spec))
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
+        body = self._body(rendered, spec)
+        for env in body.get("Envs", []):
+            if env.get("IsPrivate") and env["Name"] in secrets and env["Value"] == MASK:
+                env["Value"] = secrets[env["Name"]]
+        region, project = self.region_of(rendered.options), rendered.options.project
+        return join_id(region, project, self.call(region, "CreateTrainingTask", body, f"creating task {body['Name']}").Id)
+
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """The task this spec already created (same name and spec tag), if any."""
+        region, project = self.region_of(rendered.options), rendered.options.project
+        name = self._body(rendered, spec)["Name"]
         params = {"Filters": [{"Name": "Name", "Values": [name]}],
                   "TagFilters": [{"TagKey": rq.TAG_SPEC, "TagValues": [spec]}], "Limit": 50}
         if project:
@@ -270,50 +255,29 @@ class TioneProvider(Provider):
         for item in resp.TrainingTaskSet or []:
             tags = {t.TagKey: t.TagValue for t in item.Tags or []}
             if item.Name == name and tags.get(rq.TAG_SPEC) == spec:
-                return item.Id
+                return join_id(region, project, item.Id)
         return None
 
     # -- follow --------------------------------------------------------------------------------
-    def detail(self, job_id: str):
+    def _describe(self, job_id: str):
         region, project, task = split_id(job_id)
         params = {"Id": task, **({"TiProjectId": project} if project else {})}
         return self.call(region, "DescribeTrainingTask", params, f"describing {self.handle(job_id)}").TrainingTaskDetail
 
-    def to_status(self, job_id: str, item) -> JobStatus:
+    def _to_status(self, job_id: str, item) -> JobStatus:
         raw = item.Status
         message = item.FailureReason or item.Message or ""
         if raw == "STOPPED" and getattr(item, "ChargeStatus", None) == "ARREARS_STOP":
             message = message or "stopped by TI-ONE: the account is in arrears (ARREARS_STOP); top it up"
         nodes = sum(r.InstanceNum or 0 for r in item.ResourceConfigInfos or []) or None
         return JobStatus(self.handle(job_id), self.map_state(raw), raw, item.Name, message=message, nodes=nodes,
-                         created_at=parse_time(item.CreateTime), started_at=parse_time(item.StartTime),
-                         ended_at=parse_time(item.EndTime))
+                         created_at=timestamp(item.CreateTime), started_at=timestamp(item.StartTime),
+                         ended_at=timestamp(item.EndTime))
 
-    def status(self, job_id: str) -> JobStatus:
-        cached = self._statuses.get(job_id)
-        if cached and time.monotonic() - cached[0] < self.status_ttl:
-            return cached[1]
-        return self.fresh_status(job_id)
-
-    def fresh_status(self, job_id: str) -> JobStatus:
-        status = self.to_status(job_id, self.detail(job_id))
-        self._statuses[job_id] = (time.monotonic(), status)
-        return status
-
-    def cancel(self, job_id: str) -> JobStatus:
+    def _stop(self, job_id: str) -> None:
         region, project, task = split_id(job_id)
-        status = self.fresh_status(job_id)
-        if status.terminal or status.raw_state == "STOPPING":
-            return status
-        try:
-            self.call(region, "StopTrainingTask", {"Id": task, **({"TiProjectId": project} if project else {})},
-                      f"stopping {self.handle(job_id)}")
-        except PlatformError:
-            status = self.fresh_status(job_id)
-            if status.terminal:  # it ended while we were stopping it
-                return status
-            raise
-        return self.fresh_status(job_id)
+        self.call(region, "StopTrainingTask", {"Id": task, **({"TiProjectId": project} if project else {})},
+                  f"stopping {self.handle(job_id)}")
 
     def list(self) -> List[JobStatus]:
         region = self._region or os.environ.get("TENCENTCLOUD_REGION")
@@ -326,35 +290,30 @@ class TioneProvider(Provider):
                 "TagFilters": [{"TagKey": rq.TAG_MANAGED, "TagValues": ["cloudtrain"]}],
                 "Offset": offset, "Limit": 50, "Order": "DESC", "OrderField": "CreateTime"}, "listing tasks")
             items = resp.TrainingTaskSet or []
-            out += [self.to_status(join_id(region, None, i.Id), i) for i in items]
+            out += [self._to_status(join_id(region, None, i.Id), i) for i in items]
             offset += len(items)
             if not items or offset >= (resp.TotalCount or 0) or offset >= 1000:
                 return out
 
     # -- logs ----------------------------------------------------------------------------------
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+    def _log_chunks(self, job_id: str, detail, cursor: dict, final: bool) -> Iterator[str]:
+        """New lines of every pod of the task's latest instance, by time, ``[pod] `` before each."""
+        instance = detail.LatestInstanceId
+        if not instance:
+            return
         region, project, task = split_id(job_id)
         mask = self._maskers.get(job_id) or (lambda text: text)
-        cursors: Dict[str, dict] = {}
-        while True:
-            detail = self.detail(job_id)
-            ended = self.map_state(detail.Status).terminal
-            instance = detail.LatestInstanceId
-            if instance:
-                start = parse_time(detail.StartTime) or parse_time(detail.CreateTime)
-                pods = self.call(region, "DescribeTrainingTaskPods", {"Id": task},
-                                 f"listing the pods of {self.handle(job_id)}").PodNames or []
-                labels = pod_label(sorted(pods))
-                fresh = []
-                for pod in sorted(pods):
-                    cursor = cursors.setdefault(pod, {"since": start, "seen": set()})
-                    fresh += [(ts, pod, msg) for ts, msg in self._pod_logs(region, project, instance, pod, cursor)]
-                fresh.sort(key=lambda e: (e[0] or 0.0))
-                for _, pod, message in fresh:
-                    yield mask(labels[pod] + message.rstrip("\n"))
-            if not follow or ended:
-                return
-            time.sleep(self.poll)
+        start = timestamp(detail.StartTime) or timestamp(detail.CreateTime)
+        pods = self.call(region, "DescribeTrainingTaskPods", {"Id": task},
+                         f"listing the pods of {self.handle(job_id)}").PodNames or []
+        labels = pod_label(sorted(pods))
+        fresh = []
+        for pod in sorted(pods):
+            pod_cursor = cursor.setdefault(pod, {"since": start, "seen": set()})
+            fresh += [(ts, pod, msg) for ts, msg in self._pod_logs(region, project, instance, pod, pod_cursor)]
+        fresh.sort(key=lambda e: (e[0] or 0.0))
+        for _, pod, message in fresh:
+            yield mask(labels[pod] + message.rstrip("\n"))
 
     def _pod_logs(self, region, project, instance, pod, cursor) -> List[Tuple[Optional[float], str]]:
         """New lines of one pod: a query from the last timestamp seen, paged with Context."""
@@ -373,7 +332,7 @@ class TioneProvider(Provider):
                 if key in cursor["seen"]:
                     continue
                 cursor["seen"].add(key)
-                ts = parse_time(item.Timestamp)
+                ts = timestamp(item.Timestamp)
                 out.append((ts, item.Message or ""))
             if not resp.Content or not resp.Context or resp.Context == context:
                 break

@@ -28,8 +28,8 @@ def fake():
 
 
 def provider(fake, key=SECRET_KEY, **kw):
-    kw.setdefault("status_ttl", 0)
-    return TioneProvider(credential=Credential(SECRET_ID, key), endpoint=fake.url, poll=0.01, **kw)
+    kw.setdefault("poll", 0)  # every status() reads afresh (the fake advances a task per read)
+    return TioneProvider(credential=Credential(SECRET_ID, key), endpoint=fake.url, **kw)
 
 
 def make_job(tmp_path, **overrides):
@@ -244,9 +244,9 @@ def test_quota_errors_at_create(fake, tmp_path, monkeypatch):
         p.submit(p.render(make_job(tmp_path)))
 
 
-def test_status_is_cached_briefly_for_fast_followers(fake):
+def test_status_is_read_at_most_once_per_poll_interval(fake):
     task = fake.add_task("cache", script=["RUNNING", "SUCCEED"])
-    p = provider(fake, status_ttl=60)
+    p = provider(fake, poll=60)
     assert [p.status(f"ap-shanghai/{task}").raw_state for _ in range(3)] == ["RUNNING"] * 3
     assert fake.actions().count("DescribeTrainingTask") == 1
     assert p.cancel(f"ap-shanghai/{task}").state is State.SUCCEEDED  # cancel looks afresh

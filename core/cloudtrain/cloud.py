@@ -1,0 +1,144 @@
+"""``CloudProvider``: the lifecycle every remote platform's provider shares, written once.
+
+Template methods, as torchx's schedulers do it: the core owns the flow, a plugin fills in the
+platform's calls.
+
+- ``submit`` (``schedule``): the spec hash of the rendered request and the shipped code, then
+  ``_find_by_spec`` (a job an earlier submit of the same spec created: submitting again, or a
+  create whose answer was lost, follows that job), else ``_create``;
+- ``status``: ``_describe`` + ``_to_status``, read at most once per ``status_poll`` seconds
+  (the CLI's status line and the log follower share the read);
+- ``cancel``: idempotent: a job that ended, or is stopping, is left alone; ``_stop`` otherwise,
+  and a stop that fails because the job ended meanwhile is not an error;
+- ``logs``: ``_log_chunks`` until the job ends, one read per ``status_poll`` seconds.
+
+``status_poll`` is the one poll setting: the class's default, ``$CLOUDTRAIN_POLL_SECONDS``, or the
+constructor's ``poll``.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from datetime import datetime
+from typing import Any, ClassVar, Dict, Iterable, Iterator, Optional, Tuple
+
+from .errors import PlatformError
+from .provider import JobStatus, Provider, Rendered
+
+POLL_VARIABLE = "CLOUDTRAIN_POLL_SECONDS"
+
+
+def spec_hash(rendered: Rendered, code_digest: Optional[str] = None) -> str:
+    """sha256 of the rendered envelope (placeholders and masks as rendered), a NUL, and the
+    digest of the shipped code: the same job file and code give the same hash."""
+    if code_digest is None:
+        from .shipping import code_digest as digest_of
+        code_digest = digest_of(rendered.job)
+    return hashlib.sha256(rendered.to_json().encode() + b"\0" + code_digest.encode()).hexdigest()
+
+
+def timestamp(value: Any) -> Optional[float]:
+    """Seconds since the epoch from what a platform's API returns: a ``datetime``, an ISO 8601
+    / RFC 3339 string (``Z`` or an offset), or nothing; None when it cannot be read."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).strip().replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class CloudProvider(Provider):
+    """Base of the providers whose jobs run on a remote platform.  A plugin implements
+    ``_find_by_spec``, ``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_chunks`` and
+    ``list`` (and ``artifacts``); see docs/plugins.md#cloudprovider."""
+
+    # Seconds between reads of a remote job while it is followed or waited for.
+    status_poll: ClassVar[float] = 5.0
+    # Raw states in which a stop is already under way (cancel then leaves the job alone).
+    stopping: ClassVar[Tuple[str, ...]] = ()
+
+    def __init__(self, *, poll: Optional[float] = None):
+        super().__init__()
+        if poll is None and os.environ.get(POLL_VARIABLE):
+            poll = float(os.environ[POLL_VARIABLE])
+        if poll is not None:
+            self.status_poll = poll
+        self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
+
+    # -- what a plugin implements ---------------------------------------------------------------
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """The id of the job an earlier submit of this spec created, if there is one."""
+        return None
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
+        """Send the request (secrets filled in); return the new job's id."""
+        raise NotImplementedError
+
+    def _describe(self, job_id: str) -> Any:
+        """The platform's description of the job (one API read)."""
+        raise NotImplementedError
+
+    def _to_status(self, job_id: str, described: Any) -> JobStatus:
+        raise NotImplementedError
+
+    def _stop(self, job_id: str) -> None:
+        """Ask the platform to stop a running job."""
+        raise NotImplementedError
+
+    def _log_chunks(self, job_id: str, described: Any, cursor: Dict[str, Any], final: bool) -> Iterable[str]:
+        """The lines logged since the last call (``cursor`` is the plugin's own state between
+        calls, empty at first); ``final``: the job has ended, flush what is pending."""
+        return ()
+
+    # -- the template -------------------------------------------------------------------------
+    def spec_hash(self, rendered: Rendered) -> str:
+        return spec_hash(rendered)
+
+    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        spec = self.spec_hash(rendered)
+        job_id = self._find_by_spec(rendered, spec)
+        if job_id is None:
+            job_id = self._create(rendered, secrets, spec)
+        self._statuses.pop(job_id, None)
+        return job_id
+
+    def _remember(self, job_id: str, status: JobStatus) -> JobStatus:
+        self._statuses[job_id] = (time.monotonic(), status)
+        return status
+
+    def fresh_status(self, job_id: str) -> JobStatus:
+        return self._remember(job_id, self._to_status(job_id, self._describe(job_id)))
+
+    def status(self, job_id: str) -> JobStatus:
+        cached = self._statuses.get(job_id)
+        if cached and (cached[1].terminal or time.monotonic() - cached[0] < self.status_poll):
+            return cached[1]
+        return self.fresh_status(job_id)
+
+    def cancel(self, job_id: str) -> JobStatus:
+        status = self.fresh_status(job_id)
+        if status.terminal or (status.raw_state or "") in self.stopping:
+            return status
+        try:
+            self._stop(job_id)
+        except PlatformError:
+            status = self.fresh_status(job_id)
+            if status.terminal:  # it ended between the read and the stop
+                return status
+            raise
+        return self.fresh_status(job_id)
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        cursor: Dict[str, Any] = {}
+        while True:
+            described = self._describe(job_id)
+            status = self._remember(job_id, self._to_status(job_id, described))
+            final = not follow or status.terminal
+            yield from self._log_chunks(job_id, described, cursor, final)
+            if final:
+                return
+            time.sleep(self.status_poll)
