@@ -115,7 +115,7 @@ class CloudProvider(Provider):
 
     def status(self, job_id: str) -> JobStatus:
         cached = self._statuses.get(job_id)
-        if cached and (cached[1].terminal or time.monotonic() - cached[0] < self.status_poll):
+        if cached and time.monotonic() - cached[0] < self.status_poll:
             return cached[1]
         return self.fresh_status(job_id)
 

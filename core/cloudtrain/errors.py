@@ -40,11 +40,19 @@ class JobFileError(BadInput):
     def at(cls, job, loc, message: str) -> "JobFileError":
         """The error about field ``loc`` (a tuple of keys, e.g. ``("providers", "azure",
         "compute")``) of ``job``: its file, the line of the field (or of the nearest enclosing
-        key the file has, when the field is absent), and the dotted field name."""
+        key the file has, when the field is absent; no line when not even its top-level key is
+        there), and the dotted field name; or the ``--set``
+        that gave the value."""
+        loc = tuple(loc)
+        field = ".".join(str(part) for part in loc)
         source = getattr(job, "source", None)
-        return cls(message, file=str(source.path) if source is not None and source.path else None,
-                   line=source.line_of(tuple(loc)) if source is not None else None,
-                   field=".".join(str(part) for part in loc))
+        if source is None:
+            return cls(message, field=field)
+        override = source.override_of(loc)
+        if override is not None:  # the value came from the command line
+            return cls(message, file=f"--set {override}", field=field)
+        line = next((source.lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in source.lines), None)
+        return cls(message, file=str(source.path) if source.path else None, line=line, field=field)
 
 
 class MissingExtra(BadInput):

@@ -232,9 +232,7 @@ class Provider(abc.ABC):
         """A ``JobFileError`` at the place that gave the value at ``loc`` (the job file's line,
         the settings file's line, the ``--set``)."""
         from .errors import JobFileError
-        if job.source is None:
-            return JobFileError(message, field=".".join(map(str, loc)))
-        return job.source.error(message, loc)
+        return JobFileError.at(job, loc, message)
 
     @abc.abstractmethod
     def artifacts(self, job: JobSpec, options) -> List[Artifact]:

@@ -210,29 +210,29 @@ class AzureProvider(Provider):
 
     def check(self, job: JobSpec, options: AzureOptions) -> None:
         if not (options.environment or job.image):
-            raise self._error(job, ("image",), "the azure provider needs an image (or providers.azure.environment, "
+            raise JobFileError.at(job, ("image",), "the azure provider needs an image (or providers.azure.environment, "
                                                "a registered Azure ML environment); set one")
         if job.max_restarts:
-            raise self._error(job, ("max_restarts",), "Azure ML does not restart command jobs; set max_restarts: 0 "
+            raise JobFileError.at(job, ("max_restarts",), "Azure ML does not restart command jobs; set max_restarts: 0 "
                                                       "and submit again after a failure")
         if job.network.rdma == "on":
             size = self.known_vm_size(job, options)
             if size:
                 problem = infiniband.rdma_problem(size)
                 if problem:
-                    raise self._error(job, ("network", "rdma"), problem)
+                    raise JobFileError.at(job, ("network", "rdma"), problem)
             elif not options.compute:
-                raise self._error(job, ("network", "rdma"), "network.rdma is on, but serverless compute has no VM size "
+                raise JobFileError.at(job, ("network", "rdma"), "network.rdma is on, but serverless compute has no VM size "
                                   "here; set resources.accelerator and gpus_per_node (or providers.azure.vm_size) to "
                                   f"an InfiniBand size such as {infiniband.DEFAULT_SUGGESTION}")
         for kind, declared in (("inputs", options.inputs), ("outputs", options.outputs)):
             for ref in re.findall(r"\$\{\{\s*%s\.([A-Za-z0-9_]+)\s*\}\}" % kind, job.command_line):
                 if ref not in declared:
-                    raise self._error(job, ("command",), f"refers to ${{{{{kind}.{ref}}}}}, but providers.azure.{kind} "
+                    raise JobFileError.at(job, ("command",), f"refers to ${{{{{kind}.{ref}}}}}, but providers.azure.{kind} "
                                                          f"has no {ref!r}; declare it there")
         for name, ref in options.inputs.items():
             if not ref.path:
-                raise self._error(job, ("providers", "azure", "inputs", name), "an input needs a path; set path")
+                raise JobFileError.at(job, ("providers", "azure", "inputs", name), "an input needs a path; set path")
 
     def environment_variables(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> Dict[str, str]:
         """The job's env, cloudtrain's variables for the node, and the NCCL/UCX presets of
@@ -397,7 +397,7 @@ class AzureProvider(Provider):
             return self._qualified(ml, name)
         size = self.vm_size(ml, job, options)
         if job.network.rdma == "on" and size and infiniband.rdma_problem(size):
-            raise self._error(job, ("network", "rdma"), f"{infiniband.rdma_problem(size)} (compute {options.compute!r})")
+            raise JobFileError.at(job, ("network", "rdma"), f"{infiniband.rdma_problem(size)} (compute {options.compute!r})")
         content = json.loads(json.dumps(rendered.artifacts[0].content))
         content["name"] = name
         content.setdefault("tags", {})[SPEC_TAG] = spec

@@ -15,10 +15,8 @@ task: ``modelarts://<region>/<id>/<task>`` (e.g. ``worker-1``).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
-import time
 import warnings
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
@@ -30,7 +28,8 @@ from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
-from cloudtrain.provider import Artifact, JobStatus, Provider, Rendered, State
+from cloudtrain.cloud import CloudProvider
+from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
 from . import catalog, sdk
@@ -41,8 +40,6 @@ SERVICE = "ModelArts"
 HASH_MARK = "cloudtrain:spec-hash="
 MAX_ENV = 100
 TERMINAL_PHASES = ("Completed", "Failed", "Terminated", "Abnormal")
-LOG_POLL = 5.0
-STATUS_INTERVAL = 2.0
 
 
 class ObsData(BaseModel):
@@ -94,13 +91,11 @@ def _obs(url: str) -> str:
 
 
 def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
-    source = job.source
-    if source is None:
-        return None, None
-    return (str(source.path) if source.path else None), source.lines.get(tuple(loc))  # None when absent
+    located = JobFileError.at(job, loc, "")
+    return located.file, located.line
 
 
-class ModelartsProvider(Provider):
+class ModelartsProvider(CloudProvider):
     name = "modelarts"
     extra = "modelarts"
     description = "ModelArts Standard training jobs (custom image, OBS code)"
@@ -120,18 +115,17 @@ class ModelartsProvider(Provider):
     }
     platform = "modelarts"
 
-    def __init__(self, client=None, **clients):
+    status_poll = 5.0
+    stopping = ("Terminating",)
+
+    def __init__(self, client=None, poll: Optional[float] = None):
         """``client``: a ``ModelArtsClient`` to use for every region (tests); default: one per
-        region, built from the environment's credentials."""
-        super().__init__(**clients)
+        region, built from the environment's credentials.  ``poll``: seconds between reads while
+        following a job (ModelArts' API is rate-limited)."""
+        super().__init__(poll=poll)
         self._client = client
         self._clients: Dict[str, Any] = {}
         self.project_id: Optional[str] = None  # schedule's option; else the environment's
-        self.poll = LOG_POLL
-        # `cloudtrain submit` follows a job by asking its status every 0.2 s; ModelArts' API is
-        # rate-limited, so a running job's status is asked at most once per `status_interval`.
-        self.status_interval = STATUS_INTERVAL
-        self._recent: Dict[str, Tuple[float, JobStatus]] = {}
 
     # -- what submit needs before it sends anything --------------------------------------------
     required = {"code_dir": "obs://my-bucket/cloudtrain/code/", "flavor_id": "modelarts.vm.gpu.8v100",
@@ -287,18 +281,12 @@ class ModelartsProvider(Provider):
         return parts[0], parts[1], (parts[2] if len(parts) == 3 else None)
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    @staticmethod
-    def spec_hash(rendered: Rendered) -> str:
-        return hashlib.sha256((rendered.to_json() + shipping.code_digest(rendered.job)).encode()).hexdigest()
-
-    def request_body(self, rendered: Rendered, secrets: Dict[str, str]) -> dict:
+    def request_body(self, rendered: Rendered, secrets: Dict[str, str], digest: str) -> dict:
         """The rendered body with its spec-hash name and, if allowed, the secrets' values."""
-        options: ModelartsOptions = rendered.options
         job = rendered.job
         # preflight checked code_dir, the flavor and the secrets
         artifact = next(a for a in rendered.artifacts if a.kind == KIND)
         body = _copy(artifact.content)
-        digest = self.spec_hash(rendered)
         body["metadata"]["name"] = f"{body['metadata']['name'][:55]}-{digest[:8]}"
         body["metadata"]["description"] = f"{body['metadata'].get('description', '')} {HASH_MARK}{digest}".strip()
         env = body["algorithm"].get("environments", {})
@@ -308,52 +296,56 @@ class ModelartsProvider(Provider):
         return body
 
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        options: ModelartsOptions = rendered.options
-        region = sdk.region_of(options.region)
-        self.project_id = options.project_id
-        body = self.request_body(rendered, secrets)
+        self.project_id = rendered.options.project_id
+        self._request(self.request_body(rendered, secrets, self.spec_hash(rendered)))  # refused before any call
+        return super().schedule(rendered, secrets)
+
+    def _request(self, body: dict):
         v1 = self.models()
         try:
-            request = v1.CreateTrainingJobRequest(body=sdk.to_model(v1, "Job", body))
+            return v1.CreateTrainingJobRequest(body=sdk.to_model(v1, "Job", body))
         except ValueError as exc:
             raise BadInput(f"the rendered request does not fit the ModelArts SDK's Job model: {exc}") from None
-        client = self.client(region)
-        existing = self._find(client, body["metadata"]["name"], body["metadata"]["description"],
-                              options.workspace_id)
-        if existing:
-            return f"{region}/{existing}"
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
+        region = sdk.region_of(rendered.options.region)
+        request = self._request(self.request_body(rendered, secrets, spec))
         masker = Masker(secrets.values())
         try:
             with sdk.api_errors(SERVICE, "create_training_job"):
-                response = client.create_training_job(request)
+                response = self.client(region).create_training_job(request)
         except PlatformError as exc:
             exc.args = (masker(str(exc)),)  # the service may quote a value back; keeps the request id
             raise
         return f"{region}/{response.metadata.id}"
 
-    def _find(self, client, name: str, description: str, workspace_id: Optional[str]) -> Optional[str]:
-        """The id of a job with this spec-hash name (an earlier submit of the same request)."""
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """The job with this spec-hash name (an earlier submit of the same request)."""
+        options: ModelartsOptions = rendered.options
+        region = sdk.region_of(options.region)
+        body = self.request_body(rendered, {name: MASK for name in rendered.job.secrets}, spec)
+        name, description = body["metadata"]["name"], body["metadata"]["description"]
         v1 = self.models()
         search = v1.JobSearches(offset=0, limit=50, filters=[v1.Filter(key="name", operator="like", value=[name])])
-        if workspace_id:
-            search.workspace_id = workspace_id
+        if options.workspace_id:
+            search.workspace_id = options.workspace_id
         with sdk.api_errors(SERVICE, "list_training_jobs"):
-            response = client.list_training_jobs(v1.ListTrainingJobsRequest(body=search))
+            response = self.client(region).list_training_jobs(v1.ListTrainingJobsRequest(body=search))
         for item in response.items or []:
             meta = item.metadata
             if meta and meta.name == name and HASH_MARK in (meta.description or "") \
                     and (meta.description or "").rsplit(HASH_MARK, 1)[1] == description.rsplit(HASH_MARK, 1)[1]:
-                return meta.id
+                return f"{region}/{meta.id}"
         return None
 
-    def _details(self, job_id: str):
+    def _describe(self, job_id: str):
         region, training_id, _ = self.split_id(job_id)
         v1 = self.models()
         with sdk.api_errors(SERVICE, f"show_training_job_details of {training_id}"):
             return self.client(region).show_training_job_details(
                 v1.ShowTrainingJobDetailsRequest(training_job_id=training_id))
 
-    def _status_of(self, handle_id: str, job) -> JobStatus:
+    def _to_status(self, handle_id: str, job) -> JobStatus:
         st = job.status
         phase = st.phase if st else None
         secondary = st.secondary_phase if st else None
@@ -378,39 +370,12 @@ class ModelartsProvider(Provider):
                          name=meta.name if meta else None, message=message, nodes=nodes,
                          exit_code=exit_code, created_at=created, started_at=started, ended_at=ended)
 
-    def status(self, job_id: str) -> JobStatus:
+    def _stop(self, job_id: str) -> None:
         region, training_id, _ = self.split_id(job_id)
-        seen = self._recent.get(f"{region}/{training_id}")
-        if seen and time.monotonic() - seen[0] < self.status_interval:
-            return seen[1]
-        return self.fresh_status(job_id)
-
-    def fresh_status(self, job_id: str) -> JobStatus:
-        region, training_id, _ = self.split_id(job_id)
-        key = f"{region}/{training_id}"
-        status = self._status_of(key, self._details(job_id))
-        if status.terminal:
-            self._recent.pop(key, None)
-        else:
-            self._recent[key] = (time.monotonic(), status)
-        return status
-
-    def cancel(self, job_id: str) -> JobStatus:
-        region, training_id, _ = self.split_id(job_id)
-        current = self.fresh_status(job_id)
-        if current.terminal or current.raw_state and current.raw_state.startswith("Terminating"):
-            return current
         v1 = self.models()
-        try:
-            with sdk.api_errors(SERVICE, f"stop_training_job of {training_id}"):
-                self.client(region).stop_training_job(v1.StopTrainingJobRequest(
-                    training_job_id=training_id, body=v1.JobActionType(action_type="terminate")))
-        except PlatformError:
-            after = self.fresh_status(job_id)
-            if after.terminal:  # it ended between the two calls: nothing to stop
-                return after
-            raise
-        return self.fresh_status(job_id)
+        with sdk.api_errors(SERVICE, f"stop_training_job of {training_id}"):
+            self.client(region).stop_training_job(v1.StopTrainingJobRequest(
+                training_job_id=training_id, body=v1.JobActionType(action_type="terminate")))
 
     def list(self) -> List[JobStatus]:
         region = sdk.region_of(None)
@@ -421,7 +386,7 @@ class ModelartsProvider(Provider):
         out = []
         for item in response.items or []:
             if item.metadata and HASH_MARK in (item.metadata.description or ""):
-                out.append(self._status_of(f"{region}/{item.metadata.id}", item))
+                out.append(self._to_status(f"{region}/{item.metadata.id}", item))
         return out
 
     # -- logs ------------------------------------------------------------------------------------
@@ -431,27 +396,21 @@ class ModelartsProvider(Provider):
             return self.client(region).show_training_job_logs_preview(
                 v1.ShowTrainingJobLogsPreviewRequest(training_job_id=training_id, task_id=task))
 
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
-        """Each task's log (``[worker-i] `` before every line when the job has several tasks);
-        ``follow``: poll the previews until the job ends.  A preview holds the last 5 MB."""
+    def _log_chunks(self, job_id: str, job, cursor: dict, final: bool) -> Iterator[str]:
+        """Each task's new log lines (``[worker-i] `` before every line when the job has several
+        tasks), from its log preview, which holds the last 5 MB."""
         region, training_id, only = self.split_id(job_id)
-        seen: Dict[str, int] = {}
-        pending: Dict[str, str] = {}
-        while True:
-            job = self._details(job_id)
-            ended = job.status is not None and job.status.phase in TERMINAL_PHASES
-            tasks = [only] if only else list((job.status.tasks if job.status else None) or [])
-            prefix = {t: (f"[{t}] " if len(tasks) > 1 else "") for t in tasks}
+        seen, pending = cursor.setdefault("seen", {}), cursor.setdefault("pending", {})
+        tasks = [only] if only else list((job.status.tasks if job.status else None) or [])
+        prefix = {t: (f"[{t}] " if len(tasks) > 1 else "") for t in tasks}
+        for task in tasks:
+            *complete, pending[task] = (pending.get(task, "") + self._new_text(region, training_id, task, seen)).split("\n")
+            for line in complete:
+                yield prefix[task] + line + "\n"
+        if final:
             for task in tasks:
-                *complete, pending[task] = (pending.get(task, "") + self._new_text(region, training_id, task, seen)).split("\n")
-                for line in complete:
-                    yield prefix[task] + line + "\n"
-            if not follow or ended:
-                for task in tasks:
-                    if pending.get(task):
-                        yield prefix[task] + pending[task] + "\n"
-                return
-            time.sleep(self.poll)
+                if pending.get(task):
+                    yield prefix[task] + pending[task] + "\n"
 
     def _new_text(self, region: str, training_id: str, task: str, seen: Dict[str, int]) -> str:
         """What a task logged since the last call (``seen``: bytes already shown per task)."""
