@@ -25,12 +25,9 @@ SDK imports are lazy: ``cloudtrain render -p local`` never imports azure.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 import tempfile
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
@@ -40,7 +37,8 @@ from cloudtrain import shipping, yamlio
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, JobStatus, Provider, Rendered, State
+from cloudtrain.cloud import CloudProvider, timestamp
+from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 
 from . import infiniband
 
@@ -48,7 +46,6 @@ KIND = "azureml/job"
 SPEC_TAG = "cloudtrain.spec"
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
-TERMINAL_RAW = {"Completed", "Failed", "Canceled"}
 JOB_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
 
 
@@ -107,17 +104,6 @@ def _scope_of(job_id: str) -> Tuple[Optional[Tuple[str, str, str]], str]:
                    "(cloudtrain list -p azure shows them)")
 
 
-def _timestamp(value) -> Optional[float]:
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def workspace_config(config_file: Optional[str], start: Optional[Path] = None) -> Optional[Path]:
     """The config.json MLClient.from_config would read: ``config_file`` (a file, or a directory
     to search from), else searched from the current directory up in .azureml/, aml_config/ and
@@ -134,7 +120,7 @@ def workspace_config(config_file: Optional[str], start: Optional[Path] = None) -
     return None
 
 
-class AzureProvider(Provider):
+class AzureProvider(CloudProvider):
     name = "azure"
     extra = "azure"
     description = "Azure ML command jobs (PyTorch / MPI / TensorFlow / Ray distributions)"
@@ -150,17 +136,18 @@ class AzureProvider(Provider):
         "NotResponding": State.UNKNOWN, "Unknown": State.UNKNOWN,
     }
 
-    def __init__(self, **clients: Any):
-        """``clients``: ``ml_client`` (a ready MLClient), or ``credential`` (default:
-        DefaultAzureCredential) and ``client_kwargs`` for MLClient (e.g. ``transport``);
-        ``poll`` (seconds between log polls, default 5) and ``status_interval`` (seconds a
-        status is reused, default 5: a follower asks several times a second, ARM allows a few
-        reads per second per subscription)."""
-        super().__init__(**clients)
-        self._ml_clients: Dict[Any, Any] = {}
-        self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
+    status_poll = 5.0  # ARM allows a few reads per second per subscription
+    stopping = ("CancelRequested",)
 
-    # -- render (pure) ---------------------------------------------------------------------
+    def __init__(self, ml_client=None, credential=None, client_kwargs: Optional[Dict[str, Any]] = None,
+                 poll: Optional[float] = None):
+        """``ml_client``: a ready MLClient; else ``credential`` (default: DefaultAzureCredential)
+        and ``client_kwargs`` for MLClient (e.g. ``transport``); ``poll``: seconds between reads
+        while following a job."""
+        super().__init__(poll=poll)
+        self._ml_client, self._credential, self._client_kwargs = ml_client, credential, dict(client_kwargs or {})
+        self._ml_clients: Dict[Any, Any] = {}
+
     @staticmethod
     def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
         where = job.source.locate(loc) if job.source is not None else {}
@@ -179,7 +166,7 @@ class AzureProvider(Provider):
     def fallback(self, option: str, job: JobSpec, options: AzureOptions) -> bool:
         """The workspace's three names come from its config.json when none of them is given
         (MLClient.from_config: ``config_file``, else config.json searched from here up)."""
-        if self.clients.get("ml_client") is not None:
+        if self._ml_client is not None:
             return True
         if any(getattr(options, name) for name in self.required):
             return False
@@ -326,18 +313,18 @@ class AzureProvider(Provider):
                   workspace: Optional[str] = None, config_file: Optional[str] = None, submit: bool = False):
         """MLClient for a workspace given in full, or from the workspace's config.json; ``submit``:
         a job is at hand (a fix may name its options)."""
-        if self.clients.get("ml_client") is not None:
-            return self.clients["ml_client"]
+        if self._ml_client is not None:
+            return self._ml_client
         key = (subscription_id, resource_group, workspace, config_file)
         if key in self._ml_clients:
             return self._ml_clients[key]
         self.require_sdk("azure.ai.ml")
         from azure.ai.ml import MLClient
-        credential = self.clients.get("credential")
+        credential = self._credential
         if credential is None:
             self.require_sdk("azure.identity")
             credential = _DefaultCredential()
-        kwargs = dict(self.clients.get("client_kwargs") or {})
+        kwargs = dict(self._client_kwargs)
         kwargs.setdefault("show_progress", False)  # the upload's progress bar; the CLI has its own status line
         given = [v for v in (subscription_id, resource_group, workspace) if v]
         with _quiet_sdk():
@@ -368,13 +355,6 @@ class AzureProvider(Provider):
         return f"{ml.subscription_id}/{ml.resource_group_name}/{ml.workspace_name}/{name}"
 
     # -- lifecycle ---------------------------------------------------------------------------
-    @staticmethod
-    def spec_hash(rendered: Rendered) -> str:
-        """sha256 of the rendered envelope (secrets masked) and the shipped code."""
-        h = hashlib.sha256(rendered.to_json().encode())
-        h.update(shipping.code_digest(rendered.job).encode())
-        return h.hexdigest()
-
     def vm_size(self, ml, job: JobSpec, options: AzureOptions) -> Optional[str]:
         """The VM size the job runs on: known offline, or the cluster's (``compute.get``)."""
         size = self.known_vm_size(job, options)
@@ -386,15 +366,20 @@ class AzureProvider(Provider):
             compute = ml.compute.get(options.compute)
         return getattr(compute, "size", None)
 
-    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options  # preflight checked secrets, code and the workspace
-        ml = self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file,
-                            submit=True)
-        spec = self.spec_hash(rendered)
+    def _workspace(self, options: AzureOptions):
+        return self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file,
+                              submit=True)
+
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """The same spec and code were sent before (the job's name holds the hash): that job."""
+        ml = self._workspace(rendered.options)
+        name = f"{rendered.job.name}-{spec[:10]}"
+        return self._qualified(ml, name) if self._get(ml, name, missing_ok=True) is not None else None
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
+        job, options = rendered.job, rendered.options
+        ml = self._workspace(options)
         name = f"{job.name}-{spec[:10]}"
-        existing = self._get(ml, name, missing_ok=True)
-        if existing is not None:  # the same spec and code were sent before: follow that job
-            return self._qualified(ml, name)
         size = self.vm_size(ml, job, options)
         if job.network.rdma == "on" and size and infiniband.rdma_problem(size):
             raise JobFileError.at(job, ("network", "rdma"), f"{infiniband.rdma_problem(size)} (compute {options.compute!r})")
@@ -436,7 +421,11 @@ class AzureProvider(Provider):
             raise JobNotFound(f"no azure job {name!r} in workspace {ml.workspace_name}; "
                               "cloudtrain list -p azure shows the jobs") from None
 
-    def _status(self, job_id: str, job) -> JobStatus:
+    def _describe(self, job_id: str):
+        ml, name = self._client_for(job_id)
+        return self._get(ml, name)
+
+    def _to_status(self, job_id: str, job) -> JobStatus:
         raw = getattr(job, "status", None)
         raw = None if raw is None else str(getattr(raw, "value", raw))
         resources = getattr(job, "resources", None)
@@ -445,60 +434,39 @@ class AzureProvider(Provider):
             url = getattr(job, "studio_url", None) or ""
         return JobStatus(handle=self.handle(job_id), state=self.map_state(raw), raw_state=raw,
                          name=getattr(job, "display_name", None) or getattr(job, "name", None), message=url,
-                         nodes=getattr(resources, "instance_count", None), created_at=_timestamp(created))
+                         nodes=getattr(resources, "instance_count", None), created_at=timestamp(created))
 
-    def status(self, job_id: str) -> JobStatus:
-        cached = self._statuses.get(job_id)
-        if cached and time.monotonic() - cached[0] < float(self.clients.get("status_interval", 5.0)):
-            return cached[1]
+    def _stop(self, job_id: str) -> None:
         ml, name = self._client_for(job_id)
-        status = self._status(job_id, self._get(ml, name))
-        self._statuses[job_id] = (time.monotonic(), status)
-        return status
-
-    def cancel(self, job_id: str) -> JobStatus:
-        ml, name = self._client_for(job_id)
-        current = self._status(job_id, self._get(ml, name))
-        if current.terminal:
-            return current
         with _platform_errors(f"cancelling job {name}"):
             ml.jobs.begin_cancel(name).result()
-        self._statuses.pop(job_id, None)
-        return self.status(job_id)
 
     def list(self) -> List[JobStatus]:
         ml = self.ml_client()
         with _platform_errors("listing jobs"):
             jobs = [j for j in ml.jobs.list() if SPEC_TAG in (getattr(j, "tags", None) or {})]
-        return [self._status(self._qualified(ml, j.name), j) for j in jobs]
+        return [self._to_status(self._qualified(ml, j.name), j) for j in jobs]
 
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
-        """The job's user logs (``user_logs/std_log*.txt``), through the run-history calls
-        ``jobs.stream`` makes (it prints to stdout and cannot be iterated)."""
+    def _log_chunks(self, job_id: str, job, cursor: dict, final: bool) -> Iterator[str]:
+        """The job's new user-log lines (``user_logs/std_log*.txt``), through the run-history
+        calls ``jobs.stream`` makes (it prints to stdout and cannot be iterated)."""
         from azure.ai.ml._utils.utils import create_requests_pipeline_with_retry, download_text_from_url
         ml, name = self._client_for(job_id)
-        self._get(ml, name)
-        pipeline = create_requests_pipeline_with_retry(requests_pipeline=ml.jobs._requests_pipeline)
-        poll = float(self.clients.get("poll", 5.0))
-        done: Dict[str, int] = {}
-        while True:
-            with _platform_errors(f"reading the logs of job {name}"):
-                details = ml.jobs._runs_operations.get_run_details(name)
-                files = {k: v for k, v in (details.log_files or {}).items() if USER_LOG.match(k)}
-                final = not follow or details.status in TERMINAL_RAW
-                texts = {k: download_text_from_url(files[k], pipeline) for k in sorted(files)}
-            for key, text in texts.items():
-                lines = text.splitlines()
-                if not final and text and not text.endswith("\n"):
-                    lines = lines[:-1]  # a line still being written
-                prefix = f"[{key[len('user_logs/'):-len('.txt')]}] " if len(texts) > 1 else ""
-                for line in lines[done.get(key, 0):]:
-                    yield prefix + line + "\n"
-                done[key] = max(done.get(key, 0), len(lines))
-            if final:
-                self._statuses.pop(job_id, None)  # the job ended: the next status() asks again
-                return
-            time.sleep(poll)
+        if "pipeline" not in cursor:
+            cursor["pipeline"] = create_requests_pipeline_with_retry(requests_pipeline=ml.jobs._requests_pipeline)
+        done: Dict[str, int] = cursor.setdefault("done", {})
+        with _platform_errors(f"reading the logs of job {name}"):
+            details = ml.jobs._runs_operations.get_run_details(name)
+            files = {k: v for k, v in (details.log_files or {}).items() if USER_LOG.match(k)}
+            texts = {k: download_text_from_url(files[k], cursor["pipeline"]) for k in sorted(files)}
+        for key, text in texts.items():
+            lines = text.splitlines()
+            if not final and text and not text.endswith("\n"):
+                lines = lines[:-1]  # a line still being written
+            prefix = f"[{key[len('user_logs/'):-len('.txt')]}] " if len(texts) > 1 else ""
+            for line in lines[done.get(key, 0):]:
+                yield prefix + line + "\n"
+            done[key] = max(done.get(key, 0), len(lines))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,12 +13,10 @@ from ct_azure_fake import FakeCredential, LoopbackTransport
 
 
 class LoopbackAzureProvider(AzureProvider):
-    def __init__(self, **clients):
-        clients.setdefault("credential", FakeCredential())
-        clients.setdefault("client_kwargs", {"transport": LoopbackTransport(int(os.environ["CT_AZURE_FAKE_PORT"]))})
-        clients.setdefault("poll", 0.05)
-        clients.setdefault("status_interval", 0.0)
-        super().__init__(**clients)
+    def __init__(self, poll=0.05, **kwargs):
+        kwargs.setdefault("credential", FakeCredential())
+        kwargs.setdefault("client_kwargs", {"transport": LoopbackTransport(int(os.environ["CT_AZURE_FAKE_PORT"]))})
+        super().__init__(poll=poll, **kwargs)
 
 
 @hookimpl

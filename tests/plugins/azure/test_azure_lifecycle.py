@@ -46,7 +46,7 @@ def fake():
 @pytest.fixture
 def provider(fake):
     return get_provider("azure", credential=FakeCredential(), client_kwargs={"transport": fake.transport()},
-                        poll=0.01, status_interval=0)
+                        poll=0)
 
 
 def make_job(tmp_path, compute="gpu-cluster", extra="", env='{OMP_NUM_THREADS: "1"}'):
