@@ -58,7 +58,7 @@ def _timed(pool: ThreadPoolExecutor, fn, items) -> tuple:
 
 def run(ctx) -> List[Row]:
     import os
-    os.environ.setdefault("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
+    os.environ.setdefault("CLOUDTRAIN_POLL_SECONDS", "0")
     import cloudtrain
     from cloudtrain import plugins
     n = QUICK_JOBS if ctx.quick else JOBS

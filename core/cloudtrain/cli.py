@@ -10,6 +10,7 @@ import time
 from queue import Empty, Queue
 from typing import List, Optional
 
+from . import __version__
 from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CloudtrainError
 
 PROVIDER_HELP = ("provider name (default: the config's `provider`, $CLOUDTRAIN_PROVIDER, else local); "
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cloudtrain",
         description="Run one provider-neutral distributed training job on any platform.")
-    parser.add_argument("--version", action="version", version="cloudtrain 0.1.0")
+    parser.add_argument("--version", action="version", version=f"cloudtrain {__version__}")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
 
     p = sub.add_parser("submit", help="render and submit a job, then follow it (unless --detach)")

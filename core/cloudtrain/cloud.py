@@ -29,6 +29,14 @@ from .provider import JobStatus, Provider, Rendered
 POLL_VARIABLE = "CLOUDTRAIN_POLL_SECONDS"
 
 
+def poll_setting(poll: Optional[float], default: float) -> float:
+    """The one poll setting: ``poll`` (a constructor's), else ``$CLOUDTRAIN_POLL_SECONDS``, else
+    the provider's ``default``."""
+    if poll is not None:
+        return float(poll)
+    return float(os.environ.get(POLL_VARIABLE) or default)
+
+
 def spec_hash(rendered: Rendered, code_digest: Optional[str] = None) -> str:
     """sha256 of the rendered envelope (placeholders and masks as rendered), a NUL, and the
     digest of the shipped code: the same job file and code give the same hash."""
@@ -63,10 +71,7 @@ class CloudProvider(Provider):
 
     def __init__(self, *, poll: Optional[float] = None):
         super().__init__()
-        if poll is None and os.environ.get(POLL_VARIABLE):
-            poll = float(os.environ[POLL_VARIABLE])
-        if poll is not None:
-            self.status_poll = poll
+        self.status_poll = poll_setting(poll, type(self).status_poll)
         self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
 
     # -- what a plugin implements ---------------------------------------------------------------

@@ -94,9 +94,3 @@ class JobNotFound(BadInput):
 class CloudtrainWarning(UserWarning):
     """Something that works but probably not as meant (e.g. a platform feature the job's shape
     skips).  Raised with ``warnings.warn``; the CLI prints ``cloudtrain: warning: ...``."""
-
-
-class JobFailed(CloudtrainError):
-    """The job ran and failed (non-zero exit on some node)."""
-
-    exit_code = EXIT_JOB_FAILED

@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from typing import Dict, Iterable, List, Optional, Type
+from typing import Dict, List, Optional, Type
 
 import pluggy
 
@@ -180,8 +180,3 @@ def get_provider_class(name: str) -> Type:
 def get_provider(name: str, **clients):
     """An instance of provider ``name``; ``clients`` are injected SDK clients (tests, fakes)."""
     return get_provider_class(name)(**clients)
-
-
-def plugin_names() -> Iterable[str]:
-    pm = get_plugin_manager()
-    return sorted(pm.get_name(p) for p in pm.get_plugins())

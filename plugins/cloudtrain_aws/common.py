@@ -14,9 +14,11 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
+from cloudtrain import __version__
+from cloudtrain.cloud import poll_setting
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Provider, Rendered
+from cloudtrain.provider import Provider
 
 # Placeholders a render shows for what only submit knows (filled in by ``fill``).
 SPEC_HASH = "<spec-hash>"
@@ -104,11 +106,6 @@ def job_name(job: JobSpec, spec_hash: str) -> str:
     return f"{job.name[:50].rstrip('-')}-{spec_hash[:12]}"
 
 
-def spec_hash(rendered: Rendered, code_digest: str) -> str:
-    """sha256 of the rendered envelope (placeholders and masks as rendered) and the code."""
-    return hashlib.sha256(rendered.to_json().encode() + b"\0" + code_digest.encode()).hexdigest()
-
-
 def fill(content: Any, values: Mapping[str, str]) -> Any:
     """``content`` (JSON-able) with every placeholder replaced (a JSON round trip)."""
     text = json.dumps(content)
@@ -185,8 +182,11 @@ class AwsProvider(Provider):
     extra = "aws"
     sdk_modules = ("boto3",)
 
-    def __init__(self, **clients: Any):
+    def __init__(self, poll: Optional[float] = None, **clients: Any):
+        """``clients``: boto3 clients by service name (``sagemaker=``, ``s3=``, ...); ``poll``:
+        seconds between reads while following a job (the AWS APIs are rate-limited)."""
         super().__init__(**clients)
+        self.status_poll = poll_setting(poll, 5.0)
         self._made: Dict[tuple, Any] = {}
         self._cache: Dict[tuple, Tuple[float, Any]] = {}
         self._clients_lock = threading.Lock()
@@ -213,15 +213,6 @@ class AwsProvider(Provider):
         problems.collect(require_secret_ids, job, self.name, options.secrets_manager)
 
     # -- clients ------------------------------------------------------------------------------
-    @property
-    def poll_seconds(self) -> float:
-        """How often status is read from AWS while following a job (the CLI asks more often)."""
-        return float(os.environ.get("CLOUDTRAIN_AWS_POLL_SECONDS", "5"))
-
-    @property
-    def status_poll(self) -> float:  # the CLI's follower reads the status at this pace
-        return self.poll_seconds
-
     @staticmethod
     def retry_config():
         """botocore's standard (or adaptive) retry mode: throttling, 5xx and dropped connections
@@ -229,7 +220,7 @@ class AwsProvider(Provider):
         from botocore.config import Config
         return Config(retries={"mode": os.environ.get("AWS_RETRY_MODE") or "standard",
                                "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 8)},
-                      connect_timeout=10, read_timeout=70, user_agent_extra="cloudtrain/0.1.0")
+                      connect_timeout=10, read_timeout=70, user_agent_extra=f"cloudtrain/{__version__}")
 
     def session(self):
         """boto3's default session (credentials and region from the default chain)."""
@@ -302,10 +293,10 @@ class AwsProvider(Provider):
             raise PlatformError(f"{what}: {exc}; check the AWS configuration") from None
 
     def cached(self, key: tuple, fetch: Callable[[], Any], fresh: bool = False) -> Any:
-        """``fetch()``, reused for ``poll_seconds`` (the CLI's follower asks every 0.2 s)."""
+        """``fetch()``, reused for ``status_poll`` (the CLI's follower asks every 0.2 s)."""
         now = time.monotonic()
         hit = self._cache.get(key)
-        if not fresh and hit is not None and now - hit[0] < self.poll_seconds:
+        if not fresh and hit is not None and now - hit[0] < self.status_poll:
             return hit[1]
         value = fetch()
         self._cache[key] = (time.monotonic(), value)
@@ -392,7 +383,7 @@ class AwsProvider(Provider):
     def cloudwatch_lines(self, region: Optional[str], group: str, prefix: str, label: Callable[[str], str],
                          follow: bool, ended: Callable[[], bool]) -> Iterator[str]:
         """Every event of the streams ``group/prefix*``, oldest first, each line as ``[label]
-        message``; with ``follow``, new streams and events every ``poll_seconds`` until ``ended()``
+        message``; with ``follow``, new streams and events every ``status_poll`` until ``ended()``
         (then one last read)."""
         logs = self.client("logs", region)
         from botocore.exceptions import ClientError
@@ -429,7 +420,7 @@ class AwsProvider(Provider):
                     yield f"[{name}] {line}\n"
             if not follow or done:
                 return
-            time.sleep(max(self.poll_seconds, 0.01))
+            time.sleep(max(self.status_poll, 0.01))
 
 
 def strip_empty(request: dict) -> dict:

@@ -24,11 +24,11 @@ from cloudtrain import shipping
 from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
+from cloudtrain.cloud import spec_hash
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, option_line, parse_s3,
-                     spec_hash, strip_empty)
+                     check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, option_line, parse_s3, strip_empty)
 from .instances import EC2_RULES, efa_devices, efa_env
 
 JOB_ID = "<job-id>"
@@ -436,7 +436,7 @@ class Ec2Provider(AwsProvider):
             if time.monotonic() > deadline:
                 raise PlatformError(f"the instances of {name} were not running after {timeout:.0f} s "
                                     "(terminated); raise providers.ec2.ready_timeout_seconds or check capacity")
-            time.sleep(max(self.poll_seconds, 0.01))
+            time.sleep(max(self.status_poll, 0.01))
 
     def _wait_ssm(self, region: str, ids: List[str], timeout: float) -> None:
         ssm = self.client("ssm", region)
@@ -453,7 +453,7 @@ class Ec2Provider(AwsProvider):
                     f"{len(set(ids) - online)} instance(s) did not register with SSM within {timeout:.0f} s "
                     "(terminated); the AMI needs the SSM agent, the instance profile "
                     "AmazonSSMManagedInstanceCore, and the subnet a route to SSM (NAT or VPC endpoints)")
-            time.sleep(max(self.poll_seconds, 0.01))
+            time.sleep(max(self.status_poll, 0.01))
 
     def _run_and_read(self, region: str, instance_id: str, options: Ec2Options, comment: str, script: str) -> str:
         """Run a short script through SSM and return its standard output."""
@@ -475,7 +475,7 @@ class Ec2Provider(AwsProvider):
                 if inv["Status"] in ("Failed", "TimedOut", "Cancelled") or time.monotonic() > deadline:
                     raise PlatformError(f"'{comment}' on {instance_id} ended {inv['Status']}: "
                                         f"{inv.get('StandardErrorContent', '')[-500:]}; check the AMI (ssh-keygen)")
-                time.sleep(max(self.poll_seconds, 0.01))
+                time.sleep(max(self.status_poll, 0.01))
 
     # -- follow --------------------------------------------------------------------------------
     def _instances(self, region: Optional[str], name: str, fresh: bool = True) -> List[dict]:
@@ -587,7 +587,7 @@ class Ec2Provider(AwsProvider):
                     shown[key] = len(text)
             if not follow or done:
                 return
-            time.sleep(max(self.poll_seconds, 0.01))
+            time.sleep(max(self.status_poll, 0.01))
 
     def cancel(self, job_id: str) -> JobStatus:
         """Stop the job's commands and terminate its instances (those tagged with its id, and no

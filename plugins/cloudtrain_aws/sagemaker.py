@@ -19,11 +19,11 @@ from cloudtrain.launch import sshd
 from cloudtrain.errors import JobFileError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
+from cloudtrain.cloud import spec_hash
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, option_line, parse_s3,
-                     spec_hash, strip_empty)
+                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, option_line, parse_s3, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"

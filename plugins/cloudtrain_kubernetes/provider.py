@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
+from cloudtrain.cloud import timestamp
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
 
 from . import manifests as m
@@ -329,7 +330,7 @@ class KubernetesProvider(Provider):
         raw, message = self.job_state(obj)
         state = self.map_state(raw)
         status = JobStatus(self.handle(job_id), state, raw, obj["metadata"]["name"], message=message,
-                           nodes=self.node_count(obj), created_at=_ts(obj["metadata"].get("creationTimestamp")))
+                           nodes=self.node_count(obj), created_at=timestamp(obj["metadata"].get("creationTimestamp")))
         if state is State.FAILED:
             code = self._failed_exit_code(core, obj)
             if code is not None:
@@ -475,7 +476,7 @@ class KubernetesProvider(Provider):
                 meta = obj["metadata"]
                 out.append(JobStatus(self.handle(f"{meta['namespace']}/{meta['name']}"), self.map_state(raw), raw,
                                      meta["name"], message=message, nodes=self.node_count(obj),
-                                     created_at=_ts(meta.get("creationTimestamp"))))
+                                     created_at=timestamp(meta.get("creationTimestamp"))))
         return out
 
 
@@ -497,18 +498,6 @@ def _in_cluster() -> bool:
     import os
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG") and \
         not os.path.exists(os.path.expanduser("~/.kube/config"))
-
-
-def _ts(value) -> Optional[float]:
-    if not value:
-        return None
-    if hasattr(value, "timestamp"):
-        return value.timestamp()
-    from datetime import datetime
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def code_note(code: int) -> str:

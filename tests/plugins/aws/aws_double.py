@@ -108,7 +108,7 @@ class AwsDouble:
         self.reset()
         common._uploaded.clear()
         common._efa.clear()
-        monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
+        monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
         self.client("s3").create_bucket(Bucket=bucket)
         if instance_profile:
             self.client("iam").create_instance_profile(InstanceProfileName=instance_profile)
@@ -138,7 +138,7 @@ class AwsDouble:
         """Variables that point boto3 (in a subprocess: the CLI) at the double."""
         env = dict(CREDENTIALS, AWS_ENDPOINT_URL=self.endpoint, AWS_DEFAULT_REGION=REGION, AWS_REGION=REGION,
                    AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
-                   CLOUDTRAIN_AWS_POLL_SECONDS="0.05")
+                   CLOUDTRAIN_POLL_SECONDS="0.05")
         env.update(extra)
         return env
 

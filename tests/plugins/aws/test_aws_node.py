@@ -70,7 +70,7 @@ def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_p
     import cloudtrain_aws.common as common
     from cloudtrain_local.provider import free_port_block
     common._uploaded.clear()
-    monkeypatch.setenv("CLOUDTRAIN_AWS_POLL_SECONDS", "0")
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
     aws.client("s3").create_bucket(Bucket="ct-node-bucket")
     job = cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml", overrides={
         "providers.sagemaker.role_arn": "arn:aws:iam::123456789012:role/train",
