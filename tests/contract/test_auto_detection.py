@@ -12,19 +12,21 @@ from cloudtrain.launch import detectors
 from cloudtrain.loading import job_from_dict
 from cloudtrain.provider import Cluster
 
-# docs/launcher.md: "tione, azure, sagemaker, modelarts-lite, modelarts, volcano, kubeflow", then
-# the generic one.
-DOCUMENTED_ORDER = ["tione", "azure", "sagemaker", "modelarts-lite", "modelarts", "volcano", "kubeflow", "local"]
+# docs/launcher.md's table: tione, azure, sagemaker, modelarts-lite, modelarts, volcano,
+# kubeflow-trainer, kubeflow, then the generic one.
+DOCUMENTED_ORDER = ["tione", "azure", "sagemaker", "modelarts-lite", "modelarts", "volcano", "kubeflow-trainer",
+                    "kubeflow", "local"]
 # The providers whose nodes are each platform's (eks's pods are Kubeflow's: named only).
 BUILT_IN = {"tione": "tione", "azure": "azure", "sagemaker": "sagemaker", "modelarts-lite": "modelarts-lite",
             "modelarts": "modelarts", "volcano": "volcano", "kubeflow": "kubeflow", "eks": "kubeflow",
+            "kubeflow-trainer": "kubeflow-trainer",
             "local": "local", "docker": "docker", "ec2": "ec2"}
 
 
 def job(kind: str, nodes: int):
     return job_from_dict({"name": "auto-job", "command": "python train.py", "image": "example/train:1",
                           "distribution": {"type": kind, "nodes": nodes, "procs_per_node": 2},
-                          "resources": {"gpus_per_node": 2}})
+                          "resources": {"gpus_per_node": 1}})
 
 
 def clean(env):
