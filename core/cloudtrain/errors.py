@@ -39,20 +39,13 @@ class JobFileError(BadInput):
     @classmethod
     def at(cls, job, loc, message: str) -> "JobFileError":
         """The error about field ``loc`` (a tuple of keys, e.g. ``("providers", "azure",
-        "compute")``) of ``job``: its file, the line of the field (or of the nearest enclosing
-        key the file has, when the field is absent; no line when not even its top-level key is
-        there), and the dotted field name; or the ``--set``
-        that gave the value."""
-        loc = tuple(loc)
-        field = ".".join(str(part) for part in loc)
+        "compute")``) of ``job``, as ``Source.error`` words every job-file error: the ``--set``
+        that gave the value, else the file and the line of the field (or of the nearest
+        enclosing key the file has, the document's first line for an absent top-level field)."""
         source = getattr(job, "source", None)
         if source is None:
-            return cls(message, field=field)
-        override = source.override_of(loc)
-        if override is not None:  # the value came from the command line
-            return cls(message, file=f"--set {override}", field=field)
-        line = next((source.lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in source.lines), None)
-        return cls(message, file=str(source.path) if source.path else None, line=line, field=field)
+            return cls(message, field=".".join(str(part) for part in loc))
+        return source.error(message, tuple(loc))
 
 
 class MissingExtra(BadInput):

@@ -48,15 +48,7 @@ class Choice:
 
 def job_error(job: JobSpec, loc: Tuple[str, ...], message: str) -> JobFileError:
     """A ``JobFileError`` at ``loc``'s line (or at its ``--set``)."""
-    field = ".".join(loc)
-    source = job.source
-    if source is None:
-        return JobFileError(message, field=field)
-    override = source.override_of(loc)
-    if override is not None:
-        return JobFileError(message, file=f"--set {override}", field=field if field != override else None)
-    return JobFileError(message, file=str(source.path) if source.path else None, line=source.line_of(loc),
-                        field=field)
+    return JobFileError.at(job, loc, message)
 
 
 def describe(row: Instance) -> str:

@@ -242,7 +242,7 @@ class ModelartsLiteProvider(VolcanoProvider):
         wanted = job.resources.accelerator
         kind = ("ascend" if is_npu(wanted) else "gpu") if wanted else None
         if options.accelerator and kind and options.accelerator != kind:
-            file, line = _line(job, "providers", cls.name, "accelerator")
+            file, line = _where(job, "providers", cls.name, "accelerator")
             raise JobFileError(f"is {options.accelerator}, but resources.accelerator is {wanted}; make them agree "
                                "(or drop this option: it follows resources.accelerator)", file=file, line=line,
                                field=f"providers.{cls.name}.accelerator")

@@ -129,7 +129,7 @@ def test_a_job_without_image_is_refused_at_its_line(tmp_path):
         name: noimg
         command: python t.py
         """)
-    with pytest.raises(JobFileError, match=r"job.yaml: image: ModelArts Standard runs a custom image"):
+    with pytest.raises(JobFileError, match=r"job.yaml:1: image: ModelArts Standard runs a custom image"):
         get_provider("modelarts").render(load_job(path))
 
 
