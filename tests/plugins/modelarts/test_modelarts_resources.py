@@ -50,7 +50,9 @@ def test_a_pool_gets_its_flavor_by_card_count_and_a_warning_about_the_card_type(
         assert flavor(other) == "modelarts.pool.visual.8xlarge"  # ec2's A100 x 8, never 'p4d.24xlarge'
     with pytest.raises(JobFileError) as info:
         flavor(path, **{"resources.gpus_per_node": 3})
-    assert str(info.value).startswith("--set resources.gpus_per_node: a ModelArts dedicated pool gives 1, 2, 4, 8 or 16")
+    # every --set error reads so (tests/core/test_job_file.py): the --set, the field, the message
+    assert str(info.value).startswith("--set resources.gpus_per_node=3: resources.gpus_per_node: a ModelArts dedicated "
+                                      "pool gives 1, 2, 4, 8 or 16")
     named = job_file(tmp_path / "c", "{gpus_per_node: 8}", "{pool_id: pool-1, flavor_id: modelarts.pool.visual.4xlarge}")
     with pytest.raises(JobFileError) as info:
         flavor(named)
