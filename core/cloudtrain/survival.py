@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional
 from urllib.parse import unquote, urlparse
 
 from .errors import CloudtrainWarning, JobFileError
@@ -50,7 +50,7 @@ def checkpoint_uri(job: JobSpec, platform: str, schemes: Iterable[str], example:
     scheme = urlparse(uri).scheme
     if scheme not in schemes or not urlparse(uri).netloc and scheme != "file":
         taken = " or ".join(f"{s}://" for s in schemes)
-        raise field_error(job, CHECKPOINT_LOC, f"{platform} keeps checkpoints at a {taken} URI, got {uri!r}; "
+        raise field_error(job, CHECKPOINT_LOC, f"{platform} keeps checkpoints under {taken}, got {uri!r}; "
                                                f"e.g. {example}")
     return uri
 
@@ -78,10 +78,10 @@ def host_checkpoint_dir(job: JobSpec, provider: str) -> Optional[Path]:
 
 
 def provider_setting(job: JobSpec, provider: str, options: Any, option: str, neutral_loc: tuple,
-                     neutral: Any, show=str) -> Any:
-    """One setting said two ways: a neutral field (``neutral``, None when unset) and
-    ``providers.<provider>.<option>``.  The neutral value, unless only the option was set; both
-    set to different values is an error naming both."""
+                     neutral: Any, written: Optional[str] = None) -> Any:
+    """One setting said two ways: a neutral field (``neutral`` in the provider's terms, None when
+    unset; ``written``: the field as the job wrote it) and ``providers.<provider>.<option>``.  The
+    neutral value, unless only the option was set; both set to different values is an error."""
     explicit = option in getattr(options, "model_fields_set", ())
     own = getattr(options, option)
     if neutral is None or neutral is False:
@@ -89,6 +89,23 @@ def provider_setting(job: JobSpec, provider: str, options: Any, option: str, neu
     if explicit and own != neutral:
         where = ".".join(neutral_loc)
         raise field_error(job, ("providers", provider, option),
-                          f"{show(own)} disagrees with {where}: {show(neutral)}; keep one of them "
+                          f"{own} disagrees with {where}: {written or neutral}; keep one of them "
                           f"(the neutral {where} works on every provider)")
     return neutral
+
+
+def with_neutral(job: JobSpec, provider: str, options: Any, settings: Dict[str, tuple]) -> Any:
+    """``options`` with each ``{option: (neutral_loc, neutral_value[, as_written])}`` of
+    ``settings`` taken from the neutral field (see ``provider_setting``): the rest of a provider
+    reads its options alone, whichever way the job said it."""
+    update = {option: provider_setting(job, provider, options, option, *setting)
+              for option, setting in settings.items()}
+    return options.model_copy(update=update)
+
+
+def at_most(job: JobSpec, loc: tuple, value: Optional[int], limit: int, source: str) -> None:
+    """A limit of the platform's on a neutral number of seconds (``source``: where it says so)."""
+    if value is not None and value > limit:
+        from .durations import format_duration
+        raise field_error(job, loc, f"{format_duration(value)} is longer than the {format_duration(limit)} "
+                                    f"{source}; lower it")

@@ -20,6 +20,7 @@ from cloudtrain.errors import JobFileError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
+from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, fill, job_name, join_s3, option_line, parse_s3,
@@ -37,6 +38,7 @@ BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; mkdir -p "$d"; '
         'tar -xzf "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" -C "$d"; cd "$d"; '
         'export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
 MAX_ARG = 256
+MAX_RUNTIME = 28 * 86400  # seconds: StoppingCondition.MaxRuntimeInSeconds and MaxWaitTimeInSeconds
 NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 
 
@@ -105,6 +107,19 @@ class SageMakerProvider(AwsProvider):
     @classmethod
     def instance_rules(cls):
         return SAGEMAKER_RULES
+
+    @classmethod
+    def options(cls, job: JobSpec) -> SageMakerOptions:
+        """The section's options with the neutral spot, max_runtime and storage.checkpoint in them."""
+        options = super().options(job)
+        # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
+        # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
+        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
+        return with_neutral(job, cls.name, options, {
+            "spot": (("spot",), job.spot),
+            "max_runtime_seconds": (("max_runtime",), job.max_runtime, job.max_runtime_text),
+            "checkpoint_s3": (CHECKPOINT_LOC, checkpoint_uri(job, "SageMaker", ("s3",), "s3://team/ckpt/digits/")),
+        })
 
     @staticmethod
     def instance(job: JobSpec, options: SageMakerOptions) -> Choice:
@@ -207,7 +222,7 @@ class SageMakerProvider(AwsProvider):
             resources["KeepAlivePeriodInSeconds"] = options.keep_alive_seconds
         stopping = {"MaxRuntimeInSeconds": options.max_runtime_seconds}
         if options.spot:
-            stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, 2419200)
+            stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, MAX_RUNTIME)
         checkpoint = self.checkpoint_s3(job, options)
         tags = [{"Key": TAG_NAME, "Value": job.name}, {"Key": TAG_HASH, "Value": SPEC_HASH}]
         tags += [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]

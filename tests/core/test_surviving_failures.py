@@ -109,9 +109,9 @@ def test_a_provider_option_that_disagrees_with_the_neutral_field_is_an_error(tmp
     job = load_job(write_job(tmp_path, JOB + "max_runtime: 2h\nproviders:\n  sagemaker: {max_runtime_seconds: 3600}\n"))
     options = SageMakerOptions(max_runtime_seconds=3600)
     with pytest.raises(JobFileError) as info:
-        provider_setting(job, "sagemaker", options, "max_runtime_seconds", ("max_runtime",), job.max_runtime)
+        provider_setting(job, "sagemaker", options, "max_runtime_seconds", ("max_runtime",), job.max_runtime, "2h")
     assert str(info.value).startswith(f"{tmp_path / 'job.yaml'}:7: providers.sagemaker.max_runtime_seconds: "
-                                      "3600 disagrees with max_runtime: 7200; keep one of them")
+                                      "3600 disagrees with max_runtime: 2h; keep one of them")
     assert provider_setting(job, "sagemaker", SageMakerOptions(max_runtime_seconds=7200), "max_runtime_seconds",
                             ("max_runtime",), 7200) == 7200
     assert provider_setting(job, "sagemaker", SageMakerOptions(), "max_runtime_seconds", ("max_runtime",), None) == 86400
