@@ -63,7 +63,24 @@ def test_a_claim_without_a_sub_path_mounts_the_whole_claim():
     assert {"name": m.CHECKPOINT_VOLUME, "mountPath": "/cloudtrain/checkpoint"} in c["volumeMounts"]
 
 
-@pytest.mark.parametrize("provider", ["kubeflow", "volcano", "eks"])
+def test_a_trainjob_gets_its_active_deadline_and_the_checkpoint_claim():
+    # trainer.kubeflow.org TrainJob CRD: spec.activeDeadlineSeconds
+    from cloudtrain_kubernetes import trainjob as tj
+    assert "activeDeadlineSeconds" in crd_spec("trainer.kubeflow.org_trainjobs.v1alpha1.yaml")
+    objs = tj.build_trainjob(make_job("ddp", **SURVIVE))
+    for obj in objs:
+        validate(obj)
+    spec = objs[-1]["spec"]
+    assert spec["activeDeadlineSeconds"] == 5400
+    assert {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": "/cloudtrain/checkpoint"} in spec["trainer"]["env"]
+    [job] = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = job["template"]["spec"]["template"]["spec"]
+    assert {"name": m.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": "team-ckpt"}} in pod["volumes"]
+    assert {"name": m.CHECKPOINT_VOLUME, "mountPath": "/cloudtrain/checkpoint", "subPath": "digits/run-1"} \
+        in pod["containers"][0]["volumeMounts"]
+
+
+@pytest.mark.parametrize("provider", ["kubeflow", "volcano", "eks", "kubeflow-trainer"])
 def test_spot_uses_the_clusters_spot_labels_and_tolerations(provider):
     spot = {"spot_node_selector": {"karpenter.sh/capacity-type": "spot"},
             "spot_tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
@@ -72,12 +89,21 @@ def test_spot_uses_the_clusters_spot_labels_and_tolerations(provider):
     objs = [a.content for a in get_provider(provider).render(job).artifacts if a.kind == "kubernetes/manifest"]
     workload_obj = objs[-1]
     validate(workload_obj)
-    for _, (_, pod) in pods(workload_obj).items():
+    for _, (_, pod) in pod_specs(workload_obj).items():
         assert pod["nodeSelector"] == {"karpenter.sh/capacity-type": "spot", "gpu": "a100"}
         assert pod["tolerations"] == [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
     on_demand = make_job("ddp", providers={provider: spot})
     objs = [a.content for a in get_provider(provider).render(on_demand).artifacts if a.kind == "kubernetes/manifest"]
-    assert all(pod["nodeSelector"] == {"gpu": "a100"} and "tolerations" not in pod for _, (_, pod) in pods(objs[-1]).items())
+    assert all(pod["nodeSelector"] == {"gpu": "a100"} and "tolerations" not in pod
+               for _, (_, pod) in pod_specs(objs[-1]).items())
+
+
+def pod_specs(obj):
+    """``pods`` of any workload, a TrainJob's from its runtime patch."""
+    if obj["kind"] != "TrainJob":
+        return pods(obj)
+    jobs = obj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    return {j["name"]: (1, j["template"]["spec"]["template"]["spec"]) for j in jobs}
 
 
 @pytest.mark.parametrize("text,message", [
