@@ -320,7 +320,23 @@ class SageMakerProvider(AwsProvider):
                          message=message, nodes=(d.get("ResourceConfig") or {}).get("InstanceCount"),
                          exit_code=state.exit_code if state.terminal else None,
                          created_at=ts("CreationTime"), started_at=ts("TrainingStartTime"),
-                         ended_at=ts("TrainingEndTime") if state.terminal else None)
+                         ended_at=ts("TrainingEndTime") if state.terminal else None,
+                         restarts=self.restarts(transitions))
+
+    @staticmethod
+    def restarts(transitions: List[dict]) -> List[dict]:
+        """SageMaker's own restarts from SecondaryStatusTransitions: ``Interrupted`` ("the managed
+        spot training instances were interrupted", botocore's model), which SageMaker resumes, and
+        a ``Restarting`` (a retry) that no interruption announced."""
+        out, previous = [], None
+        for t in transitions:
+            status = t.get("Status")
+            if status == "Interrupted" or (status == "Restarting" and previous != "Interrupted"):
+                at = t.get("StartTime")
+                out.append({"attempt": len(out) + 1, "reason": f"{status}: {t.get('StatusMessage') or ''}".rstrip(": "),
+                            "at": at.timestamp() if hasattr(at, "timestamp") else None})
+            previous = status
+        return out
 
     def status(self, job_id: str) -> JobStatus:
         return self._job_status(job_id, self._describe(job_id))

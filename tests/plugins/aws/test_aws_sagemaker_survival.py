@@ -71,3 +71,23 @@ def test_a_checkpoint_outside_s3_is_refused_at_its_line(tmp_path):
         plugins.get_provider("sagemaker").render(load_job(path))
     assert str(info.value).startswith(f"{path}:4: storage.checkpoint: SageMaker keeps checkpoints under s3://, "
                                       "got 'gs://b/ckpt'; e.g. s3://team/ckpt/digits/")
+
+
+def test_status_counts_sagemakers_own_restarts_from_the_secondary_status_transitions():
+    # botocore's model, DescribeTrainingJobResponse.SecondaryStatus: "Interrupted - The job stopped
+    # because the managed spot training instances were interrupted."
+    import datetime
+    assert "managed spot training instances were interrupted" in sagemaker_docs("DescribeTrainingJobResponse",
+                                                                                 "SecondaryStatus")
+    from cloudtrain import plugins
+    at = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    transitions = [{"Status": s, "StartTime": at, "StatusMessage": m} for s, m in (
+        ("Starting", "Preparing the instances"), ("Training", "Training image download completed"),
+        ("Interrupted", "Spot capacity was reclaimed"), ("Restarting", "Restarting after interruption"),
+        ("Training", ""), ("Restarting", "Retrying after an internal error"), ("Training", ""))]
+    status = plugins.get_provider("sagemaker")._job_status("us-east-1/sm-job-0123456789ab", {
+        "TrainingJobName": "sm-job-0123456789ab", "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
+        "SecondaryStatusTransitions": transitions})
+    assert [(r["attempt"], r["reason"]) for r in status.restarts] == [
+        (1, "Interrupted: Spot capacity was reclaimed"), (2, "Restarting: Retrying after an internal error")]
+    assert status.restarts[0]["at"] == at.timestamp()
