@@ -102,3 +102,63 @@ def test_max_runtime_ends_a_local_job_at_its_limit(tmp_path, home):
     assert status["restarts"] == []  # a time limit is not retried
     assert 59 <= status["ended_at"] - status["started_at"] < 60 + 15 and took < 150
     assert_nothing_left(run_dir(home, handle))
+
+
+# -- docker: the same semantics with containers --------------------------------------------------
+NODE = ("import os, pathlib, sys, time; d = pathlib.Path(os.environ['CLOUDTRAIN_CHECKPOINT_DIR']); "
+        "k = int(os.environ['CLOUDTRAIN_RESTART_COUNT']); n = os.environ['CLOUDTRAIN_NODE_RANK']; "
+        "print('node', n, 'attempt', k, 'in', d, 'sees', sorted(p.name for p in d.iterdir()), flush=True); "
+        "k == 0 and n == '0' and (d / 'saved-by-attempt-0').write_text('x'); "
+        "k == 0 and n == '0' and time.sleep(120); "
+        "[time.sleep(0.2) for _ in range(300) if k == 0 and n == '1' and not (d / 'saved-by-attempt-0').exists()]; "
+        "sys.exit(3 if k == 0 and n == '1' else 0)")
+
+
+def test_docker_containers_share_the_checkpoint_directory_across_a_restart(tmp_path, home):
+    from test_docker_runs import IMAGE, leftovers
+    import docker
+    client = docker.from_env()
+    checkpoints = tmp_path / "ckpt"
+    job = write_job(tmp_path / "job", f"""
+        name: docker-resume
+        code: {PROBE}
+        image: {IMAGE}
+        command: ["python3", "-c", {json.dumps(NODE)}]
+        distribution: {{type: none, nodes: 2}}
+        storage: {{checkpoint: {checkpoints}}}
+        max_restarts: 1
+    """)
+    proc = run_cli("submit", "-p", "docker", job, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    handle = handle_from(proc.stderr)
+    # every container saw the same directory at /checkpoints; the second attempt found what the
+    # first one saved
+    assert "node 0 attempt 0 in /checkpoints sees []" in proc.stdout
+    assert "node 0 attempt 1 in /checkpoints sees ['saved-by-attempt-0']" in proc.stdout
+    assert "node 1 attempt 1 in /checkpoints sees ['saved-by-attempt-0']" in proc.stdout
+    assert (checkpoints / "saved-by-attempt-0").is_file()
+    status = json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)
+    assert [r["attempt"] for r in status["restarts"]] == [1]
+    assert status["restarts"][0]["reason"].startswith("node 1 exited with code 3")
+    assert leftovers(client, handle) == []
+
+
+def test_max_runtime_stops_every_container(tmp_path, home):
+    from test_docker_runs import IMAGE, leftovers
+    import docker
+    client = docker.from_env()
+    job = write_job(tmp_path, f"""
+        name: docker-limit
+        code: {PROBE}
+        image: {IMAGE}
+        command: ["python3", "-c", "import time; print('working', flush=True); time.sleep(600)"]
+        distribution: {{type: none, nodes: 2}}
+        max_runtime: 40s
+    """)
+    proc = run_cli("submit", "-p", "docker", job, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    handle = handle_from(proc.stderr)
+    assert "max_runtime 40s reached" in proc.stderr and "working" in proc.stdout
+    status = json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)
+    assert status["state"] == "FAILED" and status["message"] == "max_runtime 40s reached"
+    assert leftovers(client, handle) == []
