@@ -53,19 +53,17 @@ def wait_until(predicate, timeout: float, poll: float = 0.02):
     return None
 
 
-def training_process(node_pgid: int) -> Optional[int]:
-    """The training script's process in a node's process group (not torchrun, not the launcher)."""
+def training_process(node_pid: int) -> Optional[int]:
+    """The training script's process under a node (its launcher became torchrun, whose child it is)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.getpgid(int(entry)) != node_pgid:
-                continue
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ProcessLookupError):
+        except (OSError, ValueError, IndexError):
             continue
-        if any(a.endswith(b"train.py") for a in argv) and b"torch.distributed.run" not in argv \
-                and b"cloudtrain.launch" not in argv:
+        if ppid == node_pid and any(a.endswith(b"train.py") for a in argv):
             return int(entry)
     return None
 
@@ -96,6 +94,12 @@ def one_round(tmp: Path, index: int, env: dict) -> dict:
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         after = lambda: text().split(RESTARTED, 1)[1] if RESTARTED in text() else ""  # noqa: E731
+        if not wait_until(lambda: RESTARTED in text(), TIMEOUT):
+            return {"error": "the failure was not noticed: " + text()[-300:]}
+        noticed = time.monotonic() - killed
+        if not wait_until(lambda: re.search(r"^\[node0/rank0\] rank 0/2", after(), re.M), TIMEOUT):
+            return {"error": "the restarted nodes did not join: " + text()[-300:]}
+        joined = time.monotonic() - killed
         if not wait_until(lambda: EPOCH_LINE.search(after()), TIMEOUT):
             return {"error": "the restarted job trained no epoch: " + text()[-300:]}
         restart = time.monotonic() - killed
@@ -103,23 +107,24 @@ def one_round(tmp: Path, index: int, env: dict) -> dict:
         first = int(EPOCH_LINE.search(after()).group(1))
         if not resumed or first != int(resumed.group(1)) + 1:
             return {"error": f"did not resume: first epoch after the restart {first}, {resumed and resumed.group(0)}"}
-        return {"cold": cold, "restart": restart, "resumed_epoch": int(resumed.group(1))}
+        return {"cold": cold, "restart": restart, "noticed": noticed, "joined": joined,
+                "resumed_epoch": int(resumed.group(1))}
     finally:
         subprocess.run([*cli, "cancel", handle], env=env, capture_output=True, timeout=120)
 
 
 def measure(tmp: Path, rounds: int, log=print) -> dict:
     env = base_env(CLOUDTRAIN_HOME=str(tmp / "home"), GLOO_SOCKET_IFNAME="lo")
-    cold, restart, errors = [], [], []
+    out = {"cold": [], "restart": [], "noticed": [], "joined": [], "errors": []}
     for i in range(rounds):
         result = one_round(tmp, i, env)
         log(f"resume round {i + 1}/{rounds}: {result}")
         if "error" in result:
-            errors.append(result["error"])
+            out["errors"].append(result["error"])
         else:
-            cold.append(result["cold"])
-            restart.append(result["restart"])
-    return {"cold": cold, "restart": restart, "errors": errors}
+            for key in ("cold", "restart", "noticed", "joined"):
+                out[key].append(result[key])
+    return out
 
 
 COMMAND = ("cloudtrain submit --detach resume.yaml (digits 2x1, storage.checkpoint, max_restarts: 1); "
@@ -129,6 +134,8 @@ COLD = "cloudtrain submit --detach resume.yaml → first epoch line (cold start)
 
 def run(ctx) -> List[Row]:
     m = measure(ctx.tmp, 1 if ctx.quick else 3, ctx.log)
+    ctx.details.append(f"resume: kill → the supervisor notes the restart {Stats(m['noticed']).median_text()}, "
+                       f"→ the restarted ranks joined {Stats(m['joined']).median_text()} (medians).")
     return [compared("resume", "killed rank → first step of the restarted job (local, 2x1)", [COMMAND],
                      Stats(m["restart"]), [COLD], Stats(m["cold"]), f"≤ {GOAL:g} × cold start",
                      lambda r: r <= GOAL, failures=m["errors"], alt_name="cold start", name="restart")]
@@ -141,9 +148,12 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ct-bench-resume-") as tmp:
         m = measure(Path(tmp), args.rounds)
-    for name in ("cold", "restart"):
+    for name, what in (("cold", "cold start: submit -> first epoch line"),
+                       ("restart", "restart: kill -> first epoch line of the restarted job"),
+                       ("noticed", "  of which: kill -> the supervisor notes the restart"),
+                       ("joined", "  of which: kill -> the restarted ranks joined (rank 0/2 line)")):
         s = Stats(m[name])
-        print(f"{name}: median {s.median_text()}, {s.range_text()}")
+        print(f"{what}: median {s.median_text()}, {s.range_text()}")
     if m["cold"] and m["restart"]:
         print(f"restart / cold start: {Stats(m['restart']).median / Stats(m['cold']).median:.3f}")
     for e in m["errors"]:
