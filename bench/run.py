@@ -59,6 +59,9 @@ BENCHMARKS: List[Benchmark] = [
               "cloudtrain.render() in-process for 1 .. 1024 nodes, each installed provider", 15, 6),
     Benchmark("docker", "bench_docker:run",
               "digits DDP 2x2 job: cloudtrain submit -p docker vs -p local vs torchx local_docker", 160, 100),
+    Benchmark("resume", "bench_resume:run",
+              "digits DDP 2x1 with a checkpoint: a killed rank to the first step of the restarted job vs the cold start",
+              150, 60),
     Benchmark("sagemaker-submit", "bench_submit:run",
               "200 jobs submitted to the SageMaker double (moto server), 16 threads; API calls per job", 40, 20),
 ]

@@ -208,8 +208,8 @@ def _print_status(status, output: str) -> None:
     if output == "json":
         print(json.dumps(status.to_dict()))
     else:
-        from .progress import describe
-        print(describe(status))
+        from .progress import describe, describe_restarts
+        print("\n".join([describe(status), *describe_restarts(status)]))
 
 
 def cmd_status(args) -> int:

@@ -21,6 +21,7 @@ from .job import JobSpec
 from .launch.platform import installed as installed_platforms
 from .provider import JobStatus, Provider, State
 from .store import Store, home
+from .survival import host_checkpoint_dir
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 # A render knows neither the run's id nor its directory: it shows these, submit fills them in.
@@ -151,7 +152,11 @@ class HostedProvider(Provider):
         """Write the plan, record the job, start the detached supervisor with the secrets in its
         environment only (never on disk in clear, never in the plan)."""
         plan = dict(plan, job_id=job_id, name=job.name, code=str(job.code_path), max_restarts=job.max_restarts,
+                    max_runtime=job.max_runtime, max_runtime_text=job.max_runtime_text,
                     distribution=job.distribution.type, nproc_per_node=job.procs_per_node)
+        checkpoints = host_checkpoint_dir(job, self.name)
+        if checkpoints is not None:  # kept across restarts and across submits: never removed here
+            checkpoints.mkdir(parents=True, exist_ok=True)
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
         self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=job.distribution.nodes,
                            run_dir=str(run_dir), state=State.PENDING.value)
@@ -191,7 +196,9 @@ class HostedProvider(Provider):
         return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]),
                          raw_state=row["raw_state"] or row["state"], name=row["name"], message=row["message"],
                          nodes=row["nodes"], nodes_up=row["nodes_up"], exit_code=row["exit_code"],
-                         created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"])
+                         created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"],
+                         restarts=[{"attempt": r["attempt"], "reason": r["reason"], "at": r["at"]}
+                                   for r in self.store.get_restarts(row["id"])])
 
     def status(self, job_id: str) -> JobStatus:
         return self._status(self._reconcile(self._row(job_id)))

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from .durations import OptionalDuration, format_duration
 from .errors import JobFileError
 
 # The providers cloudtrain's own plugins register.  A job file may carry a section for any of
@@ -112,6 +113,16 @@ class Network(Strict):
     rdma: Literal["auto", "on", "off"] = Field("auto", description="RDMA / InfiniBand / EFA presets per provider")
 
 
+class Storage(Strict):
+    """Where a job keeps data beyond its nodes' disks.  ``checkpoint`` now; the neutral
+    ``inputs`` and ``output`` join it (issue 17)."""
+
+    checkpoint: Optional[str] = Field(
+        None, min_length=1,
+        description="where checkpoints are kept across restarts (s3://, azureml://, pvc://, cos://, obs://, "
+                    "or a local path / file:// URI for local and docker); nodes see CLOUDTRAIN_CHECKPOINT_DIR")
+
+
 class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
@@ -124,7 +135,11 @@ class JobSpec(Strict):
     env: Dict[str, str] = Field(default_factory=dict, description="environment variables of every node (values become strings)")
     secrets: Dict[str, SecretRef] = Field(default_factory=dict, description="variables whose values are never printed, logged or rendered")
     network: Network = Field(default_factory=Network, description="RDMA / InfiniBand / EFA")
-    max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a failure")
+    storage: Storage = Field(default_factory=Storage, description="checkpoints kept across restarts")
+    spot: bool = Field(False, description="preemptible (spot) capacity where the platform offers it")
+    max_runtime: OptionalDuration = Field(None, description="hard limit on the run time: 90s, 30m, 8h, 2d or 1h30m "
+                                                            "(a bare number is seconds); the job fails when it is reached")
+    max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a failure or a preemption")
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)
@@ -180,6 +195,11 @@ class JobSpec(Strict):
     def procs_per_node(self) -> int:
         d = self.distribution
         return d.procs_per_node or self.resources.gpus_per_node or 1
+
+    @property
+    def max_runtime_text(self) -> Optional[str]:
+        """``max_runtime`` as a person would write it (``8h``, ``1h30m``), None without one."""
+        return None if self.max_runtime is None else format_duration(self.max_runtime)
 
     @property
     def ps(self) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional, TextIO
+from typing import List, Optional, TextIO
 
 
 def _elapsed(seconds: float) -> str:
@@ -20,9 +20,17 @@ def describe(status, now: Optional[float] = None) -> str:
         parts.append(_elapsed((status.ended_at or now) - status.started_at))
     if status.nodes:
         parts.append(f"nodes {status.nodes_up or 0}/{status.nodes} up")
+    if status.restarts:
+        parts.append(f"restarts {len(status.restarts)}")
     if status.message:
         parts.append(status.message)
     return "  ".join(parts)
+
+
+def describe_restarts(status) -> List[str]:
+    """One line per restart of the whole job: when and why."""
+    return [f"  restart {r['attempt']}" + (f" at {time.strftime('%H:%M:%S', time.localtime(r['at']))}" if r.get("at") is not None else "")
+            + f": {r['reason']}" for r in status.restarts]
 
 
 class StatusLine:

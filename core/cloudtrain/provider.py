@@ -9,7 +9,7 @@ import abc
 import importlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
@@ -56,6 +56,8 @@ class JobStatus:
     created_at: Optional[float] = None
     started_at: Optional[float] = None
     ended_at: Optional[float] = None
+    # every restart of the whole job: {"attempt": 1, "reason": "node 1 exited with code 1", "at": time}
+    restarts: List[dict] = field(default_factory=list)
 
     @property
     def terminal(self) -> bool:

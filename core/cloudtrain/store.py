@@ -40,6 +40,13 @@ CREATE TABLE IF NOT EXISTS nodes (
     PRIMARY KEY (job_id, node)
 );
 CREATE INDEX IF NOT EXISTS jobs_provider ON jobs (provider, created_at);
+CREATE TABLE IF NOT EXISTS restarts (
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (job_id, attempt)
+);
 CREATE TABLE IF NOT EXISTS remote_jobs (
     handle TEXT PRIMARY KEY,
     target TEXT NOT NULL,
@@ -139,6 +146,17 @@ class Store:
             if fields:
                 cols = ", ".join(f"{k} = ?" for k in fields)
                 db.execute(f"UPDATE nodes SET {cols} WHERE job_id = ? AND node = ?", (*fields.values(), job_id, node))
+
+    def add_restart(self, job_id: str, attempt: int, reason: str) -> None:
+        """Attempt ``attempt`` (1 = the first restart) was started because of ``reason``."""
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO restarts (job_id, attempt, reason, at) VALUES (?, ?, ?, ?)",
+                       (job_id, attempt, reason, time.time()))
+
+    def get_restarts(self, job_id: str) -> List[Dict[str, Any]]:
+        with self._connect() as db:
+            return [dict(r) for r in db.execute("SELECT attempt, reason, at FROM restarts WHERE job_id = ? "
+                                                "ORDER BY attempt", (job_id,))]
 
     def get_nodes(self, job_id: str) -> List[Dict[str, Any]]:
         with self._connect() as db:

@@ -2,7 +2,8 @@
 
 A detached supervisor process starts every node, pumps their output into node- and
 rank-prefixed logs (secrets masked), keeps the job's state in the store, stops every node as
-soon as one fails (fail fast), restarts the whole job up to ``max_restarts`` times, and stops
+soon as one fails (fail fast), restarts the whole job up to ``max_restarts`` times (each
+restart's reason kept in the store), fails it when ``max_runtime`` is reached, and stops
 everything on SIGTERM (cancel).  Providers supply the ``Node`` kind: a process group, a container.
 """
 from __future__ import annotations
@@ -140,6 +141,8 @@ class Supervisor(abc.ABC):
         self.done = threading.Event()   # cancel: SIGTERM / SIGINT
         self.wake = threading.Event()   # something to look at: a node's output ended, or cancel
         self.output_ended: set = set()  # nodes (of this attempt) whose output has ended
+        self.deadline: Optional[float] = None  # monotonic time at which max_runtime is reached
+        self.timed_out = False
 
     # -- what a provider supplies ------------------------------------------------------
     def prepare(self) -> None:
@@ -180,10 +183,13 @@ class Supervisor(abc.ABC):
         output ending (a child it left behind holds the pipe open)."""
         remaining = set(range(len(self.nodes)))
         while remaining:
-            self.wake.wait(RECHECK)
+            self.wake.wait(RECHECK if self.deadline is None else max(0.0, min(RECHECK, self.deadline - time.monotonic())))
             self.wake.clear()
             if self.done.is_set():
                 return "CANCELLED", "cancelled", 130
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.timed_out = True  # a limit is not a failure to retry
+                return "FAILED", f"max_runtime {self.plan.get('max_runtime_text')} reached", 1
             for i in sorted(remaining):
                 code = self.nodes[i].poll()
                 if code is None and i in self.output_ended:
@@ -216,14 +222,17 @@ class Supervisor(abc.ABC):
         try:
             self.prepare()
             attempts = 1 + int(self.plan.get("max_restarts") or 0)
+            if self.plan.get("max_runtime"):  # the whole job's run time, restarts included
+                self.deadline = time.monotonic() + float(self.plan["max_runtime"])
             for attempt in range(attempts):
                 if self.done.is_set():
                     state, message, code = "CANCELLED", "cancelled", 130
                     break
                 self.start(attempt)
                 state, message, code = self.monitor()
-                if state != "FAILED" or attempt + 1 == attempts:
+                if state != "FAILED" or attempt + 1 == attempts or self.timed_out:
                     break
+                self.store.add_restart(self.job_id, attempt + 1, message)
                 self.sink.note(f"{message}; restarting every node (restart {attempt + 1} of {attempts - 1})")
                 self.stop_all()
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")

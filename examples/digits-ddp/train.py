@@ -6,6 +6,8 @@ environment variables set by the launcher:
   RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT   (standard torchrun)
   CLOUDTRAIN_NODE_RANK      which node this process runs on (for the log line)
   CLOUDTRAIN_OUTPUT_DIR     where rank 0 writes model.pt and metrics.json
+  CLOUDTRAIN_CHECKPOINT_DIR (when the job sets storage.checkpoint) where rank 0 saves a
+                            checkpoint after every epoch; a restarted job resumes from it
 
 Nothing is downloaded: the digits data set ships with scikit-learn.
 """
@@ -51,6 +53,22 @@ def load_data():
             TensorDataset(to_x(X_test), to_y(y_test)))
 
 
+def load_checkpoint(path, rank):
+    """Rank 0 reads the last checkpoint (None without one) and hands it to every rank, so all
+    of them resume alike even where only rank 0's node sees the file."""
+    state = [torch.load(path) if rank == 0 and path and os.path.exists(path) else None]
+    dist.broadcast_object_list(state, src=0)
+    return state[0]
+
+
+def save_checkpoint(path, epoch, model, opt):
+    """Atomically: a rank killed mid-write leaves the previous checkpoint whole."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = path + ".partial"
+    torch.save({"epoch": epoch, "model": model.module.state_dict(), "optimizer": opt.state_dict()}, partial)
+    os.replace(partial, path)
+
+
 def main():
     args = parse_args()
 
@@ -76,8 +94,20 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
+    ckpt_dir = os.environ.get("CLOUDTRAIN_CHECKPOINT_DIR")
+    ckpt_path = os.path.join(ckpt_dir, "digits-ddp.pt") if ckpt_dir else None
+    last = load_checkpoint(ckpt_path, rank) if ckpt_path else None
+    first_epoch = 1
+    if last is not None:
+        model.module.load_state_dict(last["model"])
+        opt.load_state_dict(last["optimizer"])
+        first_epoch = last["epoch"] + 1
+        if rank == 0:
+            print(f"resumed from epoch {last['epoch']} (restart {os.environ.get('CLOUDTRAIN_RESTART_COUNT', '0')})",
+                  flush=True)
+
     steps, train_time = 0, 0.0
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first_epoch, args.epochs + 1):
         sampler.set_epoch(epoch)  # reshuffle differently each epoch
         model.train()
         t0 = time.perf_counter()
@@ -100,6 +130,8 @@ def main():
             print(f"epoch {epoch}/{args.epochs} loss {stats[0] / stats[2]:.4f} "
                   f"train_acc {stats[1] / stats[2]:.4f}", flush=True)
 
+        if rank == 0 and ckpt_path:
+            save_checkpoint(ckpt_path, epoch, model, opt)
         if epoch == 1 and rank == args.fail_rank:
             print(f"rank {rank}: failing on purpose (--fail-rank)", flush=True)
             sys.exit(3)

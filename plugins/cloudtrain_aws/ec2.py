@@ -26,6 +26,7 @@ from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import spec_hash
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
+from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, option_line, parse_s3, strip_empty)
@@ -49,6 +50,8 @@ PROFILE_PLACEHOLDER = "<providers.ec2.instance_profile>"
 CODE_PLACEHOLDER = "s3://<providers.ec2.code_s3>"
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
+MAX_RUNTIME = 172800  # seconds: AWS-RunShellScript's executionTimeout
+CHECKPOINT_SYNC_SECONDS = 60  # how often a node copies its checkpoint directory to storage.checkpoint
 
 
 class Ec2Options(BaseModel):
@@ -73,7 +76,7 @@ class Ec2Options(BaseModel):
     master_port: int = Field(29500, ge=1024, le=65000, description="the master's port (the next two are used too)")
     ssh_port: int = Field(22, ge=1, le=65535, description="mpi/horovod: the port node 0 reaches the others' sshd on; another than 22 starts an extra sshd there")
     ifname: Optional[str] = Field(None, description="network interface for MPI and gloo (btl_tcp_if_include), e.g. ens5 (default: the one that routes to node 0)")
-    max_runtime_seconds: int = Field(86400, ge=60, le=172800, description="SSM executionTimeout of each node's script")
+    max_runtime_seconds: int = Field(86400, ge=60, le=MAX_RUNTIME, description="SSM executionTimeout of each node's script")
     ready_timeout_seconds: int = Field(900, ge=1, description="how long submit waits for the instances to run and register with SSM")
     terminate_when_done: bool = Field(True, description="each instance shuts down (and so terminates) a minute after its node ends")
     code_url_expires_seconds: int = Field(3600, ge=60, le=604800, description="validity of the presigned code URL")
@@ -105,6 +108,16 @@ class Ec2Provider(AwsProvider):
     def instance_rules(cls):
         return EC2_RULES
 
+    @classmethod
+    def options(cls, job: JobSpec) -> Ec2Options:
+        """The section's options with the neutral spot and max_runtime in them."""
+        # SSM's AWS-RunShellScript document: executionTimeout "Maximum is 172800 (48 hours)"
+        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SSM allows a node's script (executionTimeout)")
+        return with_neutral(job, cls.name, super().options(job), {
+            "spot": (("spot",), job.spot),
+            "max_runtime_seconds": (("max_runtime",), job.max_runtime, job.max_runtime_text),
+        })
+
     @staticmethod
     def instance(job: JobSpec, options: Ec2Options) -> Choice:
         """The instance type (from the catalog: resources.accelerator x gpus_per_node, or the named
@@ -125,6 +138,7 @@ class Ec2Provider(AwsProvider):
 
     def check(self, job: JobSpec, options: Ec2Options) -> None:
         self.instance_type(job, options)
+        checkpoint_uri(job, "ec2", ("s3",), "s3://team/ckpt/digits/")
         if job.max_restarts:
             raise JobFileError("the ec2 provider does not restart jobs; set it to 0 (or use sagemaker)",
                                file=str(job.source.path) if job.source and job.source.path else None,
@@ -268,6 +282,7 @@ class Ec2Provider(AwsProvider):
         lines += [f"export {k}={q(v)}" for k, v in env.items()]
         lines += ['export CLOUDTRAIN_NODE_RANK="$NODE"']
         lines += ['export CLOUDTRAIN_OUTPUT_DIR="$WORK/output"']
+        lines += self.checkpoint_sync(job)
         if job.network.rdma == "auto" and row is None:  # a type newer than the catalog: EC2 is asked at submit
             lines.append(EFA_MARK)
         launch = [options.python, "-m", NODE_MODULE.partition(":")[0], "--",
@@ -279,10 +294,34 @@ class Ec2Provider(AwsProvider):
             "code=$?",
             'echo "[cloudtrain] node $NODE exited with code $code"',
         ]
+        if job.storage.checkpoint:
+            lines += ['kill "$SYNC" 2>/dev/null || true', "ckpt_up || true"]
         if options.terminate_when_done:
             lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
         lines.append('exit "$code"')
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def checkpoint_sync(job: JobSpec) -> List[str]:
+        """storage.checkpoint on EC2: the node script copies it down before the launcher, up every
+        minute while the job runs and once more at the end (AWS CLI on the AMI, S3 rights in
+        the instance profile); nodes see the local copy as CLOUDTRAIN_CHECKPOINT_DIR."""
+        uri = job.storage.checkpoint
+        if not uri:
+            return []
+        q = shlex.quote(uri)
+        return [
+            "# storage.checkpoint: the last attempt's checkpoints down from S3, this one's up while it runs",
+            'command -v aws >/dev/null || { echo "[cloudtrain] storage.checkpoint needs the AWS CLI on the AMI" >&2; exit 2; }',
+            'export CLOUDTRAIN_CHECKPOINT_DIR="$WORK/checkpoint"',
+            'mkdir -p "$CLOUDTRAIN_CHECKPOINT_DIR"',
+            f'aws s3 sync --only-show-errors {q} "$CLOUDTRAIN_CHECKPOINT_DIR"',
+            f'ckpt_up() {{ aws s3 sync --only-show-errors "$CLOUDTRAIN_CHECKPOINT_DIR" {q}; }}',
+            # stopped at the end with its sleep (an orphaned sleep would hold SSM's output open)
+            f"( trap 'kill $s 2>/dev/null; exit 0' TERM; while :; do sleep {CHECKPOINT_SYNC_SECONDS} & s=$!; "
+            'wait "$s"; ckpt_up; done ) &',
+            "SYNC=$!",
+        ]
 
     @staticmethod
     def keygen_script() -> str:

@@ -21,6 +21,7 @@ from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import spec_hash
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
+from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, fill, job_name, join_s3, option_line, parse_s3, strip_empty)
@@ -36,6 +37,7 @@ BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; mkdir -p "$d"; '
         'tar -xzf "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" -C "$d"; cd "$d"; '
         'export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
 MAX_ARG = 256
+MAX_RUNTIME = 28 * 86400  # seconds: StoppingCondition.MaxRuntimeInSeconds and MaxWaitTimeInSeconds
 NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 
 
@@ -104,6 +106,19 @@ class SageMakerProvider(AwsProvider):
     @classmethod
     def instance_rules(cls):
         return SAGEMAKER_RULES
+
+    @classmethod
+    def options(cls, job: JobSpec) -> SageMakerOptions:
+        """The section's options with the neutral spot, max_runtime and storage.checkpoint in them."""
+        options = super().options(job)
+        # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
+        # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
+        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
+        return with_neutral(job, cls.name, options, {
+            "spot": (("spot",), job.spot),
+            "max_runtime_seconds": (("max_runtime",), job.max_runtime, job.max_runtime_text),
+            "checkpoint_s3": (CHECKPOINT_LOC, checkpoint_uri(job, "SageMaker", ("s3",), "s3://team/ckpt/digits/")),
+        })
 
     @staticmethod
     def instance(job: JobSpec, options: SageMakerOptions) -> Choice:
@@ -206,7 +221,7 @@ class SageMakerProvider(AwsProvider):
             resources["KeepAlivePeriodInSeconds"] = options.keep_alive_seconds
         stopping = {"MaxRuntimeInSeconds": options.max_runtime_seconds}
         if options.spot:
-            stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, 2419200)
+            stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, MAX_RUNTIME)
         checkpoint = self.checkpoint_s3(job, options)
         tags = [{"Key": TAG_NAME, "Value": job.name}, {"Key": TAG_HASH, "Value": SPEC_HASH}]
         tags += [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
@@ -304,7 +319,23 @@ class SageMakerProvider(AwsProvider):
                          message=message, nodes=(d.get("ResourceConfig") or {}).get("InstanceCount"),
                          exit_code=state.exit_code if state.terminal else None,
                          created_at=ts("CreationTime"), started_at=ts("TrainingStartTime"),
-                         ended_at=ts("TrainingEndTime") if state.terminal else None)
+                         ended_at=ts("TrainingEndTime") if state.terminal else None,
+                         restarts=self.restarts(transitions))
+
+    @staticmethod
+    def restarts(transitions: List[dict]) -> List[dict]:
+        """SageMaker's own restarts from SecondaryStatusTransitions: ``Interrupted`` ("the managed
+        spot training instances were interrupted", botocore's model), which SageMaker resumes, and
+        a ``Restarting`` (a retry) that no interruption announced."""
+        out, previous = [], None
+        for t in transitions:
+            status = t.get("Status")
+            if status == "Interrupted" or (status == "Restarting" and previous != "Interrupted"):
+                at = t.get("StartTime")
+                out.append({"attempt": len(out) + 1, "reason": f"{status}: {t.get('StatusMessage') or ''}".rstrip(": "),
+                            "at": at.timestamp() if hasattr(at, "timestamp") else None})
+            previous = status
+        return out
 
     def status(self, job_id: str) -> JobStatus:
         return self._job_status(job_id, self._describe(job_id))

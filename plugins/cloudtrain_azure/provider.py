@@ -39,10 +39,12 @@ from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
+from cloudtrain.survival import checkpoint_uri, with_neutral
 
 from . import infiniband
 
 KIND = "azureml/job"
+CHECKPOINT_OUTPUT = "checkpoint"  # the job output that holds storage.checkpoint
 SPEC_TAG = "cloudtrain.spec"
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
@@ -195,7 +197,20 @@ class AzureProvider(CloudProvider):
         choice = choose(job, infiniband.RULES, options.vm_size)
         return choice.instance_type if choice else None
 
+    @classmethod
+    def options(cls, job: JobSpec) -> AzureOptions:
+        """The section's options with the neutral spot (queue_settings.job_tier: spot) and
+        max_runtime (limits.timeout) in them."""
+        return with_neutral(job, cls.name, super().options(job), {
+            "timeout": (("max_runtime",), job.max_runtime, job.max_runtime_text),
+            "job_tier": (("spot",), "spot" if job.spot else None, "true"),
+        })
+
     def check(self, job: JobSpec, options: AzureOptions) -> None:
+        if job.storage.checkpoint and CHECKPOINT_OUTPUT in options.outputs:
+            raise JobFileError.at(job, ("providers", "azure", "outputs", CHECKPOINT_OUTPUT),
+                              f"the name {CHECKPOINT_OUTPUT!r} holds storage.checkpoint; rename this output")
+        checkpoint_uri(job, "Azure ML", ("azureml",), "azureml://datastores/workspaceblobstore/paths/ckpt/digits/")
         if not (options.environment or job.image):
             raise JobFileError.at(job, ("image",), "the azure provider needs an image (or providers.azure.environment, "
                                                "a registered Azure ML environment); set one")
@@ -275,7 +290,7 @@ class AzureProvider(CloudProvider):
             "display_name": job.name,
             "experiment_name": options.experiment_name or job.name,
             "tags": {"cloudtrain.job": job.name, "cloudtrain.distribution": job.distribution.type, **options.tags},
-            "command": self.node_command(job),
+            "command": self.with_checkpoint_dir(job, self.node_command(job)),
             "code": str(job.code_path),
             "environment": options.environment or {"image": job.image},
             "environment_variables": self.environment_variables(job, options, vm_size),
@@ -301,9 +316,20 @@ class AzureProvider(CloudProvider):
             doc["identity"] = {"type": options.identity}
         if options.inputs:
             doc["inputs"] = {k: self._data(v) for k, v in options.inputs.items()}
-        if options.outputs:
-            doc["outputs"] = {k: self._data(v) for k, v in options.outputs.items()}
+        outputs = {k: self._data(v) for k, v in options.outputs.items()}
+        if job.storage.checkpoint:  # read-write mount of the datastore path: what one attempt saved, the next sees
+            outputs[CHECKPOINT_OUTPUT] = {"type": "uri_folder", "path": job.storage.checkpoint, "mode": "rw_mount"}
+        if outputs:
+            doc["outputs"] = outputs
         return doc
+
+    @staticmethod
+    def with_checkpoint_dir(job: JobSpec, command: str) -> str:
+        """The node command with CLOUDTRAIN_CHECKPOINT_DIR set to where Azure ML mounts the
+        checkpoint output (``${{outputs.NAME}}`` is resolved in the command only)."""
+        if not job.storage.checkpoint:
+            return command
+        return f"export CLOUDTRAIN_CHECKPOINT_DIR=${{{{outputs.{CHECKPOINT_OUTPUT}}}}}; {command}"
 
     def artifacts(self, job: JobSpec, options: AzureOptions) -> List[Artifact]:
         return [Artifact(KIND, job.name, self.job_dict(job, options))]

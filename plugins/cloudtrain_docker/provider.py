@@ -19,11 +19,13 @@ from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.secrets import MASK
 from cloudtrain.store import Store, home
+from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir, spot_here_means_nothing
 
 LAUNCHER_DIR = "/opt/cloudtrain"
 SECRETS_PATH = "/run/cloudtrain/secrets.json"
 SSH_DIR = "/run/cloudtrain/ssh"
 OUTPUT_DIR = "/output"
+CHECKPOINT_DIR = "/checkpoints"
 LABEL = "cloudtrain"
 GIB = 1024 ** 3
 
@@ -85,6 +87,8 @@ class DockerProvider(HostedProvider):
             raise BadInput(f"{job.source.path if job.source and job.source.path else 'job'}: the docker provider "
                            "needs an image; set `image` or providers.docker.image")
         self.emulated(options)
+        host_checkpoint_dir(job, self.name)
+        spot_here_means_nothing(job, self.name)
 
     @staticmethod
     def use_ssh(job: JobSpec, options: DockerOptions) -> bool:
@@ -122,6 +126,10 @@ class DockerProvider(HostedProvider):
             env["CLOUDTRAIN_DETECTORS"] = platform.detectors_variable()
         binds = [f"{run_dir}/node-{node}/code:{options.workdir}", f"{run_dir}/output:{OUTPUT_DIR}",
                  f"{run_dir}/launcher:{LAUNCHER_DIR}:ro"]
+        checkpoints = host_checkpoint_dir(job, self.name)
+        if checkpoints is not None:  # read-write, the same directory for every node and attempt
+            binds.append(f"{checkpoints}:{CHECKPOINT_DIR}")
+            env[CHECKPOINT_ENV] = CHECKPOINT_DIR
         if job.secrets:
             env["CLOUDTRAIN_SECRETS_FILE"] = SECRETS_PATH
             binds.append(f"{run_dir}/secrets.json:{SECRETS_PATH}:ro")

@@ -63,6 +63,8 @@ KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 LAUNCHER_DIR = "/opt/cloudtrain"
 LAUNCHER_VOLUME = "cloudtrain-launcher"
 SHM_VOLUME = "dshm"
+CHECKPOINT_VOLUME = "cloudtrain-checkpoint"
+CHECKPOINT_MOUNT = "/cloudtrain/checkpoint"   # CLOUDTRAIN_CHECKPOINT_DIR in every pod
 GROUP_KUBEFLOW = "kubeflow.org"
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Kubeflow's operators and Volcano name pods and services "<job>-<replica>-<index>"; those
@@ -281,6 +283,15 @@ def resources_of(job: JobSpec, options: ManifestOptions, rdma: bool) -> dict:
     return {"limits": limits, "requests": dict(limits)} if limits else {}
 
 
+def checkpoint_claim(job: JobSpec) -> Optional[Tuple[str, str]]:
+    """``storage.checkpoint`` ``pvc://CLAIM/SUB/PATH`` as (claim, sub-path), None without one."""
+    uri = job.storage.checkpoint
+    if not uri:
+        return None
+    claim, _, sub = uri[len("pvc://"):].partition("/")
+    return claim, sub.strip("/")
+
+
 def container(job: JobSpec, options: ManifestOptions, name: str, command: List[str], *,
               compute: bool = True, extra_env: Optional[Mapping[str, str]] = None,
               ports: Optional[List[dict]] = None) -> dict:
@@ -303,6 +314,11 @@ def container(job: JobSpec, options: ManifestOptions, name: str, command: List[s
         if res:
             c["resources"] = res
         c["volumeMounts"].append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+        claim = checkpoint_claim(job)
+        if claim:  # every attempt's pods mount the same claim: what one saved, the next sees
+            mount = {"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT}
+            c["volumeMounts"].append({**mount, "subPath": claim[1]} if claim[1] else mount)
+            c["env"].insert(0, {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": CHECKPOINT_MOUNT})
     if rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     return c
@@ -330,6 +346,8 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
     if any(m["name"] == SHM_VOLUME for c in containers for m in c.get("volumeMounts", [])):
         volumes.append({"name": SHM_VOLUME, "emptyDir": {
             "medium": "Memory", "sizeLimit": gib_quantity(job.resources.shm_gb or options.shm_gb)}})
+    if any(m["name"] == CHECKPOINT_VOLUME for c in containers for m in c.get("volumeMounts", [])):
+        volumes.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": checkpoint_claim(job)[0]}})
     spec["volumes"] = volumes
     meta: Dict[str, Any] = {"labels": {**dict(options.labels), **common_labels(job, options), LABEL_ROLE: role}}
     if options.pod_annotations:
@@ -340,7 +358,10 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
 # -- Kubeflow ------------------------------------------------------------------------------------
 def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> dict:
     # A queue is Kueue's (kueue_labels), which admits the whole job at once: no schedulingPolicy.
-    return {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
+    policy: Dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
+    if job.max_runtime:  # from the job's start, restarts included
+        policy["activeDeadlineSeconds"] = job.max_runtime
+    return policy
 
 
 def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
@@ -484,6 +505,8 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         c = container(job, options, "cloudtrain", cmd, extra_env={**env, "CLOUDTRAIN_VOLCANO_TASK": task})
         entry: Dict[str, Any] = {"name": task, "replicas": replicas,
                                  "template": pod_template(job, options, task, [c], bundle, restart_policy="Never")}
+        if job.max_runtime:  # Volcano's Job has no deadline of its own: each attempt's pods get it
+            entry["template"]["spec"]["activeDeadlineSeconds"] = job.max_runtime
         # The job ends when the node that runs the command ends: node 0 for mpi/horovod/ray
         # (the others wait on it), the workers for ps-worker (parameter servers never exit).
         if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or (d.type == "ps-worker" and task == "worker"):

@@ -29,6 +29,7 @@ from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCreden
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import timestamp
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.survival import checkpoint_uri, field_error
 
 from . import manifests as m
 from . import trainjob
@@ -58,6 +59,8 @@ class PodOptions(BaseModel):
     service_account: Optional[str] = Field(None, description="serviceAccountName of the pods")
     node_selector: Dict[str, str] = Field(default_factory=dict, description="nodeSelector of the pods")
     tolerations: List[Dict[str, Any]] = Field(default_factory=list, description="tolerations of the pods (Kubernetes' own shape)")
+    spot_node_selector: Dict[str, str] = Field(default_factory=dict, description="spot: true adds these to nodeSelector: the cluster's label of spot nodes, e.g. {karpenter.sh/capacity-type: spot} (EKS with Karpenter) or {eks.amazonaws.com/capacityType: SPOT} (EKS managed node groups)")
+    spot_tolerations: List[Dict[str, Any]] = Field(default_factory=list, description="spot: true adds these tolerations (for spot nodes that carry a taint)")
     labels: Dict[str, str] = Field(default_factory=dict, description="extra labels on every object and pod")
     pod_annotations: Dict[str, str] = Field(default_factory=dict, description="annotations on every pod")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
@@ -123,6 +126,9 @@ class KubernetesProvider(Provider):
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
             "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue", "priority_class")}
+        if job.spot:  # the cluster says which nodes are spot: its labels and taints
+            fields["node_selector"] = {**options.spot_node_selector, **options.node_selector}
+            fields["tolerations"] = [*options.tolerations, *options.spot_tolerations]
         return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
                                      "gpu_selection": self.gpu_selection(job, options),
                                      "detector_targets": self.node_platform().bundle_targets})
@@ -139,6 +145,11 @@ class KubernetesProvider(Provider):
         """The objects to create, in order (pure)."""
 
     def check(self, job: JobSpec, options: PodOptions) -> None:
+        checkpoint_uri(job, "a Kubernetes cluster", ("pvc",), "pvc://team-checkpoints/digits (a ReadWriteMany claim)")
+        if job.spot and not (options.spot_node_selector or options.spot_tolerations):
+            raise field_error(job, ("spot",), f"Kubernetes has no spot field: set providers.{self.name}.spot_node_selector "
+                                              "(and spot_tolerations if spot nodes are tainted) to your cluster's spot "
+                                              "nodes, e.g. {karpenter.sh/capacity-type: spot} (EKS with Karpenter)")
         if not (options.image or job.image):
             raise BadInput(f"{self.where(job)}the job has no image; set `image` (or providers.{self.name}.image) "
                            "to an image that contains the code and Python >= 3.8")

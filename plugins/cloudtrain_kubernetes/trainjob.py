@@ -129,6 +129,8 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     ours = {RUNTIME_ENV: runtime.name, "CLOUDTRAIN_DETECTORS": f"{options.platform or PLATFORM}={detector}"}
     if runtime.mpi:
         ours[MPI_ENV] = "1"
+    if m.checkpoint_claim(job):  # mounted by the pod patch (m.container), named here for the trainer
+        ours["CLOUDTRAIN_CHECKPOINT_DIR"] = m.CHECKPOINT_MOUNT
     env = m.env_list(job, options, ours, rdma=rdma)
     trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options)),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
@@ -144,9 +146,8 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     labels = m.kueue_labels(options)
     if options.queue:
         spec["suspend"] = True  # Kueue resumes it when the queue admits it
-    deadline = getattr(job, "max_runtime", None)  # seconds (issue 19's job field, once it lands)
-    if deadline:
-        spec["activeDeadlineSeconds"] = int(deadline)
+    if job.max_runtime:  # seconds, from the TrainJob's start
+        spec["activeDeadlineSeconds"] = job.max_runtime
     meta: Dict[str, Any] = {"name": name}
     if labels:
         meta["labels"] = labels

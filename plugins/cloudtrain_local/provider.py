@@ -22,6 +22,7 @@ from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.store import Store
+from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir, spot_here_means_nothing
 
 
 
@@ -87,6 +88,8 @@ class LocalProvider(HostedProvider):
     # -- render (pure) -----------------------------------------------------------------
     def check(self, job: JobSpec, options: LocalOptions) -> None:
         self.emulated(options)  # an unknown platform is bad input, with the installed ones listed
+        host_checkpoint_dir(job, self.name)
+        spot_here_means_nothing(job, self.name)
 
     def node_specs(self, job: JobSpec, options: LocalOptions, *, run_dir: str, master_port: int) -> List[dict]:
         platform = self.emulated(options)
@@ -99,6 +102,9 @@ class LocalProvider(HostedProvider):
         job_env = {**interpreter_env(options.python), **self.rendered_env(job)}  # the job's own PATH wins
         ours = {"CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
                 "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets]))}
+        checkpoints = host_checkpoint_dir(job, self.name)
+        if checkpoints is not None:
+            ours[CHECKPOINT_ENV] = str(checkpoints)
         specs = []
         for i in range(nodes):
             env = dict(job_env)

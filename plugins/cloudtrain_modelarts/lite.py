@@ -264,7 +264,7 @@ class ModelartsLiteProvider(VolcanoProvider):
         # mounted /etc/hccn.conf: seed 001's manifest asks for the NPUs only, no RDMA device.
         return replace(mopts, volcano_plugins=plugins, pod_annotations=annotations, rdma_device=not ascend,
                        gpu_resource=options.npu_resource if ascend else options.gpu_resource,
-                       node_selector={**(NPU_SELECTOR if ascend else {}), **options.node_selector})
+                       node_selector={**(NPU_SELECTOR if ascend else {}), **mopts.node_selector})
 
     def check(self, job: JobSpec, options: LiteOptions) -> None:
         super().check(job, options)

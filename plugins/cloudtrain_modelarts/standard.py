@@ -30,6 +30,7 @@ from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import CloudProvider
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
+from cloudtrain.survival import checkpoint_uri, field_error
 from cloudtrain.secrets import MASK, Masker
 
 from . import catalog, sdk
@@ -40,6 +41,7 @@ SERVICE = "ModelArts"
 HASH_MARK = "cloudtrain:spec-hash="
 MAX_ENV = 100
 TERMINAL_PHASES = ("Completed", "Failed", "Terminated", "Abnormal")
+CHECKPOINT_DIR = "/cache/cloudtrain-checkpoint"  # where storage.checkpoint's OBS path is mounted
 
 
 class ObsData(BaseModel):
@@ -168,9 +170,25 @@ class ModelartsProvider(CloudProvider):
                           "fails); cloudtrain starts the image's sshd on every node (root, /usr/sbin/sshd) and waits for "
                           "it, but the image must hold a key pair shared by its nodes (~/.ssh/id_* with the public key in "
                           "authorized_keys)", CloudtrainWarning)
+        self.check_survival(job, options)
         reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
         if reserved:
             warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
+
+    @staticmethod
+    def check_survival(job: JobSpec, options: ModelartsOptions) -> None:
+        """spec.auto_stop counts whole hours (the SDK's AutoStop: time_unit HOURS, duration >= 1);
+        spot is schedule_policy.preemptible, which a dedicated pool honours; checkpoints are an
+        OBS volume (spec.volumes[].obs)."""
+        if job.max_runtime is not None and job.max_runtime % 3600:
+            hours = -(-job.max_runtime // 3600)
+            raise field_error(job, ("max_runtime",), f"ModelArts stops a job after whole hours (spec.auto_stop, "
+                                                     f"time_unit HOURS); {job.max_runtime_text} is not: use {hours}h")
+        if job.spot and not options.pool_id:
+            raise field_error(job, ("spot",), "ModelArts has no spot training on its public pools; a job on a "
+                                              "dedicated pool can be preemptible (schedule_policy.preemptible): set "
+                                              "providers.modelarts.pool_id, or drop spot")
+        checkpoint_uri(job, "ModelArts", ("obs",), "obs://team-ckpt/digits/")
 
     def code_dir_name(self, job: JobSpec, options: ModelartsOptions) -> str:
         if options.code_dir:
@@ -195,6 +213,8 @@ class ModelartsProvider(CloudProvider):
         }
         if self.over_ssh(job):  # every node starts its sshd (launch --sshd); node 0 waits for them all
             env.update({"OMPI_MCA_plm_rsh_args": sshd.CLIENT_OPTIONS, SSH_WAIT: str(sshd.SSHD_PORT)})
+        if job.storage.checkpoint:
+            env["CLOUDTRAIN_CHECKPOINT_DIR"] = CHECKPOINT_DIR
         env.update(self.rendered_env(job))
         return env
 
@@ -242,8 +262,13 @@ class ModelartsProvider(CloudProvider):
         spec: Dict[str, Any] = {"resource": resource}
         if options.log_export_path:
             spec["log_export_path"] = {"obs_url": _obs(options.log_export_path)}
-        if options.priority is not None:
-            spec["schedule_policy"] = {"priority": options.priority}
+        if options.priority is not None or job.spot:
+            spec["schedule_policy"] = {k: v for k, v in (("priority", options.priority), ("preemptible", job.spot or None))
+                                       if v is not None}
+        if job.max_runtime is not None:
+            spec["auto_stop"] = {"time_unit": "HOURS", "duration": job.max_runtime // 3600}
+        if job.storage.checkpoint:  # the same OBS path for every attempt: what one saved, the next sees
+            spec["volumes"] = [{"obs": {"obs_path": _obs(job.storage.checkpoint).rstrip("/"), "local_path": CHECKPOINT_DIR}}]
         return {"kind": "job", "metadata": metadata, "algorithm": algorithm, "spec": spec}
 
     @staticmethod

@@ -33,6 +33,7 @@ TRAINING_MODES = {"ddp": "DDP", "deepspeed": "DDP", "none": "DDP", "mpi": "MPI",
                   "ps-worker": "PS_WORKER", "ray": "RAY"}
 SOURCE_TYPES = {"cos": "COS", "cfs": "CFS", "cfsturbo": "CFSTurbo", "goosefsx": "GooseFSx", "dataset": "DATASET"}
 QUOTES = set("'\"`\\\n")
+CHECKPOINT_DIR = "/opt/ml/checkpoint"  # where storage.checkpoint is mounted read-write (CLOUDTRAIN_CHECKPOINT_DIR)
 
 
 def task_name(job: JobSpec, spec: str = SPEC) -> str:
@@ -157,6 +158,13 @@ def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
             raise job_error(job, opt("output"), "output cannot go to a dataset; use cos://, cfs:// or goosefsx://")
         configs.append({"MappingPath": options.output_dir, "DataSourceUsage": "OUTPUT", "DataSourceType": kind,
                         **source, "ReadOnly": False})
+    if job.storage.checkpoint:
+        kind, source = parse_source(job, options, job.storage.checkpoint, ("storage", "checkpoint"))
+        if kind == "DATASET":
+            raise job_error(job, ("storage", "checkpoint"), "checkpoints cannot go to a dataset; use cos://, cfs://, "
+                                                            "cfsturbo:// or goosefsx://")
+        configs.append({"MappingPath": CHECKPOINT_DIR, "DataSourceUsage": "OTHER", "DataSourceType": kind,
+                        **source, "ReadOnly": False})
     if len(configs) > MAX_DATA_CONFIGS:
         raise job_error(job, opt("data"), f"TI-ONE takes at most {MAX_DATA_CONFIGS} data configs (code, data and "
                                           f"output together), this job has {len(configs)}; merge some mounts")
@@ -278,6 +286,8 @@ def envs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict
     out = [{"Name": k, "Value": v} for k, v in job.env.items()]
     out += [{"Name": k, "Value": MASK, "IsPrivate": True} for k in job.secrets]
     own = {"CLOUDTRAIN_DETECTORS": detectors_variable(), "CLOUDTRAIN_OUTPUT_DIR": options.output_dir}
+    if job.storage.checkpoint:
+        own["CLOUDTRAIN_CHECKPOINT_DIR"] = CHECKPOINT_DIR
     names = ",".join(sorted([*job.env, *job.secrets]))
     if names:
         own["CLOUDTRAIN_ENV_NAMES"] = names
@@ -342,6 +352,8 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
         req["ImageInfo"] = image
     req.update(command_fields(job, options))
     req["TrainingMode"] = training_mode(job, options)
+    if job.spot:  # the SDK's ResourceSupplyAttribute.SupplyType: TIDE, SPOT, or empty (regular postpaid)
+        req["ResourceSupplyAttribute"] = {"SupplyType": "SPOT"}
     configs = data_configs(job, options)
     if configs:
         req["DataConfigs"] = configs
@@ -367,6 +379,13 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
     """Raise ``JobFileError`` for what cannot work; return warnings for what may surprise."""
     warnings: List[str] = []
     d, r = job.distribution, job.resources
+    if job.max_runtime is not None:  # CreateTrainingTaskRequest (SDK v20211111) has no run-time limit field
+        raise job_error(job, ("max_runtime",), "TI-ONE's CreateTrainingTask has no run-time limit; drop max_runtime "
+                                               "for this provider (--set max_runtime=null) and stop the task yourself "
+                                               "(cloudtrain cancel)")
+    if job.spot and options.resource_group:
+        raise job_error(job, ("spot",), "TI-ONE's spot supply (ResourceSupplyAttribute SPOT) is for postpaid specs, "
+                                        "not a prepaid resource group; drop spot or use providers.tione.instance_type")
     if options.resource_group and options.instance_type:
         raise job_error(job, opt("instance_type"), "give either instance_type (postpaid) or resource_group "
                                                    "(prepaid), not both")

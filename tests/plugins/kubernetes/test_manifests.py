@@ -33,6 +33,7 @@ COMBOS = {
     "min_nodes": {"distribution": {"min_nodes": 2}},
     "secrets": {"secrets": {"HF_TOKEN": {"from_env": "CT_K8S_TEST_SECRET"}}},
     "shm": {"resources": {"shm_gb": 16, "memory_gb": 2.5}},
+    "survive": {"max_runtime": "8h", "max_restarts": 2, "storage": {"checkpoint": "pvc://team-ckpt/digits/run-1"}},
     "all": {"resources": {"gpus_per_node": 2, "shm_gb": 8, "cpus_per_node": 4, "memory_gb": 64},
             "network": {"rdma": "on"}, "max_restarts": 2, "distribution": {"min_nodes": 3, "procs_per_node": 3},
             "secrets": {"HF_TOKEN": {"from_env": "CT_K8S_TEST_SECRET"}}},

@@ -1,0 +1,93 @@
+"""sagemaker: the neutral spot, max_runtime and storage.checkpoint (issue 19) in CreateTrainingJob,
+checked with botocore's service model; limits pinned to SageMaker's API reference as botocore
+ships it (the StoppingCondition documentation in the sagemaker service model)."""
+import pytest
+
+from aws_double import validate_request
+from cloudtrain.errors import JobFileError
+from cloudtrain.loading import load_job
+from conftest import write_job
+from test_aws_sagemaker_render import as_sent, job, render
+
+
+def sagemaker_docs(shape: str, member: str) -> str:
+    import botocore.session
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return model.shape_for(shape).members[member].documentation
+
+
+def test_the_three_neutral_fields_render_as_managed_spot_with_a_checkpoint_and_a_stopping_condition():
+    request = render(job(spot=True, max_runtime="8h", storage={"checkpoint": "s3://team/ckpt/digits/"},
+                         max_restarts=2))["sagemaker/CreateTrainingJob"]
+    validate_request("sagemaker", "CreateTrainingJob", as_sent(request))
+    assert request["EnableManagedSpotTraining"] is True
+    # spot: MaxWaitTimeInSeconds (run time plus waiting for capacity) must be >= MaxRuntimeInSeconds
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 28800, "MaxWaitTimeInSeconds": 57600}
+    assert request["CheckpointConfig"] == {"S3Uri": "s3://team/ckpt/digits/", "LocalPath": "/opt/ml/checkpoints"}
+    assert request["Environment"]["CLOUDTRAIN_CHECKPOINT_DIR"] == "/opt/ml/checkpoints"
+    # SageMaker resumes a spot job by itself; max_restarts is its RetryStrategy, nothing on top
+    assert request["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    on_demand = render(job(max_runtime="90m", storage={"checkpoint": "s3://team/ckpt/"}))["sagemaker/CreateTrainingJob"]
+    validate_request("sagemaker", "CreateTrainingJob", as_sent(on_demand))
+    assert on_demand["StoppingCondition"] == {"MaxRuntimeInSeconds": 5400}
+    assert "EnableManagedSpotTraining" not in on_demand and on_demand["CheckpointConfig"]["S3Uri"] == "s3://team/ckpt/"
+
+
+def test_the_neutral_fields_and_the_old_options_agree_or_the_job_is_refused(tmp_path):
+    same = render(job(max_runtime="2h", spot=True, options={"max_runtime_seconds": 7200, "spot": True}))
+    assert same["sagemaker/CreateTrainingJob"]["StoppingCondition"]["MaxRuntimeInSeconds"] == 7200
+    path = write_job(tmp_path, """
+        name: sm
+        command: python t.py
+        image: img
+        storage: {checkpoint: s3://a/ckpt}
+        providers:
+          sagemaker: {checkpoint_s3: s3://b/other}
+    """)
+    from cloudtrain import plugins
+    with pytest.raises(JobFileError) as info:
+        plugins.get_provider("sagemaker").render(load_job(path))
+    assert str(info.value).startswith(f"{path}:6: providers.sagemaker.checkpoint_s3: s3://b/other disagrees with "
+                                      "storage.checkpoint: s3://a/ckpt; keep one of them")
+
+
+def test_max_runtime_beyond_28_days_is_refused_as_sagemaker_says(tmp_path):
+    # botocore's service model, StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days."
+    assert "The maximum value is 28 days." in sagemaker_docs("StoppingCondition", "MaxRuntimeInSeconds")
+    from cloudtrain import plugins
+    plugins.get_provider("sagemaker").render(job(max_runtime="28d"))
+    path = write_job(tmp_path, "name: sm\ncommand: python t.py\nimage: img\nmax_runtime: 29d\n")
+    with pytest.raises(JobFileError) as info:
+        plugins.get_provider("sagemaker").render(load_job(path))
+    assert str(info.value).startswith(f"{path}:4: max_runtime: 29d is longer than the 28d SageMaker allows")
+
+
+def test_a_checkpoint_outside_s3_is_refused_at_its_line(tmp_path):
+    # botocore's service model: CheckpointConfig.S3Uri, "the S3 path where you want SageMaker to store checkpoints"
+    assert "S3 path" in sagemaker_docs("CheckpointConfig", "S3Uri")
+    path = write_job(tmp_path, "name: sm\ncommand: python t.py\nimage: img\nstorage: {checkpoint: 'gs://b/ckpt'}\n")
+    from cloudtrain import plugins
+    with pytest.raises(JobFileError) as info:
+        plugins.get_provider("sagemaker").render(load_job(path))
+    assert str(info.value).startswith(f"{path}:4: storage.checkpoint: SageMaker keeps checkpoints under s3://, "
+                                      "got 'gs://b/ckpt'; e.g. s3://team/ckpt/digits/")
+
+
+def test_status_counts_sagemakers_own_restarts_from_the_secondary_status_transitions():
+    # botocore's model, DescribeTrainingJobResponse.SecondaryStatus: "Interrupted - The job stopped
+    # because the managed spot training instances were interrupted."
+    import datetime
+    assert "managed spot training instances were interrupted" in sagemaker_docs("DescribeTrainingJobResponse",
+                                                                                 "SecondaryStatus")
+    from cloudtrain import plugins
+    at = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    transitions = [{"Status": s, "StartTime": at, "StatusMessage": m} for s, m in (
+        ("Starting", "Preparing the instances"), ("Training", "Training image download completed"),
+        ("Interrupted", "Spot capacity was reclaimed"), ("Restarting", "Restarting after interruption"),
+        ("Training", ""), ("Restarting", "Retrying after an internal error"), ("Training", ""))]
+    status = plugins.get_provider("sagemaker")._job_status("us-east-1/sm-job-0123456789ab", {
+        "TrainingJobName": "sm-job-0123456789ab", "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
+        "SecondaryStatusTransitions": transitions})
+    assert [(r["attempt"], r["reason"]) for r in status.restarts] == [
+        (1, "Interrupted: Spot capacity was reclaimed"), (2, "Restarting: Retrying after an internal error")]
+    assert status.restarts[0]["at"] == at.timestamp()
