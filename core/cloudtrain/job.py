@@ -116,7 +116,9 @@ class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
     name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits, '-'; at most 63 characters")
-    code: str = Field(".", description="directory shipped to every node (relative to the job file; from --set: to the current directory)")
+    code: Optional[str] = Field(".", description="directory shipped to every node (relative to the job file; from --set: "
+                                                 "to the current directory); null: the image already holds the code, "
+                                                 "nothing is shipped")
     command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
     image: Optional[str] = Field(None, description="container image, for container-based providers")
     distribution: Distribution = Field(default_factory=Distribution)
@@ -186,9 +188,11 @@ class JobSpec(Strict):
         return self.distribution.ps or 1
 
     @property
-    def code_path(self) -> Path:
+    def code_path(self) -> Optional[Path]:
         """The code directory as an absolute path: relative to the job file, or to the current
-        directory when ``--set code=...`` gave it (or there is no file)."""
+        directory when ``--set code=...`` gave it (or there is no file); None with ``code: null``."""
+        if self.code is None:
+            return None
         source = self._source
         from_file = source is not None and source.path is not None and source.override_of(("code",)) is None
         base = source.path.parent if from_file else Path.cwd()

@@ -130,7 +130,7 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     if runtime.mpi:
         ours[MPI_ENV] = "1"
     env = m.env_list(job, options, ours, rdma=rdma)
-    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options)),
+    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options), options=options),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
     resources = m.resources_of(job, options, rdma)
     if resources:
@@ -159,7 +159,7 @@ def build_trainjob(job: JobSpec, options=None, runtime: Optional[Runtime] = None
     options = m.ManifestOptions.of({"provider": PLATFORM, "platform": PLATFORM} if options is None else options)
     runtime = runtime or runtime_for(job)
     bundle = m.launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle),
+    out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle), m.code_configmap(job, options),
            m.stamp(train_job(job, options, runtime, bundle), job, options)]
     return [o for o in out if o is not None]
 
