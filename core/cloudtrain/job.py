@@ -112,6 +112,29 @@ class Network(Strict):
     rdma: Literal["auto", "on", "off"] = Field("auto", description="RDMA / InfiniBand / EFA presets per provider")
 
 
+class Storage(Strict):
+    """Where the training data is and where outputs go, the same for every provider; each maps
+    them natively (the storage table in docs/job-file.md)."""
+
+    inputs: Dict[str, str] = Field(default_factory=dict, description="name -> URI of the training data (s3://, pvc://, "
+                                                                     "a host path or file:// ...); every node sees "
+                                                                     "CLOUDTRAIN_INPUT_<NAME>, a local path")
+    output: Optional[str] = Field(None, min_length=1, description="URI the job's CLOUDTRAIN_OUTPUT_DIR ends up in "
+                                                                  "(cloudtrain outputs HANDLE downloads it)")
+
+    @field_validator("inputs")
+    @classmethod
+    def _input_names(cls, v):
+        import re
+        for name, uri in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
+                raise ValueError(f"input name {name!r} must be lowercase letters, digits and '_' (it becomes "
+                                 f"CLOUDTRAIN_INPUT_{name.upper()})")
+            if not isinstance(uri, str) or not uri.strip():
+                raise ValueError(f"input {name} needs a URI or path")
+        return v
+
+
 class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
@@ -126,6 +149,7 @@ class JobSpec(Strict):
     env: Dict[str, str] = Field(default_factory=dict, description="environment variables of every node (values become strings)")
     secrets: Dict[str, SecretRef] = Field(default_factory=dict, description="variables whose values are never printed, logged or rendered")
     network: Network = Field(default_factory=Network, description="RDMA / InfiniBand / EFA")
+    storage: Storage = Field(default_factory=Storage, description="training data (inputs) and where outputs go")
     max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a failure")
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 

@@ -187,12 +187,19 @@ class Provider(abc.ABC):
         for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self):
             for problem in result or ():
                 problems.add(BadInput(f"{where}{problem}"))
+        from .storage import problems as storage_problems
+        for loc, message in storage_problems(job, self.name, self.storage_schemes):
+            problems.add(self.job_error(job, loc, message))
         if options is not None:
             problems.collect(self.check, job, options)
             if submit:
                 self.preflight(job, options, problems)
         problems.raise_all()
         return options
+
+    # The schemes of storage.inputs / storage.output this provider maps (cloudtrain.storage):
+    # "file" is a host path or file:// URI; any other scheme is refused at its line.
+    storage_schemes: ClassVar[Tuple[str, ...]] = ()
 
     def check(self, job: JobSpec, options) -> None:
         """Provider-specific checks of a job against its options; raise ``BadInput``."""
@@ -349,6 +356,11 @@ class Provider(abc.ABC):
         """This platform's node topology from ``environ``, or None if it is not this platform."""
         module, _, attr = cls.detector_target().partition(":")
         return getattr(importlib.import_module(module), attr or "detect")(environ)
+
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """Download the job's output (``storage.output``) into ``dest``; the files written."""
+        raise BadInput(f"{self.name} cannot download a job's outputs yet; fetch them from where storage.output "
+                       "(or the provider's own output option) points, with the platform's tools")
 
     # -- helpers for subclasses ------------------------------------------------------------
     @staticmethod

@@ -31,6 +31,12 @@ Shipping the code: a second ConfigMap
     archive above ``INLINE_CODE_LIMIT`` (900 KiB packed) is refused at render with the way out.
     ``code: null``: no ConfigMap, no unpack (the image holds the code).
 
+Storage
+    ``storage.inputs`` / ``storage.output`` as ``pvc://CLAIM[/PATH]``: each claim is one
+    ``persistentVolumeClaim`` volume of every pod, mounted at ``/cloudtrain/inputs/<name>``
+    (read-only) and ``/cloudtrain/output`` with ``subPath`` PATH; the containers get
+    ``CLOUDTRAIN_INPUT_<NAME>`` and ``CLOUDTRAIN_OUTPUT_DIR`` naming those paths.
+
 Secrets
     One ``Secret`` ``<name>-secrets`` whose ``stringData`` holds every secret of the job as
     ``***`` in the rendered output; the provider puts the real values (resolved at submit)
@@ -61,6 +67,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from cloudtrain import storage
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.secrets import MASK
@@ -81,6 +88,8 @@ CODE_KEY = "code.tar.gz"
 # ConfigMap cannot exceed 1 MiB"; core.MaxSecretSize in ValidateConfigMap); 900 KiB packed
 # leaves room for the object's metadata and the apiserver's own overhead.
 INLINE_CODE_LIMIT = 900 * 1024
+INPUTS_DIR = "/cloudtrain/inputs"
+OUTPUT_DIR = "/cloudtrain/output"
 SHM_VOLUME = "dshm"
 GROUP_KUBEFLOW = "kubeflow.org"
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -299,6 +308,35 @@ def secret_manifest(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
                   "stringData": {name: MASK for name in sorted(job.secrets)}}, job, options)
 
 
+# -- storage: pvc:// inputs and output -------------------------------------------------------------
+def claim_volumes(job: JobSpec) -> Dict[str, str]:
+    """``{claim: volume name}`` of the claims storage names, in order of first use."""
+    claims: Dict[str, str] = {}
+    for _, uri in storage.entries(job):
+        claim = storage.split(uri)[1].partition("/")[0]
+        claims.setdefault(claim, f"ct-data-{len(claims)}")
+    return claims
+
+
+def storage_mounts(job: JobSpec) -> Tuple[List[dict], Dict[str, str]]:
+    """(volumeMounts, env) for storage's inputs and output."""
+    volumes = claim_volumes(job)
+    mounts, env = [], {}
+    for loc, uri in storage.entries(job):
+        claim = storage.split(uri)[1].partition("/")[0]
+        path = f"{INPUTS_DIR}/{loc[-1]}" if loc[1] == "inputs" else OUTPUT_DIR
+        mount = {"name": volumes[claim], "mountPath": path}
+        if storage.path_in(uri):
+            mount["subPath"] = storage.path_in(uri)
+        if loc[1] == "inputs":
+            mount["readOnly"] = True
+            env[storage.input_env(loc[-1])] = path
+        else:
+            env[storage.OUTPUT_ENV] = path
+        mounts.append(mount)
+    return mounts, env
+
+
 # -- containers and pods -------------------------------------------------------------------------
 def launch_command(job: JobSpec, options: ManifestOptions) -> List[str]:
     platform = ["--platform", options.platform] if options.platform else []
@@ -364,8 +402,10 @@ def container(job: JobSpec, options: ManifestOptions, name: str, command: List[s
         raise ValueError("the job has no image; set `image` or the provider's image option")
     rdma = compute and rdma_enabled(job, options)
     c: Dict[str, Any] = {"name": name, "image": image, "command": command,
-                         "env": env_list(job, options, extra_env, rdma=rdma_enabled(job, options)),
                          "volumeMounts": [{"name": LAUNCHER_VOLUME, "mountPath": LAUNCHER_DIR, "readOnly": True}]}
+    data_mounts, data_env = storage_mounts(job)
+    c["env"] = env_list(job, options, {**data_env, **(extra_env or {})}, rdma=rdma_enabled(job, options))
+    c["volumeMounts"] += data_mounts
     if options.code is not None:
         c["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
     if options.image_pull_policy:
@@ -403,6 +443,8 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
     volumes = [{"name": LAUNCHER_VOLUME, "configMap": {
         "name": launcher_configmap_name(job, options), "defaultMode": 0o644,
         "items": [{"key": configmap_key(p), "path": p} for p in sorted(bundle)]}}]
+    volumes += [{"name": volume, "persistentVolumeClaim": {"claimName": claim}}
+                for claim, volume in claim_volumes(job).items()]
     if options.code is not None:
         volumes.append({"name": CODE_VOLUME, "configMap": {"name": code_configmap_name(job, options), "defaultMode": 0o444}})
     if any(m["name"] == SHM_VOLUME for c in containers for m in c.get("volumeMounts", [])):

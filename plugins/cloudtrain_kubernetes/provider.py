@@ -111,6 +111,7 @@ class KubernetesProvider(Provider):
     sdk_modules = ("kubernetes",)
     Options = KubeOptions
     kinds: Tuple[str, ...] = ()
+    storage_schemes: Tuple[str, ...] = ("pvc",)  # PersistentVolumeClaims: pvc://CLAIM[/PATH]
 
     def __init__(self, api_client=None, store=None, **clients):
         super().__init__(**clients)

@@ -129,7 +129,7 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     ours = {RUNTIME_ENV: runtime.name, "CLOUDTRAIN_DETECTORS": f"{options.platform or PLATFORM}={detector}"}
     if runtime.mpi:
         ours[MPI_ENV] = "1"
-    env = m.env_list(job, options, ours, rdma=rdma)
+    env = m.env_list(job, options, {**m.storage_mounts(job)[1], **ours}, rdma=rdma)  # the patches mount the claims
     trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options), options=options),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
     resources = m.resources_of(job, options, rdma)
