@@ -141,9 +141,6 @@ class HostedProvider(Provider):
     # -- submitting ----------------------------------------------------------------------
     @staticmethod
     def new_run(job: JobSpec) -> Tuple[str, Path]:
-        if job.code_path is None:
-            raise BadInput("code: null means the image holds the code, but local and docker runs run the code "
-                           "directory in place; set `code` to that directory")
         if not job.code_path.is_dir():
             raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
         job_id = f"{job.name}-{_random.token_hex(3)}"

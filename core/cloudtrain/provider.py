@@ -187,6 +187,10 @@ class Provider(abc.ABC):
         for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self):
             for problem in result or ():
                 problems.add(BadInput(f"{where}{problem}"))
+        if job.code is None and not self.code_optional:
+            problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
+                                        "not take: its nodes get the launcher with the code directory; set `code` to "
+                                        "that directory (code: null works on the Kubernetes providers)"))
         from .storage import problems as storage_problems
         for loc, message in storage_problems(job, self.name, self.storage_schemes):
             problems.add(self.job_error(job, loc, message))
@@ -200,6 +204,8 @@ class Provider(abc.ABC):
     # The schemes of storage.inputs / storage.output this provider maps (cloudtrain.storage):
     # "file" is a host path or file:// URI; any other scheme is refused at its line.
     storage_schemes: ClassVar[Tuple[str, ...]] = ()
+    # Whether ``code: null`` (the image holds the code; nothing is shipped) is taken.
+    code_optional: ClassVar[bool] = False
 
     def check(self, job: JobSpec, options) -> None:
         """Provider-specific checks of a job against its options; raise ``BadInput``."""

@@ -112,6 +112,7 @@ class KubernetesProvider(Provider):
     Options = KubeOptions
     kinds: Tuple[str, ...] = ()
     storage_schemes: Tuple[str, ...] = ("pvc",)  # PersistentVolumeClaims: pvc://CLAIM[/PATH]
+    code_optional = True  # code: null: no code ConfigMap, the pods run in the image's workdir
 
     def __init__(self, api_client=None, store=None, **clients):
         super().__init__(**clients)

@@ -127,7 +127,6 @@ def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_pa
         name: st
         command: python t.py
         image: registry.example/i:1
-        code: null
         storage:
           inputs:
             train: {uri}
@@ -135,7 +134,7 @@ def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_pa
         """)
     for command in ("render", "validate"):
         proc = run_cli(command, "-p", provider, path, check=2)
-        assert f"{path}:7" in proc.stderr and "storage.inputs.train" in proc.stderr
+        assert f"{path}:6" in proc.stderr and "storage.inputs.train" in proc.stderr
         assert f"it takes {takes}" in proc.stderr
 
 
@@ -149,6 +148,13 @@ def test_providers_without_a_mapping_yet_refuse_storage_rather_than_drop_it(tmp_
         """)
     proc = run_cli("validate", "-p", provider, path)
     assert proc.returncode == 2 and "storage.output" in proc.stderr and "takes no storage" in proc.stderr
+
+
+@pytest.mark.parametrize("provider", ["local", "docker", "sagemaker", "azure", "tione", "modelarts", "ec2"])
+def test_code_null_is_refused_where_the_launcher_travels_with_the_code(tmp_path, provider):
+    path = write_job(tmp_path, "name: st\ncode: null\ncommand: python t.py\nimage: i\n")
+    proc = run_cli("validate", "-p", provider, path)
+    assert proc.returncode == 2 and f"{path}:2" in proc.stderr and "code: null works on the Kubernetes" in proc.stderr
 
 
 def test_input_names_become_variable_names():
