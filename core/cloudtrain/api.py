@@ -85,6 +85,14 @@ def status(handle: str) -> JobStatus:
     return attach(handle).status()
 
 
+def outputs(handle: str, dest=None) -> list:
+    """Download the output of job ``handle`` into ``dest`` (default ``./outputs/<id>``); the files."""
+    from pathlib import Path
+    from .outputs import default_dest
+    name, job_id = parse_handle(handle)
+    return get_provider(name).outputs(job_id, Path(dest) if dest else default_dest(handle))
+
+
 def cancel(handle: str) -> JobStatus:
     return attach(handle).cancel()
 

@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "wait":
             p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 1)")
 
+    p = sub.add_parser("outputs", help="download a job's output (what its nodes wrote to CLOUDTRAIN_OUTPUT_DIR)")
+    p.add_argument("handle", help="PROVIDER://ID")
+    p.add_argument("-o", "--output", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+
     p = sub.add_parser("logs", help="print a job's logs")
     p.add_argument("handle", help="PROVIDER://ID")
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the job ends")
@@ -241,6 +245,15 @@ def cmd_cancel(args) -> int:
     return 0
 
 
+def cmd_outputs(args) -> int:
+    from .api import outputs
+    from .outputs import default_dest
+    dest = args.output or str(default_dest(args.handle))
+    files = outputs(args.handle, dest)
+    print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} to {dest}")
+    return 0
+
+
 def cmd_logs(args) -> int:
     from .api import attach
     if args.check_rdma:
@@ -323,7 +336,7 @@ def _table(rows) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-COMMANDS = {"submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
+COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
             "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config}
 

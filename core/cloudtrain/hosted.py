@@ -147,12 +147,30 @@ class HostedProvider(Provider):
         run_dir.mkdir(parents=True, mode=0o700)
         return job_id, run_dir
 
+    @staticmethod
+    def host_output(job: JobSpec, run_dir) -> Path:
+        """The directory on this machine that holds the job's output: ``storage.output`` (a host
+        path or file:// URI), else ``<run dir>/output``."""
+        from .storage import local_path
+        return local_path(job, job.storage.output) if job.storage.output else Path(run_dir) / "output"
+
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """Copy the job's output directory (``host_output``) into ``dest``."""
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise JobNotFound(self.handle(job_id))
+        plan = json.loads((Path(job["run_dir"]) / "plan.json").read_text())
+        source = Path(plan.get("output_dir") or Path(job["run_dir"]) / "output")
+        from .outputs import copy_tree
+        return copy_tree(source, dest)
+
     def start_supervisor(self, job: JobSpec, job_id: str, run_dir: Path, plan: dict,
                          secrets: Dict[str, str]) -> str:
         """Write the plan, record the job, start the detached supervisor with the secrets in its
         environment only (never on disk in clear, never in the plan)."""
         plan = dict(plan, job_id=job_id, name=job.name, code=str(job.code_path), max_restarts=job.max_restarts,
                     max_runtime=job.max_runtime, max_runtime_text=job.max_runtime_text,
+                    output_dir=str(self.host_output(job, run_dir)),
                     distribution=job.distribution.type, nproc_per_node=job.procs_per_node)
         checkpoints = host_checkpoint_dir(job, self.name)
         if checkpoints is not None:  # kept across restarts and across submits: never removed here

@@ -114,20 +114,39 @@ class Network(Strict):
 
 
 class Storage(Strict):
-    """Where a job keeps data beyond its nodes' disks.  ``checkpoint`` now; the neutral
-    ``inputs`` and ``output`` join it (issue 17)."""
+    """Where the training data is, where outputs go and where checkpoints are kept, the same
+    for every provider; each maps them natively (the storage table in docs/job-file.md)."""
 
+    inputs: Dict[str, str] = Field(default_factory=dict, description="name -> URI of the training data (s3://, pvc://, "
+                                                                     "a host path or file:// ...); every node sees "
+                                                                     "CLOUDTRAIN_INPUT_<NAME>, a local path")
+    output: Optional[str] = Field(None, min_length=1, description="URI the job's CLOUDTRAIN_OUTPUT_DIR ends up in "
+                                                                  "(cloudtrain outputs HANDLE downloads it)")
     checkpoint: Optional[str] = Field(
         None, min_length=1,
         description="where checkpoints are kept across restarts (s3://, azureml://, pvc://, cos://, obs://, "
                     "or a local path / file:// URI for local and docker); nodes see CLOUDTRAIN_CHECKPOINT_DIR")
+
+    @field_validator("inputs")
+    @classmethod
+    def _input_names(cls, v):
+        import re
+        for name, uri in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
+                raise ValueError(f"input name {name!r} must be lowercase letters, digits and '_' (it becomes "
+                                 f"CLOUDTRAIN_INPUT_{name.upper()})")
+            if not isinstance(uri, str) or not uri.strip():
+                raise ValueError(f"input {name} needs a URI or path")
+        return v
 
 
 class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
     name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits, '-'; at most 63 characters")
-    code: str = Field(".", description="directory shipped to every node (relative to the job file; from --set: to the current directory)")
+    code: Optional[str] = Field(".", description="directory shipped to every node (relative to the job file; from --set: "
+                                                 "to the current directory); null: the image already holds the code, "
+                                                 "nothing is shipped")
     command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
     image: Optional[str] = Field(None, description="container image, for container-based providers")
     distribution: Distribution = Field(default_factory=Distribution)
@@ -135,7 +154,7 @@ class JobSpec(Strict):
     env: Dict[str, str] = Field(default_factory=dict, description="environment variables of every node (values become strings)")
     secrets: Dict[str, SecretRef] = Field(default_factory=dict, description="variables whose values are never printed, logged or rendered")
     network: Network = Field(default_factory=Network, description="RDMA / InfiniBand / EFA")
-    storage: Storage = Field(default_factory=Storage, description="checkpoints kept across restarts")
+    storage: Storage = Field(default_factory=Storage, description="training data (inputs), where outputs go, checkpoints kept across restarts")
     spot: bool = Field(False, description="preemptible (spot) capacity where the platform offers it")
     max_runtime: OptionalDuration = Field(None, description="hard limit on the run time: 90s, 30m, 8h, 2d or 1h30m "
                                                             "(a bare number is seconds); the job fails when it is reached")
@@ -206,9 +225,11 @@ class JobSpec(Strict):
         return self.distribution.ps or 1
 
     @property
-    def code_path(self) -> Path:
+    def code_path(self) -> Optional[Path]:
         """The code directory as an absolute path: relative to the job file, or to the current
-        directory when ``--set code=...`` gave it (or there is no file)."""
+        directory when ``--set code=...`` gave it (or there is no file); None with ``code: null``."""
+        if self.code is None:
+            return None
         source = self._source
         from_file = source is not None and source.path is not None and source.override_of(("code",)) is None
         base = source.path.parent if from_file else Path.cwd()

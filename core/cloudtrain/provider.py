@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict
@@ -183,12 +184,25 @@ class Provider(abc.ABC):
         for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self):
             for problem in result or ():
                 problems.add(BadInput(f"{where}{problem}"))
+        if job.code is None and not self.code_optional:
+            problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
+                                        "not take: its nodes get the launcher with the code directory; set `code` to "
+                                        "that directory (code: null works on the Kubernetes providers)"))
+        from .storage import problems as storage_problems
+        for loc, message in storage_problems(job, self.name, self.storage_schemes):
+            problems.add(self.job_error(job, loc, message))
         if options is not None:
             problems.collect(self.check, job, options)
             if submit:
                 self.preflight(job, options, problems)
         problems.raise_all()
         return options
+
+    # The schemes of storage.inputs / storage.output this provider maps (cloudtrain.storage):
+    # "file" is a host path or file:// URI; any other scheme is refused at its line.
+    storage_schemes: ClassVar[Tuple[str, ...]] = ()
+    # Whether ``code: null`` (the image holds the code; nothing is shipped) is taken.
+    code_optional: ClassVar[bool] = False
 
     def check(self, job: JobSpec, options) -> None:
         """Provider-specific checks of a job against its options; raise ``BadInput``."""
@@ -354,6 +368,11 @@ class Provider(abc.ABC):
     def detect(cls, environ: Mapping[str, str]):
         """This platform's node topology from ``environ``, or None if it is not this platform."""
         return cls.node_platform().detect(environ)
+
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """Download the job's output (``storage.output``) into ``dest``; the files written."""
+        raise BadInput(f"{self.name} cannot download a job's outputs yet; fetch them from where storage.output "
+                       "(or the provider's own output option) points, with the platform's tools")
 
     # -- helpers for subclasses ------------------------------------------------------------
     @staticmethod

@@ -57,9 +57,12 @@ def with_launcher_path(argv: List[str], launcher_dir: str = LAUNCHER_DIR) -> str
     return launcher_path(launcher_dir) + " " + shlex.join(argv)
 
 
-def code_files(root: Path) -> Iterator[Tuple[str, Path]]:
+def code_files(root: Optional[Path]) -> Iterator[Tuple[str, Path]]:
     """(relative POSIX path, file) under ``root``, sorted: the selection of ``cloudtrain.codetree``
-    (ignore files, never VCS data or caches) without a stale launcher directory."""
+    (ignore files, never VCS data or caches) without a stale launcher directory.  ``None`` (the
+    job's ``code: null``: the image holds the code) selects nothing."""
+    if root is None:
+        return iter(())
     return CodeSelection(root, extra_ignored=(LAUNCHER_DIR,)).files()
 
 
@@ -85,17 +88,39 @@ def stage(job: JobSpec, dest, platforms: Iterable = ()) -> Path:
     return dest
 
 
-def archive(job: JobSpec, platforms: Iterable = ()) -> bytes:
+_PACKED: dict = {}
+
+
+def packed_code(job: JobSpec) -> bytes:
+    """``archive(job, launcher=False)``: the code alone, remembered per code directory and
+    file listing (path, size, mtime) so rendering a job twice packs it once.  Raises
+    ``FileNotFoundError`` when the code directory does not exist."""
+    root = job.code_path
+    if root is None or not root.is_dir():
+        raise FileNotFoundError(str(root))
+    listing = tuple((rel, path.stat().st_size, path.stat().st_mtime_ns) for rel, path in code_files(root))
+    key = (str(root), listing)
+    if key not in _PACKED:
+        if len(_PACKED) > 8:
+            _PACKED.clear()
+        _PACKED[key] = archive(job, launcher=False)
+    return _PACKED[key]
+
+
+def archive(job: JobSpec, platforms: Iterable = (), launcher: bool = True) -> bytes:
     """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
-    paths relative to the code directory."""
+    paths relative to the code directory.  ``launcher=False``: the code only (Kubernetes pods
+    get the launcher from its own ConfigMap)."""
     import gzip  # here, not at the top: most providers never build an archive
     import io
     import tarfile
     import tempfile
     from .launch.bundle import write_bundle
     with tempfile.TemporaryDirectory(prefix="cloudtrain-ship-") as tmp:
-        bundle = write_bundle(Path(tmp), platforms)
-        files = [*code_files(job.code_path), *((f"{LAUNCHER_DIR}/{rel}", path) for rel, path in code_files(bundle))]
+        files = list(code_files(job.code_path))
+        if launcher:
+            bundle = write_bundle(Path(tmp), platforms)
+            files += [(f"{LAUNCHER_DIR}/{rel}", path) for rel, path in code_files(bundle)]
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for rel, path in files:

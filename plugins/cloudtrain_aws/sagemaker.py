@@ -14,7 +14,7 @@ from typing import Dict, Iterator, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain import shipping
+from cloudtrain import shipping, storage
 from cloudtrain.launch import sshd
 from cloudtrain.errors import JobFileError
 from cloudtrain.instances import Choice, choose
@@ -31,6 +31,7 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 CODE_CHANNEL = "code"
 ROLE_PLACEHOLDER = "<providers.sagemaker.role_arn>"
 OUTPUT_PLACEHOLDER = "s3://<providers.sagemaker.output_s3>"
+INPUT_DATA_DIR = "/opt/ml/input/data"  # a File-mode channel's local directory: /opt/ml/input/data/<channel>
 # The container's first step: unpack the code channel's archive and exec the launcher ("$@").
 # ContainerEntrypoint items are limited to 256 characters each, so this stays short.
 BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; mkdir -p "$d"; '
@@ -77,6 +78,22 @@ class SageMakerProvider(AwsProvider):
     required = {"role_arn": "arn:aws:iam::123456789012:role/train", "output_s3": "s3://my-bucket/cloudtrain",
                 "region": "us-east-1"}
     s3_options = ("output_s3", "code_s3", "checkpoint_s3", "inputs")
+    storage_schemes = ("s3",)  # storage.inputs -> input channels, storage.output -> OutputDataConfig
+
+    @classmethod
+    def _with_storage_output(cls, job: JobSpec, options):
+        """The options with the neutral ``storage.output`` as ``output_s3`` (the same place said
+        twice differently is refused at ``storage.output``)."""
+        output = job.storage.output
+        if output and options.output_s3 and options.output_s3.rstrip("/") != output.rstrip("/"):
+            raise cls.job_error(job, ("storage", "output"), f"is {output} but providers.sagemaker.output_s3 is "
+                                f"{options.output_s3}; keep one of them")
+        return options.model_copy(update={"output_s3": output}) if output else options
+
+    @staticmethod
+    def input_channels(job: JobSpec, options: SageMakerOptions) -> Dict[str, str]:
+        """Channel name -> S3 URI: providers.sagemaker.inputs and the neutral storage.inputs."""
+        return {**options.inputs, **job.storage.inputs}
     # The one table: SageMaker's status -> neutral.  While InProgress, the SecondaryStatus is
     # looked up; a terminal status is looked up as "Status/SecondaryStatus" first (a job stopped
     # for exceeding its run time failed, it was not cancelled), then as the status.
@@ -109,8 +126,9 @@ class SageMakerProvider(AwsProvider):
 
     @classmethod
     def options(cls, job: JobSpec) -> SageMakerOptions:
-        """The section's options with the neutral spot, max_runtime and storage.checkpoint in them."""
-        options = super().options(job)
+        """The section's options with the neutral spot, max_runtime, storage.output and
+        storage.checkpoint in them."""
+        options = cls._with_storage_output(job, super().options(job))
         # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
         # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
         at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
@@ -150,6 +168,13 @@ class SageMakerProvider(AwsProvider):
         if options.network_isolation and job.secrets:
             raise JobFileError("a network-isolated container cannot read Secrets Manager; drop the job's "
                                "secrets or network_isolation", **option_line(job, "sagemaker", "network_isolation"))
+        for name in sorted(set(options.inputs) & set(job.storage.inputs)):
+            if options.inputs[name] != job.storage.inputs[name]:
+                raise self.job_error(job, ("storage", "inputs", name), f"is {job.storage.inputs[name]} but "
+                                     f"providers.sagemaker.inputs.{name} is {options.inputs[name]}; keep one of them")
+        if CODE_CHANNEL in job.storage.inputs:
+            raise self.job_error(job, ("storage", "inputs", CODE_CHANNEL), "'code' is the channel of the shipped code; "
+                                 "name this input otherwise")
         for name in options.inputs:
             if name == CODE_CHANNEL or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise JobFileError(f"channel name {name!r} is taken or invalid (letters, digits, . - _; not 'code')",
@@ -183,6 +208,8 @@ class SageMakerProvider(AwsProvider):
         })
         if self.checkpoint_s3(job, options):
             env["CLOUDTRAIN_CHECKPOINT_DIR"] = options.checkpoint_dir
+        for name in job.storage.inputs:  # SageMaker downloads channel <name> here before the command
+            env[storage.input_env(name)] = f"{INPUT_DATA_DIR}/{name}"
         if options.secrets_manager:
             env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
         if job.distribution.type in ("mpi", "horovod"):
@@ -211,7 +238,7 @@ class SageMakerProvider(AwsProvider):
         channels = [{"ChannelName": CODE_CHANNEL, "InputMode": "File", "CompressionType": "None",
                      "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": code_uri,
                                                      "S3DataDistributionType": "FullyReplicated"}}}]
-        for name, uri in sorted(options.inputs.items()):
+        for name, uri in sorted(self.input_channels(job, options).items()):
             channels.append({"ChannelName": name, "InputMode": "File",
                              "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
                                                              "S3DataDistributionType": "FullyReplicated"}}})
@@ -293,6 +320,27 @@ class SageMakerProvider(AwsProvider):
                 # The name holds the spec's hash: this is the same job, created by an earlier
                 # attempt (a retried create whose first response was lost, or a second submit).
         return f"{region}/{name}"
+
+    # -- outputs -------------------------------------------------------------------------------
+    def outputs(self, job_id: str, dest):
+        """SageMaker uploads /opt/ml/model (CLOUDTRAIN_OUTPUT_DIR) as the job's model.tar.gz
+        (DescribeTrainingJob ``ModelArtifacts.S3ModelArtifacts``): fetch it and unpack it into ``dest``."""
+        import tempfile
+        from pathlib import Path
+        from cloudtrain.errors import BadInput
+        from cloudtrain.launch.unpack import unpack
+        region, name = self.split_id(job_id)
+        uri = (self._describe(job_id, fresh=True).get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+        if not uri:
+            raise BadInput(f"SageMaker has no model artifacts for {name} yet (they are uploaded when the job ends); "
+                           f"wait for it (cloudtrain wait {self.handle(job_id)})")
+        bucket, key = parse_s3(uri)
+        with self.api(f"download {uri}"), tempfile.TemporaryDirectory(prefix="cloudtrain-outputs-") as tmp:
+            archive = Path(tmp) / "model.tar.gz"
+            self.client("s3", region).download_file(bucket, key, str(archive))
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            unpack(str(archive), str(dest))
+        return sorted(p for p in Path(dest).rglob("*") if p.is_file())
 
     # -- follow --------------------------------------------------------------------------------
     def _describe(self, job_id: str, fresh: bool = False) -> dict:

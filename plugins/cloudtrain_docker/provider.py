@@ -17,6 +17,7 @@ from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.hosted import RUN_ID, HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
+from cloudtrain import storage
 from cloudtrain.secrets import MASK
 from cloudtrain.store import Store, home
 from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir, spot_here_means_nothing
@@ -26,6 +27,7 @@ SECRETS_PATH = "/run/cloudtrain/secrets.json"
 SSH_DIR = "/run/cloudtrain/ssh"
 OUTPUT_DIR = "/output"
 CHECKPOINT_DIR = "/checkpoints"
+INPUTS_DIR = "/inputs"
 LABEL = "cloudtrain"
 GIB = 1024 ** 3
 
@@ -58,6 +60,7 @@ class DockerProvider(HostedProvider):
     description = "one container per node on a private Docker network"
     sdk_modules = ("docker",)
     Options = DockerOptions
+    storage_schemes = ("file",)  # host paths / file:// URIs, bind-mounted (inputs read-only)
     # Engine container states (docker inspect .State.Status) and the store's own states.
     states = {"created": State.STARTING, "restarting": State.STARTING, "running": State.RUNNING,
               "paused": State.RUNNING, "removing": State.RUNNING, "exited": State.UNKNOWN, "dead": State.FAILED,
@@ -124,12 +127,16 @@ class DockerProvider(HostedProvider):
         })
         if options.emulate:
             env["CLOUDTRAIN_DETECTORS"] = platform.detectors_variable()
-        binds = [f"{run_dir}/node-{node}/code:{options.workdir}", f"{run_dir}/output:{OUTPUT_DIR}",
+        output = self.host_output(job, run_dir)
+        binds = [f"{run_dir}/node-{node}/code:{options.workdir}", f"{output}:{OUTPUT_DIR}",
                  f"{run_dir}/launcher:{LAUNCHER_DIR}:ro"]
         checkpoints = host_checkpoint_dir(job, self.name)
         if checkpoints is not None:  # read-write, the same directory for every node and attempt
             binds.append(f"{checkpoints}:{CHECKPOINT_DIR}")
             env[CHECKPOINT_ENV] = CHECKPOINT_DIR
+        for name, uri in sorted(job.storage.inputs.items()):  # read-only, at /inputs/<name>
+            binds.append(f"{storage.local_path(job, uri)}:{INPUTS_DIR}/{name}:ro")
+            env[storage.input_env(name)] = f"{INPUTS_DIR}/{name}"
         if job.secrets:
             env["CLOUDTRAIN_SECRETS_FILE"] = SECRETS_PATH
             binds.append(f"{run_dir}/secrets.json:{SECRETS_PATH}:ro")

@@ -20,6 +20,23 @@ Shipping the launcher: a ConfigMap
     hold ``/``, so ``cloudtrain/launch/main.py`` is stored under ``cloudtrain.launch.main.py``
     and the volume's ``items`` map each key back to its path.
 
+Shipping the code: a second ConfigMap
+    ``code:`` (``cloudtrain.shipping.archive`` without the launcher: reproducible, named by its
+    sha256) travels as the ConfigMap ``<name>-code`` whose ``binaryData["code.tar.gz"]`` is the
+    gzip'd tar, mounted read-only at ``/opt/cloudtrain-code``; the node shell runs ``python3 -m
+    cloudtrain.launch.unpack`` into the working directory before the command.  The render shows
+    the archive's size and digest in place of its bytes (``CodePayload.placeholder``); the provider
+    puts the bytes in at submit, as it does the secrets' values.  Kubernetes caps a ConfigMap's
+    ``data`` + ``binaryData`` at 1 MiB (``MaxSecretSize``, checked by ``ValidateConfigMap``), so an
+    archive above ``INLINE_CODE_LIMIT`` (900 KiB packed) is refused at render with the way out.
+    ``code: null``: no ConfigMap, no unpack (the image holds the code).
+
+Storage
+    ``storage.inputs`` / ``storage.output`` as ``pvc://CLAIM[/PATH]``: each claim is one
+    ``persistentVolumeClaim`` volume of every pod, mounted at ``/cloudtrain/inputs/<name>``
+    (read-only) and ``/cloudtrain/output`` with ``subPath`` PATH; the containers get
+    ``CLOUDTRAIN_INPUT_<NAME>`` and ``CLOUDTRAIN_OUTPUT_DIR`` naming those paths.
+
 Secrets
     One ``Secret`` ``<name>-secrets`` whose ``stringData`` holds every secret of the job as
     ``***`` in the rendered output; the provider puts the real values (resolved at submit)
@@ -43,12 +60,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import tempfile
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from cloudtrain import storage
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.secrets import MASK
@@ -62,6 +81,15 @@ KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 LAUNCHER_DIR = "/opt/cloudtrain"
 LAUNCHER_VOLUME = "cloudtrain-launcher"
+CODE_DIR = "/opt/cloudtrain-code"
+CODE_VOLUME = "cloudtrain-code"
+CODE_KEY = "code.tar.gz"
+# A ConfigMap holds at most 1 MiB of data + binaryData (Kubernetes: "The data stored in a
+# ConfigMap cannot exceed 1 MiB"; core.MaxSecretSize in ValidateConfigMap); 900 KiB packed
+# leaves room for the object's metadata and the apiserver's own overhead.
+INLINE_CODE_LIMIT = 900 * 1024
+INPUTS_DIR = "/cloudtrain/inputs"
+OUTPUT_DIR = "/cloudtrain/output"
 SHM_VOLUME = "dshm"
 CHECKPOINT_VOLUME = "cloudtrain-checkpoint"
 CHECKPOINT_MOUNT = "/cloudtrain/checkpoint"   # CLOUDTRAIN_CHECKPOINT_DIR in every pod
@@ -88,6 +116,19 @@ SSH_CLIENT_PREP = ('printf "Host *\\n  StrictHostKeyChecking no\\n  UserKnownHos
                    '>> /etc/ssh/ssh_config 2>/dev/null || true')
 SSHD_START = "mkdir -p /run/sshd && /usr/sbin/sshd -o StrictModes=no"
 SSHD_PORT = 22
+
+
+@dataclass(frozen=True)
+class CodePayload:
+    """The job's code archive as the code ConfigMap carries it: its sha256 and packed size (the
+    bytes themselves are added at submit, never rendered)."""
+
+    sha256: str
+    size: int
+
+    @property
+    def placeholder(self) -> str:
+        return f"<code.tar.gz: {self.size} bytes, sha256:{self.sha256}; sent at submit>"
 
 
 @dataclass(frozen=True)
@@ -122,6 +163,7 @@ class ManifestOptions:
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
     ssh_auth_mount_path: str = "/root/.ssh"
     detector_targets: Tuple[str, ...] = ()           # detector modules shipped in the launcher bundle
+    code: Optional[CodePayload] = None               # the code ConfigMap's archive (None: the image holds the code)
 
     @classmethod
     def of(cls, value: Union["ManifestOptions", Mapping[str, Any], None]) -> "ManifestOptions":
@@ -223,6 +265,42 @@ def launcher_configmap(job: JobSpec, options: ManifestOptions, bundle: Mapping[s
                   "metadata": {"name": launcher_configmap_name(job, options)}, "data": data}, job, options)
 
 
+def code_configmap_name(job: JobSpec, options: ManifestOptions) -> str:
+    return object_name(job, options) + "-code"
+
+
+def code_configmap(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
+    """The job's code as ``binaryData`` (its size and digest in the render; the bytes at submit)."""
+    if options.code is None:
+        return None
+    return stamp({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": code_configmap_name(job, options)},
+                  "binaryData": {CODE_KEY: options.code.placeholder}}, job, options)
+
+
+def with_code(job: JobSpec, obj: dict) -> dict:
+    """``obj`` with the code archive's bytes (base64, as ``binaryData`` takes them) in place of
+    the rendered placeholder; other objects unchanged."""
+    placeholder = (obj.get("binaryData") or {}).get(CODE_KEY)
+    if obj["kind"] != "ConfigMap" or placeholder is None:
+        return obj
+    import base64
+    from cloudtrain import shipping
+    data = shipping.packed_code(job)
+    if CodePayload(hashlib.sha256(data).hexdigest(), len(data)).placeholder != placeholder:
+        raise ValueError(f"the code in {job.code_path} changed after the job was rendered; render or submit again")
+    return {**obj, "binaryData": {**obj["binaryData"], CODE_KEY: base64.b64encode(data).decode("ascii")}}
+
+
+def unpack_step(options: ManifestOptions) -> Optional[str]:
+    """The shell step that unpacks the code ConfigMap's archive into the working directory."""
+    return None if options.code is None else unpack_command(options.python)
+
+
+def unpack_command(python: str) -> str:
+    """``python -m cloudtrain.launch.unpack /opt/cloudtrain-code/code.tar.gz`` as a shell line."""
+    return " ".join(shlex.quote(a) for a in (python, "-m", "cloudtrain.launch.unpack", f"{CODE_DIR}/{CODE_KEY}"))
+
+
 def secret_manifest(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
     """The job's Secret with ``***`` placeholders; the provider fills the values at submit."""
     if not job.secrets:
@@ -232,16 +310,50 @@ def secret_manifest(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
                   "stringData": {name: MASK for name in sorted(job.secrets)}}, job, options)
 
 
+# -- storage: pvc:// inputs and output -------------------------------------------------------------
+def claim_volumes(job: JobSpec) -> Dict[str, str]:
+    """``{claim: volume name}`` of the claims storage names, in order of first use."""
+    claims: Dict[str, str] = {}
+    for _, uri in storage.entries(job):
+        claim = storage.split(uri)[1].partition("/")[0]
+        claims.setdefault(claim, f"ct-data-{len(claims)}")
+    return claims
+
+
+def storage_mounts(job: JobSpec) -> Tuple[List[dict], Dict[str, str]]:
+    """(volumeMounts, env) for storage's inputs and output."""
+    volumes = claim_volumes(job)
+    mounts, env = [], {}
+    for loc, uri in storage.entries(job):
+        claim = storage.split(uri)[1].partition("/")[0]
+        path = f"{INPUTS_DIR}/{loc[-1]}" if loc[1] == "inputs" else OUTPUT_DIR
+        mount = {"name": volumes[claim], "mountPath": path}
+        if storage.path_in(uri):
+            mount["subPath"] = storage.path_in(uri)
+        if loc[1] == "inputs":
+            mount["readOnly"] = True
+            env[storage.input_env(loc[-1])] = path
+        else:
+            env[storage.OUTPUT_ENV] = path
+        mounts.append(mount)
+    return mounts, env
+
+
 # -- containers and pods -------------------------------------------------------------------------
 def launch_command(job: JobSpec, options: ManifestOptions) -> List[str]:
     platform = ["--platform", options.platform] if options.platform else []
     return [options.python, "-m", "cloudtrain.launch", *platform, *job.launch_args(), "--", *job.argv]
 
 
-def node_shell(command: List[str], ssh: bool = False, sshd: bool = False) -> List[str]:
-    """``command`` run through a shell that prepends the launcher to the image's ``PYTHONPATH``
-    and, for mpirun, prepares the ssh client (``ssh``) and starts sshd (``sshd``) first."""
+def node_shell(command: List[str], ssh: bool = False, sshd: bool = False,
+               options: Optional[ManifestOptions] = None) -> List[str]:
+    """``command`` run through a shell that prepends the launcher to the image's ``PYTHONPATH``,
+    unpacks the shipped code (when ``options`` carry it) and, for mpirun, prepares the ssh client
+    (``ssh``) and starts sshd (``sshd``) first."""
     steps = ["export " + launcher_path(LAUNCHER_DIR)]
+    unpack = unpack_step(options) if options else None
+    if unpack:
+        steps.append(unpack + " || exit 1")
     if ssh or sshd:
         steps.append(SSH_CLIENT_PREP)
     script = "; ".join(steps) + "; " + (SSHD_START + " && " if sshd else "") + 'exec "$@"'
@@ -301,8 +413,12 @@ def container(job: JobSpec, options: ManifestOptions, name: str, command: List[s
         raise ValueError("the job has no image; set `image` or the provider's image option")
     rdma = compute and rdma_enabled(job, options)
     c: Dict[str, Any] = {"name": name, "image": image, "command": command,
-                         "env": env_list(job, options, extra_env, rdma=rdma_enabled(job, options)),
                          "volumeMounts": [{"name": LAUNCHER_VOLUME, "mountPath": LAUNCHER_DIR, "readOnly": True}]}
+    data_mounts, data_env = storage_mounts(job)
+    c["env"] = env_list(job, options, {**data_env, **(extra_env or {})}, rdma=rdma_enabled(job, options))
+    c["volumeMounts"] += data_mounts
+    if options.code is not None:
+        c["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
     if options.image_pull_policy:
         c["imagePullPolicy"] = options.image_pull_policy
     if options.workdir:
@@ -343,6 +459,10 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
     volumes = [{"name": LAUNCHER_VOLUME, "configMap": {
         "name": launcher_configmap_name(job, options), "defaultMode": 0o644,
         "items": [{"key": configmap_key(p), "path": p} for p in sorted(bundle)]}}]
+    volumes += [{"name": volume, "persistentVolumeClaim": {"claimName": claim}}
+                for claim, volume in claim_volumes(job).items()]
+    if options.code is not None:
+        volumes.append({"name": CODE_VOLUME, "configMap": {"name": code_configmap_name(job, options), "defaultMode": 0o444}})
     if any(m["name"] == SHM_VOLUME for c in containers for m in c.get("volumeMounts", [])):
         volumes.append({"name": SHM_VOLUME, "emptyDir": {
             "medium": "Memory", "sizeLimit": gib_quantity(job.resources.shm_gb or options.shm_gb)}})
@@ -384,7 +504,7 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     """``kubeflow.org/v1`` PyTorchJob: Master (1) + Worker (nodes-1); each pod is one node."""
     d = job.distribution
     name = object_name(job, options)
-    cmd = node_shell(launch_command(job, options))
+    cmd = node_shell(launch_command(job, options), options=options)
     port = [{"name": "pytorchjob-port", "containerPort": options.master_port, "protocol": "TCP"}]
     replicas = {"Master": 1, "Worker": d.nodes - 1}
     specs = {}
@@ -417,10 +537,14 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     # launcherCreationPolicy (mpi-operator >= 0.5.0) makes the operator create the launcher once
     # the workers are ready; older CRDs (0.4.0, seed 003's) prune it and the launcher starts at
     # once, so the launcher itself also waits until every worker's sshd answers (port 22).
-    launcher = container(job, options, "launcher", node_shell(launch_command(job, options), ssh=True),
+    launcher = container(job, options, "launcher", node_shell(launch_command(job, options), ssh=True, options=options),
                          compute=False, extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher",
                                                    SSH_WAIT: str(SSHD_PORT)})
-    worker = container(job, options, "worker", ["/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"],
+    # mpirun starts the ranks in the launcher's working directory: the workers unpack the code there too
+    sshd = "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"
+    unpack = unpack_step(options)
+    worker = container(job, options, "worker", ["/bin/sh", "-c", f"export {launcher_path(LAUNCHER_DIR)}; {unpack} && {sshd}"
+                                                if unpack else sshd],
                        extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "worker"})
     specs = {
         "Launcher": {"replicas": 1, "restartPolicy": _restart_policy(job),
@@ -438,7 +562,7 @@ def tf_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) ->
     """``kubeflow.org/v1`` TFJob: PS (ps) + Worker (nodes - ps); the operator's TF_CONFIG is used."""
     d = job.distribution
     name = object_name(job, options)
-    cmd = node_shell(launch_command(job, options))
+    cmd = node_shell(launch_command(job, options), options=options)
     specs = {}
     for role, count in (("PS", job.ps), ("Worker", d.nodes - job.ps)):
         c = container(job, options, "tensorflow", cmd,
@@ -470,7 +594,7 @@ def build_kubeflow(job: JobSpec, options=None, bundle: Optional[Mapping[str, str
     """``[Secret?, ConfigMap, PyTorchJob | MPIJob | TFJob]`` for ``job``."""
     options = ManifestOptions.of(options)
     bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle),
+    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_configmap(job, options),
            stamp(kubeflow_job(job, options, bundle), job, options)]
     return [o for o in out if o is not None]
 
@@ -495,7 +619,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     tasks = volcano_tasks(job)
     ssh = d.type in ("mpi", "horovod") and d.nodes > 1
     # node 0's mpirun/horovodrun reaches the others over ssh (keys: the `ssh` plugin)
-    cmd = node_shell(launch_command(job, options), sshd=ssh)
+    cmd = node_shell(launch_command(job, options), sshd=ssh, options=options)
     env = {"CLOUDTRAIN_VOLCANO_TASKS": ",".join(n for n, _ in tasks)}
     if ssh:  # pods start at their own pace: node 0 waits for every pod's sshd before mpirun
         env[SSH_WAIT] = str(SSHD_PORT)
@@ -534,6 +658,6 @@ def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]
     """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type)."""
     options = ManifestOptions.of({"provider": "volcano"} if options is None else options)
     bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle),
+    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_configmap(job, options),
            stamp(volcano_job(job, options, bundle), job, options)]
     return [o for o in out if o is not None]

@@ -53,7 +53,7 @@ class PodOptions(BaseModel):
 
     namespace: str = Field("default", description="namespace of the job and its objects")
     name: Optional[str] = Field(None, description="object name (default: the job's name, shortened to fit pod names)")
-    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it must contain the job's code and Python >= 3.8")
+    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it needs Python >= 3.8 (the code is shipped in a ConfigMap unless the job says code: null)")
     image_pull_policy: Optional[str] = Field(None, pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
     image_pull_secrets: List[str] = Field(default_factory=list, description="names of docker-registry Secrets in the namespace")
     service_account: Optional[str] = Field(None, description="serviceAccountName of the pods")
@@ -64,7 +64,7 @@ class PodOptions(BaseModel):
     labels: Dict[str, str] = Field(default_factory=dict, description="extra labels on every object and pod")
     pod_annotations: Dict[str, str] = Field(default_factory=dict, description="annotations on every pod")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
-    workdir: Optional[str] = Field(None, description="workingDir of the containers (where the code is in the image)")
+    workdir: Optional[str] = Field(None, description="workingDir of the containers: where the shipped code is unpacked (with code: null, where the code is in the image)")
     master_port: int = Field(29500, ge=1024, le=65000, description="the master's port (torchrun rendezvous, Ray head)")
     shm_gb: float = Field(1.0, gt=0, description="/dev/shm (an in-memory emptyDir) when the job does not set resources.shm_gb")
     gpu_resource: str = Field("nvidia.com/gpu", description="extended resource that counts GPUs")
@@ -113,6 +113,8 @@ class KubernetesProvider(Provider):
     sdk_modules = ("kubernetes",)
     Options = KubeOptions
     kinds: Tuple[str, ...] = ()
+    storage_schemes: Tuple[str, ...] = ("pvc",)  # PersistentVolumeClaims: pvc://CLAIM[/PATH]
+    code_optional = True  # code: null: no code ConfigMap, the pods run in the image's workdir
 
     def __init__(self, api_client=None, store=None, **clients):
         super().__init__(**clients)
@@ -131,7 +133,26 @@ class KubernetesProvider(Provider):
             fields["tolerations"] = [*options.tolerations, *options.spot_tolerations]
         return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
                                      "gpu_selection": self.gpu_selection(job, options),
-                                     "detector_targets": self.node_platform().bundle_targets})
+                                     "detector_targets": self.node_platform().bundle_targets,
+                                     "code": self.code_payload(job)})
+
+    def code_payload(self, job: JobSpec) -> Optional[m.CodePayload]:
+        """The code ConfigMap's archive (None with ``code: null``); exit 2 when it cannot fit."""
+        if job.code is None:
+            return None
+        from cloudtrain import shipping
+        try:
+            data = shipping.packed_code(job)
+        except FileNotFoundError:
+            raise self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix `code` "
+                                                 "(relative to the job file)") from None
+        if len(data) > m.INLINE_CODE_LIMIT:
+            raise self.job_error(job, ("code",),
+                f"the code archive of {job.code_path} is {len(data) / 1024:.0f} KiB packed; a Kubernetes ConfigMap "
+                f"carries at most {m.INLINE_CODE_LIMIT // 1024} KiB here (the API server's limit is 1 MiB); leave "
+                "files out with a .cloudtrainignore, or build the code into the image and set code: null") from None
+        import hashlib
+        return m.CodePayload(hashlib.sha256(data).hexdigest(), len(data))
 
     def gpu_selection(self, job: JobSpec, options: PodOptions):
         """(label, values) the pods' nodes must have for ``resources.accelerator`` (None: none)."""
@@ -232,7 +253,8 @@ class KubernetesProvider(Provider):
         try:
             existing = self._get_job(custom, job_obj["kind"], ns, name)
             if existing is None:
-                owned = [self._create_core(core, self._with_secrets(o, secrets)) for o in objects if o["kind"] in ("Secret", "ConfigMap")]
+                owned = [self._create_core(core, m.with_code(rendered.job, self._with_secrets(o, secrets)))
+                         for o in objects if o["kind"] in ("Secret", "ConfigMap")]
                 try:
                     created = custom.create_namespaced_custom_object(group, version, ns, plural, job_obj)
                 except ApiException as exc:

@@ -131,8 +131,8 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
         ours[MPI_ENV] = "1"
     if m.checkpoint_claim(job):  # mounted by the pod patch (m.container), named here for the trainer
         ours["CLOUDTRAIN_CHECKPOINT_DIR"] = m.CHECKPOINT_MOUNT
-    env = m.env_list(job, options, ours, rdma=rdma)
-    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options)),
+    env = m.env_list(job, options, {**m.storage_mounts(job)[1], **ours}, rdma=rdma)  # the patches mount the claims
+    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options), options=options),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
     resources = m.resources_of(job, options, rdma)
     if resources:
@@ -160,7 +160,7 @@ def build_trainjob(job: JobSpec, options=None, runtime: Optional[Runtime] = None
     options = m.ManifestOptions.of({"provider": PLATFORM, "platform": PLATFORM} if options is None else options)
     runtime = runtime or runtime_for(job)
     bundle = m.launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle),
+    out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle), m.code_configmap(job, options),
            m.stamp(train_job(job, options, runtime, bundle), job, options)]
     return [o for o in out if o is not None]
 

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudtrain import storage
 from cloudtrain.errors import BadInput
 from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
@@ -82,6 +83,7 @@ class LocalProvider(HostedProvider):
     extra = "local"
     description = "process groups on this machine, one per emulated node"
     Options = LocalOptions
+    storage_schemes = ("file",)  # host paths / file:// URIs, used in place
     states = {s.value: s for s in State}
     supervisor_module = "cloudtrain_local.supervisor"
 
@@ -95,13 +97,14 @@ class LocalProvider(HostedProvider):
         platform = self.emulated(options)
         nodes = job.distribution.nodes
         cluster = Cluster(hosts=["127.0.0.1"] * nodes, master_port=master_port,
-                          output_dir=os.path.join(run_dir, "output"))
+                          output_dir=str(self.host_output(job, run_dir)))
         python = options.python or sys.executable
         launch = [python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
         code = str(job.code_path)  # resolve() is a syscall per path part: once, not per node
         job_env = {**interpreter_env(options.python), **self.rendered_env(job)}  # the job's own PATH wins
         ours = {"CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
-                "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets]))}
+                "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
+                **{storage.input_env(name): str(storage.local_path(job, uri)) for name, uri in job.storage.inputs.items()}}
         checkpoints = host_checkpoint_dir(job, self.name)
         if checkpoints is not None:
             ours[CHECKPOINT_ENV] = str(checkpoints)

@@ -95,6 +95,8 @@ def entry_files(job: JobSpec) -> List[Path]:
     """The job's entry script(s) under its code directory: ``python x.py``, ``python -m pkg.mod``,
     or the ``*.py`` files a ``bash run.sh`` names."""
     code = job.code_path
+    if code is None:  # code: null: the entry script is in the image
+        return []
     argv = [a for a in job.argv if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", a)]
     if not argv:
         return []
@@ -119,7 +121,7 @@ def entry_files(job: JobSpec) -> List[Path]:
 def find_spawn(job: JobSpec) -> Optional[Tuple[Path, int, str]]:
     """The first ``mp.spawn``-like call in the job's entry script or the local modules it imports."""
     code = job.code_path
-    if not code.is_dir():
+    if code is None or not code.is_dir():  # code: null: the image's code is not read
         return None
     todo = entry_files(job)
     seen = set()

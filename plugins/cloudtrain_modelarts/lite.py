@@ -131,7 +131,8 @@ class LiteOptions(VolcanoOptions):
 def launch_line(job: JobSpec, options: LiteOptions) -> str:
     argv = [options.python, "-m", "cloudtrain.launch", "--platform", LITE, *job.launch_args(), "--", *job.argv]
     # the launcher goes in front of the image's PYTHONPATH (CANN images need theirs), see node_shell
-    return f"export {launcher_path(m.LAUNCHER_DIR)}; exec " + " ".join(shlex.quote(a) for a in argv)
+    unpack = m.unpack_command(options.python) + " || exit 1; " if job.code is not None else ""  # the code ConfigMap
+    return f"export {launcher_path(m.LAUNCHER_DIR)}; {unpack}exec " + " ".join(shlex.quote(a) for a in argv)
 
 
 def start_line(job: JobSpec, options: LiteOptions) -> str:

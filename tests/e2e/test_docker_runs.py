@@ -128,3 +128,27 @@ secrets: {{TOKEN: {{from_env: CT_DOCKER_TOKEN}}}}
     assert proc.returncode == 0, err
     assert "secret ok" in out
     assert "in-4f2a9" not in inspected and "in-4f2a9" not in out + err
+
+
+def test_storage_inputs_are_read_only_and_the_output_comes_back(engine, home, tmp_path):
+    """storage.inputs bind-mounted read-only at /inputs/<name>, storage.output at /output; then
+    cloudtrain outputs copies what the container wrote."""
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "t.py").write_text(
+        "import os\n"
+        "src = os.environ['CLOUDTRAIN_INPUT_TRAIN']\n"
+        "n = int(open(os.path.join(src, 'x.txt')).read())\n"
+        "try:\n    open(os.path.join(src, 'w.txt'), 'w')\n    print('input writable')\n"
+        "except OSError:\n    print('input read-only')\n"
+        "open(os.path.join(os.environ['CLOUDTRAIN_OUTPUT_DIR'], 'y.txt'), 'w').write(str(n + 1))\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.txt").write_text("41")
+    (tmp_path / "out").mkdir()
+    job = tmp_path / "job.yaml"
+    job.write_text("name: store\ncode: code\ncommand: python t.py\ndistribution: {type: none, nodes: 1}\n"
+                   "storage: {inputs: {train: data}, output: out}\n")
+    proc, handle = submit(engine, job)
+    assert "input read-only" in proc.stdout and not (tmp_path / "data" / "w.txt").exists()
+    assert (tmp_path / "out" / "y.txt").read_text() == "42"
+    run_cli("outputs", handle, "-o", tmp_path / "fetched", check=0)
+    assert (tmp_path / "fetched" / "y.txt").read_text() == "42"

@@ -3,6 +3,7 @@
 OpenAPI v3 structural schemas converted to JSON Schema; shared by every plugin that renders
 Kubernetes objects (kubernetes, aws's eks, modelarts-lite).
 """
+import base64
 import json
 import re
 from functools import lru_cache
@@ -110,8 +111,18 @@ def validate(obj):
         assert len(value) <= 63 and re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", value)
     key = (obj["apiVersion"], obj["kind"])
     if key == ("v1", "ConfigMap"):
-        assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", k) and isinstance(v, str) for k, v in obj["data"].items())
-        assert len(json.dumps(obj["data"])) < 1024 * 1024
+        # ConfigMap: data and/or binaryData, keys [-._a-zA-Z0-9]+, together at most 1 MiB
+        # (kubernetes pkg/apis/core/validation ValidateConfigMap: totalSize > core.MaxSecretSize).
+        # A rendered binaryData value is the placeholder naming the archive's size and digest.
+        assert set(obj) <= {"apiVersion", "kind", "metadata", "data", "binaryData"} and ("data" in obj or "binaryData" in obj)
+        entries = {**obj.get("data", {}), **obj.get("binaryData", {})}
+        assert len(entries) == len(obj.get("data", {})) + len(obj.get("binaryData", {})), "a key in both data and binaryData"
+        assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", k) and isinstance(v, str) for k, v in entries.items())
+        size = sum(len(v.encode()) for v in obj.get("data", {}).values())
+        for value in obj.get("binaryData", {}).values():
+            placeholder = re.fullmatch(r"<code\.tar\.gz: (\d+) bytes, sha256:[0-9a-f]{64}; sent at submit>", value)
+            size += int(placeholder.group(1)) if placeholder else len(base64.b64decode(value, validate=True))
+        assert size <= 1024 * 1024
         return
     if key == ("v1", "Secret"):
         assert set(obj) <= {"apiVersion", "kind", "metadata", "type", "stringData"}

@@ -289,3 +289,22 @@ def test_submit_without_credentials_or_with_a_wrong_profile(aws, monkeypatch):
     proc = run_cli("submit", "-p", "sagemaker", job, *sets, env=dict(aws.env(), AWS_PROFILE="nope"))
     assert proc.returncode == 2 and "nope" in proc.stderr and "AWS_PROFILE" in proc.stderr, proc.stderr
     assert aws.count("CreateTrainingJob") == 0
+
+
+def test_outputs_download_and_unpack_the_jobs_model_tar_gz(aws, tmp_path):
+    """SageMaker uploads /opt/ml/model (CLOUDTRAIN_OUTPUT_DIR) as <S3OutputPath>/<job>/output/model.tar.gz
+    and names it in DescribeTrainingJob's ModelArtifacts.S3ModelArtifacts (botocore's model:
+    ModelArtifacts, "the S3 path where model artifacts ... are stored")."""
+    run = provider(aws).submit(digits())
+    name = only_job(aws)
+    aws.set_training(name, "Completed", "Completed")
+    uri = aws.client("sagemaker").describe_training_job(TrainingJobName=name)["ModelArtifacts"]["S3ModelArtifacts"]
+    assert uri == f"s3://{BUCKET}/runs/{name}/output/model.tar.gz"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        info = tarfile.TarInfo("metrics.json")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+    aws.client("s3").put_object(Bucket=BUCKET, Key=f"runs/{name}/output/model.tar.gz", Body=raw.getvalue())
+    files = provider(aws).outputs(run.id, tmp_path / "out")
+    assert files == [tmp_path / "out" / "metrics.json"] and files[0].read_text() == "{}"

@@ -118,7 +118,8 @@ def test_trainjob_mpi_launcher_reads_the_trainer_hostfile(tmp_path):
 def test_launch_print_in_a_trainjob_pod_gives_torchrun_the_node_rank_and_port_29500(tmp_path):
     """What the pod runs: the TrainJob's command and env (the Trainer's PET_* added) over the
     launcher bundle its ConfigMap mounts, with no cloudtrain installed."""
-    job = job_from_dict({"name": "tj", "command": "python train.py", "image": "i", "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 2}})
+    job = job_from_dict({"name": "tj", "command": "python train.py", "image": "i", "code": None,  # the image holds it
+                         "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 2}})
     objs = get_provider("kubeflow-trainer").render(job).artifacts
     for key, text in objs[0].content["data"].items():
         path = tmp_path / next(i["path"] for i in objs[1].content["spec"]["runtimePatches"][0]["trainingRuntimeSpec"][

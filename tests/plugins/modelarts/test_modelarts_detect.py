@@ -135,7 +135,7 @@ true
 
 
 def run_start_line(tmp_path, routing, index, new_rank=None):
-    job = job_from_dict({"name": "vcjob", "command": "python train.py --epochs 1",
+    job = job_from_dict({"name": "vcjob", "command": "python train.py --epochs 1", "code": None,  # no unpack step here
                          "distribution": {"type": "ddp", "nodes": 6}, "resources": {"gpus_per_node": 8}})
     options = LiteOptions(python=sys.executable, routing=routing, accelerator="ascend")  # as options(job) resolves it
     tmp = tmp_path / f"tmp-{index}"

@@ -95,7 +95,9 @@ env: {OMP_NUM_THREADS: "1"}
 
 
 def objects(envelope):
-    return {a["content"]["kind"]: a["content"] for a in envelope["artifacts"]}
+    """{kind: object}; the code ConfigMap as "ConfigMap/code"."""
+    return {a["content"]["kind"] + ("/code" if a["content"]["metadata"]["name"].endswith("-code") else ""): a["content"]
+            for a in envelope["artifacts"]}
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +127,7 @@ def env_of(container):
 
 
 def test_every_object_passes_its_schema(seed_render):
-    assert set(seed_render) == {"ConfigMap", "Job"}
+    assert set(seed_render) == {"ConfigMap", "ConfigMap/code", "Job"}
     for obj in seed_render.values():
         validate_object(obj)
 
@@ -265,7 +267,8 @@ def test_the_launcher_is_prepended_to_the_images_pythonpath():
     container = pod_of(render(options={"routing": False})["Job"])["spec"]["containers"][0]
     assert "PYTHONPATH" not in env_of(container)
     line = container["command"][2]
-    export = line[line.index("export PYTHONPATH="):line.index("; exec ")]
+    start = line.index("export PYTHONPATH=")
+    export = line[start:line.index("; ", start)]
     out = subprocess.run(["/bin/bash", "-c", export + "; printenv PYTHONPATH"], capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "/usr/local/Ascend/python"}, check=True).stdout
     assert out.strip() == "/opt/cloudtrain:/usr/local/Ascend/python"
