@@ -109,9 +109,14 @@ class SageMakerProvider(AwsProvider):
         return SAGEMAKER_RULES
 
     @classmethod
+    def section_options(cls, job: JobSpec) -> SageMakerOptions:
+        """``providers.sagemaker`` alone (what an emulated node needs: no neutral field checked)."""
+        return super().options(job)
+
+    @classmethod
     def options(cls, job: JobSpec) -> SageMakerOptions:
         """The section's options with the neutral spot, max_runtime and storage.checkpoint in them."""
-        options = super().options(job)
+        options = cls.section_options(job)
         # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
         # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
         at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
@@ -397,7 +402,7 @@ class SageMakerProvider(AwsProvider):
         import warnings
         with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
             warnings.simplefilter("ignore")
-            kind = cls.instance(job, cls.options(job)).instance_type
+            kind = cls.instance(job, cls.section_options(job)).instance_type
         config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
                   "hosts": hosts}
         env = {
