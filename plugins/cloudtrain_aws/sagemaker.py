@@ -125,10 +125,15 @@ class SageMakerProvider(AwsProvider):
         return SAGEMAKER_RULES
 
     @classmethod
+    def section_options(cls, job: JobSpec) -> SageMakerOptions:
+        """``providers.sagemaker`` alone (what an emulated node needs: no neutral field checked)."""
+        return super().options(job)
+
+    @classmethod
     def options(cls, job: JobSpec) -> SageMakerOptions:
         """The section's options with the neutral spot, max_runtime, storage.output and
         storage.checkpoint in them."""
-        options = cls._with_storage_output(job, super().options(job))
+        options = cls._with_storage_output(job, cls.section_options(job))
         # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
         # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
         at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
@@ -447,7 +452,7 @@ def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
     import warnings
     with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
         warnings.simplefilter("ignore")
-        kind = SageMakerProvider.instance(job, SageMakerProvider.options(job)).instance_type
+        kind = SageMakerProvider.instance(job, SageMakerProvider.section_options(job)).instance_type
     config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
               "hosts": hosts}
     env = {

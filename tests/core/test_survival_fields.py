@@ -73,6 +73,16 @@ def test_local_nodes_see_the_checkpoint_directory_relative_to_the_job_file(tmp_p
     assert "CLOUDTRAIN_CHECKPOINT_DIR" not in get_provider("local").render(none).artifacts[0].content["env"]
 
 
+@pytest.mark.parametrize("platform", ["sagemaker", "azure", "tione", "modelarts", "kubeflow", "ec2"])
+def test_an_emulated_platform_takes_the_local_checkpoint_directory(tmp_path, platform):
+    """Emulating a platform gives the nodes its environment; the checkpoint stays this machine's
+    directory (the platform's own URI rules apply to its render, not to its emulation)."""
+    job = load_job(write_job(tmp_path, JOB + "storage: {checkpoint: ./ckpt}\nmax_runtime: 90m\n"
+                                             f"providers: {{local: {{emulate: {platform}}}}}\n"))
+    for artifact in get_provider("local").render(job).artifacts:
+        assert artifact.content["env"]["CLOUDTRAIN_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
+
+
 def test_docker_mounts_the_checkpoint_directory_read_write(tmp_path):
     job = load_job(write_job(tmp_path, JOB + "image: img:1\nstorage: {checkpoint: ./ckpt}\n"))
     for artifact in get_provider("docker").render(job).artifacts:
