@@ -17,6 +17,8 @@ constructor's ``poll``.
 """
 from __future__ import annotations
 
+import abc
+
 import hashlib
 import os
 import time
@@ -79,20 +81,21 @@ class CloudProvider(Provider):
         """The id of the job an earlier submit of this spec created, if there is one."""
         return None
 
+    @abc.abstractmethod
     def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
         """Send the request (secrets filled in); return the new job's id."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _describe(self, job_id: str) -> Any:
         """The platform's description of the job (one API read)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _to_status(self, job_id: str, described: Any) -> JobStatus:
-        raise NotImplementedError
+        """The neutral status of a description (the provider's one state table)."""
 
+    @abc.abstractmethod
     def _stop(self, job_id: str) -> None:
         """Ask the platform to stop a running job."""
-        raise NotImplementedError
 
     def _log_chunks(self, job_id: str, described: Any, cursor: Dict[str, Any], final: bool) -> Iterable[str]:
         """The lines logged since the last call (``cursor`` is the plugin's own state between
