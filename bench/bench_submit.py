@@ -73,7 +73,8 @@ def run(ctx) -> List[Row]:
         import cloudtrain_aws.common as common
         aws.reset(("sagemaker", "s3"))  # the measured run uploads the code and asks EC2 itself
         aws.client("s3").create_bucket(Bucket=BUCKET)
-        common._uploaded.clear()
+        from cloudtrain.objectstore import forget_uploads
+        forget_uploads()
         common._efa.clear()
         aws.calls.clear()
         aws.requests.clear()

@@ -22,6 +22,15 @@ def cloudtrain_register_providers(register):
 
 
 @hookspec
+def cloudtrain_register_stores(register):
+    """Register the object stores this plugin reads and writes: call
+    ``register("package.module:StoreClass", scheme="s3")`` for each (a subclass of
+    ``cloudtrain.objectstore.ObjectStore``, imported only when a URL of that scheme is used).
+    Providers of other plugins then reach the store by its scheme (a Kubernetes job's
+    ``code_store: s3://...``, ``cloudtrain outputs``) without importing this plugin."""
+
+
+@hookspec
 def cloudtrain_validate_job(job, provider):
     """Extra lint rules (organisation policy).  Return a list of problem strings (or None).
 

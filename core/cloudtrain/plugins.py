@@ -133,6 +133,8 @@ def reset() -> None:
 def _reset_providers() -> None:
     global _providers
     _providers = None
+    from . import objectstore
+    objectstore.forget()
 
 
 def providers() -> Dict[str, ProviderInfo]:

@@ -155,8 +155,6 @@ def require_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> N
 # -- per-process caches shared by provider instances (a benchmark submits from many threads) --
 _lock = threading.RLock()
 _archives: Dict[tuple, Tuple[bytes, str]] = {}
-_uploaded: set = set()
-_upload_locks: Dict[tuple, threading.Lock] = {}
 _efa: Dict[tuple, Optional[dict]] = {}
 _efa_locks: Dict[tuple, threading.Lock] = {}
 
@@ -306,23 +304,11 @@ class AwsProvider(Provider):
     def upload_code(self, job: JobSpec, bucket: str, key: str, targets: Iterable[str], code_digest: str,
                     region: Optional[str]) -> None:
         """Put the archive at ``bucket/key`` unless it is there already (content-addressed: the
-        key holds the archive's sha256), once per process."""
+        key holds the archive's sha256), once per process (``objectstore.upload_once``)."""
+        from cloudtrain.objectstore import ObjectUrl, upload_once
+        from .s3store import S3Store
         data, _ = code_archive(job, targets, code_digest)
-        with _lock:
-            key_lock = _upload_locks.setdefault((bucket, key), threading.Lock())
-        with key_lock:  # concurrent submits of the same code upload it once
-            if (bucket, key) in _uploaded:
-                return
-            s3 = self.client("s3", region)
-            from botocore.exceptions import ClientError
-            with self.api(f"upload the code to s3://{bucket}/{key}"):
-                try:
-                    s3.head_object(Bucket=bucket, Key=key)
-                except ClientError as exc:
-                    if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
-                        raise
-                    s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip")
-            _uploaded.add((bucket, key))
+        upload_once(S3Store(self.client("s3", region)), ObjectUrl("s3", bucket, key), data)
 
     # -- EFA ----------------------------------------------------------------------------------
     def efa_info(self, instance_type: str, region: Optional[str]) -> Optional[dict]:

@@ -8,3 +8,8 @@ def cloudtrain_register_providers(register):
     register("cloudtrain_aws.sagemaker:SageMakerProvider", name="sagemaker")
     register("cloudtrain_aws.ec2:Ec2Provider", name="ec2")
     register("cloudtrain_aws.eks:EksProvider", name="eks")
+
+
+@hookimpl
+def cloudtrain_register_stores(register):
+    register("cloudtrain_aws.s3store:S3Store", scheme="s3")

@@ -106,7 +106,8 @@ class AwsDouble:
         ``instance_profile``; the calls that made those are not counted."""
         import cloudtrain_aws.common as common
         self.reset()
-        common._uploaded.clear()
+        from cloudtrain.objectstore import forget_uploads
+        forget_uploads()
         common._efa.clear()
         monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
         self.client("s3").create_bucket(Bucket=bucket)

@@ -69,7 +69,8 @@ def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_p
     write resourceconfig.json, and run ContainerEntrypoint + ContainerArguments as sent."""
     import cloudtrain_aws.common as common
     from cloudtrain_local.provider import free_port_block
-    common._uploaded.clear()
+    from cloudtrain.objectstore import forget_uploads
+    forget_uploads()
     monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
     aws.client("s3").create_bucket(Bucket="ct-node-bucket")
     job = cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml", overrides={

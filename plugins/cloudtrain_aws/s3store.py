@@ -1,0 +1,83 @@
+"""``s3://`` object stores through boto3: Amazon S3, or any S3-compatible store (MinIO, Ceph,
+OBS's S3 endpoint) named by ``endpoint_url``.  Registered by the aws plugin for every provider
+(``cloudtrain_register_stores``); boto3 is imported when the store is first used."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional, Tuple
+
+from cloudtrain.errors import PlatformError
+from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
+
+from .common import hint_for
+
+
+class S3Store(ObjectStore):
+    scheme = "s3"
+
+    def __init__(self, client: Any = None, region: Optional[str] = None, endpoint_url: Optional[str] = None):
+        """``client``: a boto3 S3 client (tests, an AWS provider's own); else one from boto3's
+        default chain for ``region`` and ``endpoint_url``."""
+        self.region, self.endpoint_url = region, endpoint_url
+        self._client = client
+
+    @property
+    def where(self) -> str:
+        client = self.client
+        return f"{client.meta.endpoint_url}|{client.meta.region_name}"
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+            from .common import AwsProvider, aws_credentials
+            session = boto3.session.Session()
+            aws_credentials(session)  # MissingCredentials, naming where boto3 looked
+            self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint_url,
+                                          config=AwsProvider.retry_config())
+        return self._client
+
+    @contextmanager
+    def api(self, what: str):
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            yield
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", "?"))
+            raise PlatformError(f"{what}: S3 refused: {code}: {err.get('Message', '')}; {hint_for(code)}",
+                                request_id=exc.response.get("ResponseMetadata", {}).get("RequestId")) from None
+        except BotoCoreError as exc:
+            raise PlatformError(f"{what}: {exc}; check the network, the region and the endpoint") from None
+
+    def exists(self, url: ObjectUrl) -> bool:
+        from botocore.exceptions import ClientError
+        with self.api(f"look for {url}"):
+            try:
+                self.client.head_object(Bucket=url.bucket, Key=url.key)
+                return True
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                    return False
+                raise
+
+    def put(self, url: ObjectUrl, data: bytes, content_type: str = "application/octet-stream") -> None:
+        with self.api(f"upload {url}"):
+            self.client.put_object(Bucket=url.bucket, Key=url.key, Body=data, ContentType=content_type)
+
+    def objects(self, url: ObjectUrl) -> Iterator[Tuple[ObjectUrl, int]]:
+        with self.api(f"list {url}"):
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=url.key)
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    yield ObjectUrl("s3", url.bucket, item["Key"]), int(item["Size"])
+
+    def fetch(self, url: ObjectUrl, dest: Path, progress: Optional[Progress] = None) -> None:
+        with self.api(f"download {url}"):
+            self.client.download_file(url.bucket, url.key, str(dest), Callback=progress)
+
+    def presign(self, url: ObjectUrl, seconds: int) -> str:
+        with self.api(f"sign a URL for {url}"):
+            return self.client.generate_presigned_url("get_object", Params={"Bucket": url.bucket, "Key": url.key},
+                                                      ExpiresIn=int(seconds))
