@@ -369,6 +369,14 @@ class Provider(abc.ABC):
         """This platform's node topology from ``environ``, or None if it is not this platform."""
         return cls.node_platform().detect(environ)
 
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        """Upload the job's code (the ``shipping`` archive) to where ``rendered`` says its nodes
+        find it; the URLs written or found there already (content-addressed: the same code is
+        sent once).  ``submit`` and ``cloudtrain stage`` call it.  Providers whose code travels
+        inside the request (local, docker, a Kubernetes ConfigMap) have nothing to stage."""
+        raise BadInput(f"{self.name} sends the code inside its request (or reads it from the image); "
+                       "there is nothing to stage: cloudtrain submit ships it")
+
     def outputs(self, job_id: str, dest: Path) -> List[Path]:
         """Download the job's output (``storage.output``) into ``dest``; the files written."""
         raise BadInput(f"{self.name} cannot download a job's outputs yet; fetch them from where storage.output "
