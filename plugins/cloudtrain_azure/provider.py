@@ -37,6 +37,7 @@ from cloudtrain import shipping, storage, yamlio
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
+from cloudtrain.outputs import copy_tree
 from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import checkpoint_uri, with_neutral
@@ -534,6 +535,28 @@ class AzureProvider(CloudProvider):
         ml, name = self._client_for(job_id)
         with _platform_errors(f"cancelling job {name}"):
             ml.jobs.begin_cancel(name).result()
+
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """storage.output (the job's output ``cloudtrain_output``) into ``dest``, through
+        ``MLClient.jobs.download``: the service resolves the output to its datastore path, the
+        datastore hands out a SAS token, and azure-storage-blob lists and fetches the blobs."""
+        ml, name = self._client_for(job_id)
+        job = self._get(ml, name)
+        if STORAGE_OUTPUT not in (getattr(job, "outputs", None) or {}):
+            raise BadInput(f"azure job {name} has no storage.output, so there is nothing for cloudtrain to download; "
+                           "what it wrote to ./outputs is in Azure ML studio (or: az ml job download --name "
+                           f"{name} --all); set storage.output to an azureml:// datastore path for the next job")
+        status = self._to_status(job_id, job)
+        if not status.terminal:
+            raise BadInput(f"azure job {name} is {status.raw_state}: its output can be downloaded once it ends; "
+                           f"wait for it (cloudtrain wait {self.handle(job_id)})")
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".cloudtrain-download-", dir=dest) as tmp:
+            with _platform_errors(f"downloading the output of job {name}"):
+                ml.jobs.download(name, download_path=tmp, output_name=STORAGE_OUTPUT)
+            # where jobs.download puts a named output: DOWNLOAD_PATH/named-outputs/NAME
+            return copy_tree(Path(tmp) / "named-outputs" / STORAGE_OUTPUT, dest)
 
     def list(self) -> List[JobStatus]:
         ml = self.ml_client()
