@@ -121,3 +121,38 @@ def test_what_azure_cannot_take_is_refused_at_its_line(tmp_path, text, line, mes
     with pytest.raises(Exception) as info:
         get_provider("azure").validate(load_ct_job(path))
     assert f"{path}:{line}: {message}" in str(info.value), str(info.value)
+
+
+def test_a_node_running_the_rendered_command_reads_its_input_and_writes_its_output(tmp_path):
+    """The rendered command, run by ``sh`` in the staged code (what submit uploads) with what Azure
+    ML injects into a single node, after Azure ML's substitution of the bindings by the mount paths
+    ("the expression is evaluated and the value is substituted": Azure ML docs, concept-expressions).
+    Only the substitution and the mounts (two local directories) are this test's own."""
+    import subprocess
+    import sys
+    from cloudtrain import shipping
+    from cloudtrain_azure.detect import node_environment
+
+    job = make_job(tmp_path, distribution={"type": "none", "nodes": 1}, storage={"inputs": {"train": DATA}, "output": OUT})
+    (tmp_path / "code" / "train.py").write_text(
+        "import os, pathlib\n"
+        "numbers = pathlib.Path(os.environ['CLOUDTRAIN_INPUT_TRAIN'], 'numbers.txt').read_text().split()\n"
+        "pathlib.Path(os.environ['CLOUDTRAIN_OUTPUT_DIR'], 'sum.txt').write_text(str(sum(map(int, numbers))))\n")
+    provider = get_provider("azure")
+    content = render(job)
+    staged = shipping.stage(job, tmp_path / "staged", [provider.node_platform()])
+    mounts = {"${{inputs.train}}": tmp_path / "mnt" / "train", "${{outputs.cloudtrain_output}}": tmp_path / "mnt" / "out"}
+    command = content["command"]
+    for binding, mount in mounts.items():
+        mount.mkdir(parents=True)
+        command = command.replace(binding, str(mount))
+    (mounts["${{inputs.train}}"] / "numbers.txt").write_text("1 2 3 4\n")
+    bin_dir = tmp_path / "bin"  # the image's python
+    bin_dir.mkdir()
+    for name in ("python", "python3"):
+        (bin_dir / name).symlink_to(sys.executable)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", **content["environment_variables"],
+           **node_environment("none", 1, 0, ["127.0.0.1"], 6105, run_id="st-1")}
+    proc = subprocess.run(["sh", "-c", command], cwd=staged, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (mounts["${{outputs.cloudtrain_output}}"] / "sum.txt").read_text() == "10"
