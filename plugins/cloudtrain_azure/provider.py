@@ -555,8 +555,11 @@ class AzureProvider(CloudProvider):
         with tempfile.TemporaryDirectory(prefix=".cloudtrain-download-", dir=dest) as tmp:
             with _platform_errors(f"downloading the output of job {name}"):
                 ml.jobs.download(name, download_path=tmp, output_name=STORAGE_OUTPUT)
-            # where jobs.download puts a named output: DOWNLOAD_PATH/named-outputs/NAME
-            return copy_tree(Path(tmp) / "named-outputs" / STORAGE_OUTPUT, dest)
+            got = Path(tmp) / "named-outputs" / STORAGE_OUTPUT  # where jobs.download puts a named output
+            if not got.is_dir():
+                raise BadInput(f"azure job {name} wrote nothing to its output ({job.outputs[STORAGE_OUTPUT].path}): "
+                               "its nodes write there through CLOUDTRAIN_OUTPUT_DIR; check the script's output path")
+            return copy_tree(got, dest)
 
     def list(self) -> List[JobStatus]:
         ml = self.ml_client()

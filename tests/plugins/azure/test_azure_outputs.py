@@ -65,6 +65,15 @@ def test_the_job_mounts_its_data_and_outputs_brings_the_output_back(fake, provid
     assert all(r["query"]["sig"] == "fake" for r in blob_calls)
 
 
+def test_an_output_the_nodes_left_empty_is_said_so(fake, provider, behind_the_proxy, tmp_path):
+    run = provider.submit(make_job(tmp_path, extra=STORAGE))
+    finished_with_files(fake, run.id.rsplit("/", 1)[1], {})
+    with pytest.raises(BadInput, match=rf"wrote nothing to its output \({re.escape(OUT)}\): .*CLOUDTRAIN_OUTPUT_DIR"):
+        provider.outputs(run.id, tmp_path / "got")
+    assert [r["query"].get("prefix") for r in fake.calls(STORE_HOST)] == ["digits/run1/"]
+    assert list((tmp_path / "got").iterdir()) == []
+
+
 def test_a_job_without_storage_output_has_nothing_to_download(fake, provider, tmp_path):
     run = provider.submit(make_job(tmp_path))
     fake.jobs[run.id.rsplit("/", 1)[1]]["properties"]["status"] = "Completed"
