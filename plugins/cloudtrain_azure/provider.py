@@ -33,10 +33,11 @@ from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cloudtrain import shipping, yamlio
+from cloudtrain import shipping, storage, yamlio
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
+from cloudtrain.outputs import copy_tree
 from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import checkpoint_uri, with_neutral
@@ -45,6 +46,10 @@ from . import infiniband
 
 KIND = "azureml/job"
 CHECKPOINT_OUTPUT = "checkpoint"  # the job output that holds storage.checkpoint
+STORAGE_OUTPUT = "cloudtrain_output"  # the job output that holds storage.output (CLOUDTRAIN_OUTPUT_DIR)
+# The URIs Azure ML takes for a job's data (seed 002, the PyTorch example's note: "AzureML supports
+# https://, abfss://, wasbs:// and azureml:// URIs"); azure-ai-ml's load_job passes any string on.
+DATA_SCHEMES = ("azureml", "https", "wasbs", "abfss")
 SPEC_TAG = "cloudtrain.spec"
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
@@ -54,7 +59,8 @@ JOB_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
 class DataRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: Optional[str] = Field(None, description="azureml://, https://, abfss:// or wasbs:// URI (outputs: default location if empty)")
+    path: Optional[str] = Field(None, description="azureml://, https://, abfss:// or wasbs:// URI (outputs: default location if empty; "
+                                                 "inputs: storage.inputs' URI of the same name if empty)")
     type: Literal["uri_folder", "uri_file"] = Field("uri_folder", description="uri_folder or uri_file")
     mode: Optional[Literal["ro_mount", "rw_mount", "download", "upload", "direct"]] = Field(
         None, description="how the node sees it (Azure ML's default: ro_mount for inputs, rw_mount for outputs)")
@@ -140,6 +146,8 @@ class AzureProvider(CloudProvider):
 
     status_poll = 5.0  # ARM allows a few reads per second per subscription
     stopping = ("CancelRequested",)
+    # storage.inputs -> the job's inputs, storage.output -> its output STORAGE_OUTPUT (azureml:// only: see check)
+    storage_schemes = DATA_SCHEMES
 
     def __init__(self, ml_client=None, credential=None, client_kwargs: Optional[Dict[str, Any]] = None,
                  poll: Optional[float] = None):
@@ -227,20 +235,47 @@ class AzureProvider(CloudProvider):
                 raise JobFileError.at(job, ("network", "rdma"), "network.rdma is on, but serverless compute has no VM size "
                                   "here; set resources.accelerator and gpus_per_node (or providers.azure.vm_size) to "
                                   f"an InfiniBand size such as {infiniband.DEFAULT_SUGGESTION}")
-        for kind, declared in (("inputs", options.inputs), ("outputs", options.outputs)):
+        outputs = {*options.outputs, *([CHECKPOINT_OUTPUT] if job.storage.checkpoint else []),
+                   *([STORAGE_OUTPUT] if job.storage.output else [])}
+        for kind, declared in (("inputs", {*options.inputs, *job.storage.inputs}), ("outputs", outputs)):
             for ref in re.findall(r"\$\{\{\s*%s\.([A-Za-z0-9_]+)\s*\}\}" % kind, job.command_line):
                 if ref not in declared:
                     raise JobFileError.at(job, ("command",), f"refers to ${{{{{kind}.{ref}}}}}, but providers.azure.{kind} "
                                                          f"has no {ref!r}; declare it there")
         for name, ref in options.inputs.items():
-            if not ref.path:
+            if not ref.path and name not in job.storage.inputs:
                 raise JobFileError.at(job, ("providers", "azure", "inputs", name), "an input needs a path; set path")
+        self.check_storage(job, options)
+
+    @staticmethod
+    def check_storage(job: JobSpec, options: AzureOptions) -> None:
+        """``storage.output`` is a datastore URI (what ``cloudtrain outputs`` can bring back), its
+        output name is free, and an input said twice says the same place."""
+        output = job.storage.output
+        if output and storage.scheme(output) in DATA_SCHEMES and storage.scheme(output) != "azureml":
+            # MLClient.jobs.download reads an output through its datastore: azure/ai/ml/_artifacts/
+            # _artifact_utilities.py, download_artifact_from_aml_uri parses AzureMLDatastorePathUri.
+            raise JobFileError.at(job, ("storage", "output"), f"azure keeps storage.output in a datastore, so that "
+                                  f"cloudtrain outputs can bring it back; give azureml://datastores/<datastore>/paths/"
+                                  f"<path>/ instead of {output!r} (register the container as a datastore: az ml "
+                                  "datastore create)")
+        if output and STORAGE_OUTPUT in options.outputs:
+            raise JobFileError.at(job, ("providers", "azure", "outputs", STORAGE_OUTPUT),
+                                  f"the name {STORAGE_OUTPUT!r} holds storage.output; rename this output")
+        for name, uri in sorted(job.storage.inputs.items()):
+            ref = options.inputs.get(name)
+            if ref is not None and ref.path and ref.path != uri:
+                raise JobFileError.at(job, ("storage", "inputs", name), f"is {uri} but providers.azure.inputs.{name} is "
+                                      f"{ref.path}; keep one of them (providers.azure.inputs.{name} may give the type "
+                                      "and mode alone)")
 
     def environment_variables(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> Dict[str, str]:
         """The job's env, cloudtrain's variables for the node, and the NCCL/UCX presets of
         ``network.rdma`` (never over the job's own values).  Secrets are not here: see schedule."""
         kind = job.distribution.type
-        env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": self.detectors_variable(), "CLOUDTRAIN_OUTPUT_DIR": OUTPUT_DIR}
+        env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": self.detectors_variable()}
+        if not job.storage.output:  # else the command exports where Azure ML mounts the output
+            env[storage.OUTPUT_ENV] = OUTPUT_DIR
         if kind in ("mpi", "horovod", "ray"):
             # No `cloudtrain launch` in between: what it would have exported, fixed per job.
             env.update({"CLOUDTRAIN_PLATFORM": self.name, "CLOUDTRAIN_DISTRIBUTION": kind,
@@ -278,6 +313,24 @@ class AzureProvider(CloudProvider):
     def _data(ref: DataRef) -> dict:
         return {"type": ref.type, **{k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v}}
 
+    @staticmethod
+    def input_type(uri: str) -> str:
+        """``uri_folder`` for a URI ending in ``/`` or whose last segment has no extension
+        (``.../digits/train``), ``uri_file`` for one that names a file (``.../vocab.txt``)."""
+        last = uri.rstrip("/").rsplit("/", 1)[-1]
+        return "uri_file" if not uri.endswith("/") and "." in last.strip(".") else "uri_folder"
+
+    def job_inputs(self, job: JobSpec, options: AzureOptions) -> Dict[str, dict]:
+        """providers.azure.inputs, and storage.inputs as read-only mounts (``ro_mount``; a
+        providers.azure.inputs entry of the same name may set its type and mode)."""
+        inputs = {k: self._data(v) for k, v in options.inputs.items()}
+        for name, uri in sorted(job.storage.inputs.items()):
+            ref = options.inputs.get(name)
+            given = ref.model_fields_set if ref is not None else set()
+            inputs[name] = {"type": ref.type if "type" in given else self.input_type(uri), "path": uri,
+                            "mode": ref.mode if ref is not None and ref.mode else "ro_mount"}
+        return inputs
+
     def job_dict(self, job: JobSpec, options: AzureOptions, vm_size: Optional[str] = None) -> dict:
         """The command job YAML (as a dict) that ``azure.ai.ml.load_job`` reads.
 
@@ -290,7 +343,7 @@ class AzureProvider(CloudProvider):
             "display_name": job.name,
             "experiment_name": options.experiment_name or job.name,
             "tags": {"cloudtrain.job": job.name, "cloudtrain.distribution": job.distribution.type, **options.tags},
-            "command": self.with_checkpoint_dir(job, self.node_command(job)),
+            "command": self.with_data_paths(job, self.node_command(job)),
             "code": str(job.code_path),
             "environment": options.environment or {"image": job.image},
             "environment_variables": self.environment_variables(job, options, vm_size),
@@ -314,22 +367,38 @@ class AzureProvider(CloudProvider):
                                                        ("priority", options.priority)) if v}
         if options.identity:
             doc["identity"] = {"type": options.identity}
-        if options.inputs:
-            doc["inputs"] = {k: self._data(v) for k, v in options.inputs.items()}
+        inputs = self.job_inputs(job, options)
+        if inputs:
+            doc["inputs"] = inputs
         outputs = {k: self._data(v) for k, v in options.outputs.items()}
         if job.storage.checkpoint:  # read-write mount of the datastore path: what one attempt saved, the next sees
             outputs[CHECKPOINT_OUTPUT] = {"type": "uri_folder", "path": job.storage.checkpoint, "mode": "rw_mount"}
+        if job.storage.output:  # a read-write mount: what the nodes write there is in the datastore as they write it
+            outputs[STORAGE_OUTPUT] = {"type": "uri_folder", "path": job.storage.output, "mode": "rw_mount"}
         if outputs:
             doc["outputs"] = outputs
         return doc
 
     @staticmethod
-    def with_checkpoint_dir(job: JobSpec, command: str) -> str:
-        """The node command with CLOUDTRAIN_CHECKPOINT_DIR set to where Azure ML mounts the
-        checkpoint output (``${{outputs.NAME}}`` is resolved in the command only)."""
-        if not job.storage.checkpoint:
+    def with_data_paths(job: JobSpec, command: str) -> str:
+        """The node command with CLOUDTRAIN_CHECKPOINT_DIR, CLOUDTRAIN_INPUT_<NAME> and
+        CLOUDTRAIN_OUTPUT_DIR exported as the paths where Azure ML mounts them.
+
+        ``${{inputs.NAME}}``/``${{outputs.NAME}}`` are data bindings of the command: azure-ai-ml's
+        schema says the command "may contain place holders of inputs" (azure/ai/ml/_schema/job/
+        parameterized_command.py, ``ParameterizedCommandSchema.command``) and checks the bindings
+        of the command alone (``CommandComponent._validate_command``); ``environment_variables`` is
+        a plain dict.  So the paths are exported in the command, not set as variables."""
+        paths = {}
+        if job.storage.checkpoint:
+            paths["CLOUDTRAIN_CHECKPOINT_DIR"] = f"outputs.{CHECKPOINT_OUTPUT}"
+        for name in sorted(job.storage.inputs):
+            paths[storage.input_env(name)] = f"inputs.{name}"
+        if job.storage.output:
+            paths[storage.OUTPUT_ENV] = f"outputs.{STORAGE_OUTPUT}"
+        if not paths:
             return command
-        return f"export CLOUDTRAIN_CHECKPOINT_DIR=${{{{outputs.{CHECKPOINT_OUTPUT}}}}}; {command}"
+        return "export " + " ".join(f"{var}=${{{{{ref}}}}}" for var, ref in paths.items()) + f"; {command}"
 
     def artifacts(self, job: JobSpec, options: AzureOptions) -> List[Artifact]:
         return [Artifact(KIND, job.name, self.job_dict(job, options))]
@@ -466,6 +535,31 @@ class AzureProvider(CloudProvider):
         ml, name = self._client_for(job_id)
         with _platform_errors(f"cancelling job {name}"):
             ml.jobs.begin_cancel(name).result()
+
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """storage.output (the job's output ``cloudtrain_output``) into ``dest``, through
+        ``MLClient.jobs.download``: the service resolves the output to its datastore path, the
+        datastore hands out a SAS token, and azure-storage-blob lists and fetches the blobs."""
+        ml, name = self._client_for(job_id)
+        job = self._get(ml, name)
+        if STORAGE_OUTPUT not in (getattr(job, "outputs", None) or {}):
+            raise BadInput(f"azure job {name} has no storage.output, so there is nothing for cloudtrain to download; "
+                           "what it wrote to ./outputs is in Azure ML studio (or: az ml job download --name "
+                           f"{name} --all); set storage.output to an azureml:// datastore path for the next job")
+        status = self._to_status(job_id, job)
+        if not status.terminal:
+            raise BadInput(f"azure job {name} is {status.raw_state}: its output can be downloaded once it ends; "
+                           f"wait for it (cloudtrain wait {self.handle(job_id)})")
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".cloudtrain-download-", dir=dest) as tmp:
+            with _platform_errors(f"downloading the output of job {name}"):
+                ml.jobs.download(name, download_path=tmp, output_name=STORAGE_OUTPUT)
+            got = Path(tmp) / "named-outputs" / STORAGE_OUTPUT  # where jobs.download puts a named output
+            if not got.is_dir():
+                raise BadInput(f"azure job {name} wrote nothing to its output ({job.outputs[STORAGE_OUTPUT].path}): "
+                               "its nodes write there through CLOUDTRAIN_OUTPUT_DIR; check the script's output path")
+            return copy_tree(got, dest)
 
     def list(self) -> List[JobStatus]:
         ml = self.ml_client()

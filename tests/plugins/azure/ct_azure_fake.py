@@ -13,13 +13,25 @@
   the SDK where to upload) hands out a SAS URL on the same loopback server, so the blob calls
   (get properties, put blob, set metadata) are real HTTP too.
 
+- ``jobs.download`` (``cloudtrain outputs``): the run's named outputs (run history ``rundata``),
+  their datastore URIs (the data plane's ``batchGetResolvedUris``), the datastore and its SAS token
+  (ARM ``datastores/NAME`` and ``listSecrets``), then azure-storage-blob lists and fetches the blobs
+  at ``https://fakestore.blob.core.windows.net``, a client the SDK builds itself with no transport
+  to lend.  It reaches the fake the way a client behind a proxy does: ``HTTPS_PROXY`` names this
+  server, which answers ``CONNECT`` and speaks TLS with a certificate for ``*.blob.core.windows.net``
+  issued by a test CA (``tls_files``) that ``REQUESTS_CA_BUNDLE`` trusts (``proxy_env``).
+
 Used in-process by the tests, and from a ``cloudtrain`` subprocess through ``ct_azure_loopback``
 (``CT_AZURE_FAKE_PORT``), which is why the state lives behind HTTP and not in the test's memory.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import socketserver
+import ssl
+import tempfile
 import threading
 import time
 import traceback
@@ -35,6 +47,8 @@ ARM = "management.azure.com"
 API = "fakeregion.api.azureml.ms"
 LOGS = "fakelogs.blob.core.windows.net"
 STORE = "fakestore"  # blob "account" on the loopback server (path-style, like Azurite)
+STORE_HOST = f"{STORE}.blob.core.windows.net"  # the same account, reached through the proxy (CONNECT + TLS)
+WORKSPACE_ID = "11111111-1111-1111-1111-111111111111"
 WS = re.compile(r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
                 r"Microsoft\.MachineLearningServices/workspaces/(?P<ws>[^/]+)(?P<rest>/.*)?$", re.I)
 
@@ -76,6 +90,56 @@ class FakeCredential:
         return AccessTokenInfo(self.token, int(time.time()) + 3600)
 
 
+_TLS: Dict[str, str] = {}
+
+
+def tls_files() -> Dict[str, str]:
+    """A test CA (``ca``, for REQUESTS_CA_BUNDLE) and a certificate it issued for
+    ``*.blob.core.windows.net`` (``cert``, ``key``), made once per process."""
+    if _TLS:
+        return _TLS
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def issue(subject, key, issuer, issuer_key, ca):
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                                  critical=False))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                                            critical=True)
+        else:
+            builder = (builder.add_extension(x509.SubjectAlternativeName([x509.DNSName("*.blob.core.windows.net")]),
+                                             critical=False)
+                       .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cloudtrain test CA")])
+    ca = issue(ca_name, ca_key, ca_name, ca_key, True)
+    leaf = issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "*.blob.core.windows.net")]), key, ca_name, ca_key,
+                 False)
+    folder = tempfile.mkdtemp(prefix="ct-azure-tls-")
+    files = {"ca": f"{folder}/ca.pem", "cert": f"{folder}/cert.pem", "key": f"{folder}/key.pem"}
+    pem = serialization.Encoding.PEM
+    with open(files["ca"], "wb") as f:
+        f.write(ca.public_bytes(pem))
+    with open(files["cert"], "wb") as f:
+        f.write(leaf.public_bytes(pem))
+    with open(files["key"], "wb") as f:
+        f.write(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    _TLS.update(files)
+    return _TLS
+
+
 class FakeAzure:
     def __init__(self, subscription: str = "00000000-0000-0000-0000-000000000000", resource_group: str = "rg",
                  workspace: str = "ws"):
@@ -86,7 +150,8 @@ class FakeAzure:
         self.codes: Dict[str, dict] = {}
         self.environments: Dict[str, dict] = {}
         self.computes: Dict[str, str] = {"gpu-cluster": "Standard_NC24rs_v3", "v100-no-ib": "Standard_NC24s_v3"}
-        self.blobs: Dict[str, dict] = {}
+        self.blobs: Dict[str, dict] = {}  # "container/blob name" -> {"data", "metadata"}
+        self.datastores: Dict[str, str] = {"workspaceblobstore": "azureml-blobstore", "runs": "runs"}  # -> container
         self.logs: Dict[str, Dict[str, str]] = {}
         # per job: statuses the run-history "details" call steps through, and log text added at each step
         self.script: Dict[str, List[tuple]] = {}
@@ -127,6 +192,29 @@ class FakeAzure:
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = _serve
 
+            def do_CONNECT(self):
+                """A proxy's tunnel to STORE_HOST:443, ended here: TLS with the test CA's certificate,
+                then the requests inside it are served like the others."""
+                host = self.path.rpartition(":")[0]
+                if host != STORE_HOST:
+                    self.send_error(403, f"the fake proxies {STORE_HOST} only")
+                    return
+                self.send_response(200, "Connection Established")
+                self.end_headers()
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.load_cert_chain(tls_files()["cert"], tls_files()["key"])
+                self.connection = context.wrap_socket(self.connection, server_side=True)
+                self.rfile = self.connection.makefile("rb")
+                self.wfile = socketserver._SocketWriter(self.connection)
+                self.headers_host = host
+                self.close_connection = False  # http.client tunnels with an HTTP/1.0 CONNECT: keep serving
+
+            def parse_request(self):
+                ok = super().parse_request()
+                if ok and getattr(self, "headers_host", None):  # inside a tunnel: the host it was opened to
+                    self.headers[ORIGINAL_HOST] = self.headers_host
+                return ok
+
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -141,6 +229,11 @@ class FakeAzure:
     def transport(self) -> LoopbackTransport:
         return LoopbackTransport(self.port)
 
+    def proxy_env(self) -> Dict[str, str]:
+        """What a client behind this proxy sets: the blob clients the SDK builds itself use it."""
+        return {"HTTPS_PROXY": f"http://127.0.0.1:{self.port}", "REQUESTS_CA_BUNDLE": tls_files()["ca"],
+                "NO_PROXY": ""}
+
     # -- routing ----------------------------------------------------------------------------
     def handle(self, method: str, raw_path: str, headers: Dict[str, str], body: bytes):
         parts = urlsplit(raw_path)
@@ -154,6 +247,8 @@ class FakeAzure:
             try:
                 if host == "127.0.0.1":
                     return self._blob(method, parts.path, query, headers, body)
+                if host == STORE_HOST:  # virtual-host style, through the proxy's tunnel
+                    return self._blob(method, f"/{STORE}{parts.path}", query, headers, body)
                 if host == ARM or (host == API and parts.path != "/discovery"):  # discovery is anonymous
                     assert record["auth"] == f"Bearer {FakeCredential.token}", f"no bearer token on {raw_path}"
                 for (method_, part), left in self.transient.items():
@@ -167,12 +262,16 @@ class FakeAzure:
                     return self._log_file(parts.path)
                 if host == API and parts.path == "/discovery":
                     return self._json(200, {"api": f"https://{API}", "history": f"https://{API}"})
-                path = parts.path[len("/history/v1.0"):] if parts.path.startswith("/history/v1.0/") else parts.path
+                path = re.sub(r"^/(history|data)/v1\.0(?=/)", "", parts.path)
                 match = WS.match(path)
                 if not match or tuple(match.group("sub", "rg", "ws")) != self.scope:
                     return self._error(404, "ResourceNotFound", f"no such resource {parts.path}")
                 rest = match.group("rest") or ""
                 base = path[:match.start("rest")] if match.group("rest") else path
+                if host == API and rest == "/dataversion/batchGetResolvedUris":
+                    return self._resolve_data(record["body"])
+                if host == API and rest == "/rundata":
+                    return self._run_data(record["body"])
                 if host == API:
                     return self._history(method, rest)
                 return self._arm(method, base, rest, query, record["body"])
@@ -215,6 +314,13 @@ class FakeAzure:
             if key not in self.environments:
                 return self._error(404, "ResourceNotFound", f"environment {key} not found")
             return self._json(200, self.environments[key])
+        if rest == "/datastores":  # list; jobs.download asks for the default one (isDefault=true)
+            names = [n for n in self.datastores if query.get("isDefault") != "true" or n == "workspaceblobstore"]
+            return self._json(200, {"value": [json.loads(self._datastore(f"{base}/datastores/{n}", n, False)[2])
+                                              for n in names]})
+        m = re.match(r"^/datastores/([^/]+)(/listSecrets)?$", rest)
+        if m:
+            return self._datastore(base + rest, m.group(1), bool(m.group(2)))
         m = re.match(r"^/jobs(?:/([^/]+))?(/cancel)?$", rest)
         if m:
             return self._job(method, base, m.group(1), bool(m.group(2)), body)
@@ -271,6 +377,46 @@ class FakeAzure:
                                         "Retry-After": "0"})
         return self._json(200, self.jobs[name])
 
+    def _datastore(self, path: str, name: str, secrets: bool):
+        if name not in self.datastores:
+            return self._error(404, "UserError", f"datastore {name} not found")
+        if secrets:  # jobs.download asks for an expiring secret: a SAS token of the container
+            return self._json(200, {"secretsType": "Sas", "sasToken": "sv=2021-08-06&sr=c&sig=fake"})
+        return self._json(200, {"id": path, "name": name, "type": "Microsoft.MachineLearningServices/workspaces/datastores",
+                                "properties": {"datastoreType": "AzureBlob", "accountName": STORE,
+                                               "containerName": self.datastores[name], "endpoint": "core.windows.net",
+                                               "protocol": "https", "isDefault": name == "workspaceblobstore",
+                                               "credentials": {"credentialsType": "AccountKey"}}})
+
+    # -- outputs: the run's output assets and their datastore URIs ----------------------------
+    def _output_assets(self, name: str) -> Dict[str, dict]:
+        """The run's named outputs as the service registers them: name -> (asset id, type, URI)."""
+        outputs = self.jobs[name]["properties"].get("outputs") or {}
+        sub, rg, ws = self.scope
+        found = {}
+        for output, spec in outputs.items():
+            uri = spec.get("uri") or ""
+            if uri.startswith("azureml://datastores/"):  # the long form the service answers with
+                uri = f"azureml://subscriptions/{sub}/resourcegroups/{rg}/workspaces/{ws}/" + uri[len("azureml://"):]
+            found[output] = {"assetId": f"azureml://locations/westeurope/workspaces/{WORKSPACE_ID}/data/"
+                                        f"azureml_{name}_output_data_{output}/versions/1",
+                             "type": spec.get("jobOutputType", "uri_folder"), "uri": uri}
+        return found
+
+    def _run_data(self, body):
+        name = body.get("runId")
+        if name not in self.jobs:
+            return self._error(404, "NotFound", f"no run {name}")
+        outputs = {k: {"assetId": v["assetId"], "type": v["type"]} for k, v in self._output_assets(name).items()}
+        status = self.jobs[name]["properties"]["status"]
+        return self._json(200, {"runMetadata": {"runId": name, "status": status, "outputs": outputs}})
+
+    def _resolve_data(self, body):
+        every = {a["assetId"]: a for name in self.jobs for a in self._output_assets(name).values()}
+        asked = body.get("values") or []
+        return self._json(200, {"values": {i: {"uri": every[i]["uri"], "type": every[i]["type"]}
+                                           for i in asked if i in every}})
+
     # -- run history and logs -----------------------------------------------------------------
     def _history(self, method: str, rest: str):
         m = re.match(r"^/runs/([^/]+)/details$", rest) or re.match(r"^/experiments/[^/]+/runs/([^/]+)/details$", rest)
@@ -307,15 +453,38 @@ class FakeAzure:
             self.blobs[key] = {"data": body, "metadata": {}}
             return 201, {"ETag": '"1"', "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT",
                          "x-ms-request-server-encrypted": "true"}, b""
+        if method == "GET" and query.get("restype") == "container" and query.get("comp") == "list":
+            return self._blob_list(key, query.get("prefix") or "")
         if method in ("HEAD", "GET"):
             blob = self.blobs.get(key)
             if blob is None:
                 return 404, {"x-ms-error-code": "BlobNotFound"}, b""
+            data = blob["data"]
             out = {"Content-Type": "application/octet-stream", "ETag": '"1"', "x-ms-blob-type": "BlockBlob",
-                   "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT", "Content-Length": str(len(blob["data"]))}
+                   "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT", "Content-Length": str(len(data))}
             out.update({f"x-ms-meta-{k}": v for k, v in blob["metadata"].items()})
-            return 200, out, (blob["data"] if method == "GET" else b"")
+            wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", low.get("x-ms-range") or low.get("range") or "")
+            if method == "GET" and wanted:  # the SDK downloads in ranges (Get Blob, x-ms-range)
+                first = int(wanted.group(1))
+                last = min(int(wanted.group(2) or len(data) - 1), len(data) - 1)
+                out.update({"Content-Range": f"bytes {first}-{last}/{len(data)}", "Content-Length": str(last - first + 1)})
+                return 206, out, data[first:last + 1]
+            return 200, out, (data if method == "GET" else b"")
         return 400, {"x-ms-error-code": "UnsupportedHttpVerb"}, b""
+
+    def _blob_list(self, container: str, prefix: str):
+        """List Blobs (``restype=container&comp=list``), one page, as the Blob service's XML."""
+        from xml.sax.saxutils import escape
+        names = sorted(k.partition("/")[2] for k in self.blobs if k.startswith(f"{container}/{prefix}"))
+        items = "".join(
+            f"<Blob><Name>{escape(n)}</Name><Properties><Last-Modified>Thu, 02 Jan 2025 03:04:05 GMT</Last-Modified>"
+            f"<Etag>\"1\"</Etag><Content-Length>{len(self.blobs[f'{container}/{n}']['data'])}</Content-Length>"
+            "<Content-Type>application/octet-stream</Content-Type><BlobType>BlockBlob</BlobType></Properties>"
+            "<Metadata /></Blob>" for n in names)
+        xml = (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ServiceEndpoint="https://{STORE_HOST}/" '
+               f'ContainerName="{escape(container)}"><Prefix>{escape(prefix)}</Prefix><Blobs>{items}</Blobs>'
+               "<NextMarker /></EnumerationResults>")
+        return 200, {"Content-Type": "application/xml", "x-ms-version": "2021-08-06"}, xml.encode()
 
     # -- for the tests --------------------------------------------------------------------------
     def calls(self, host: Optional[str] = None, method: Optional[str] = None, contains: str = "") -> List[dict]:
