@@ -189,7 +189,7 @@ class Provider(abc.ABC):
                                         "not take: its nodes get the launcher with the code directory; set `code` to "
                                         "that directory (code: null works on the Kubernetes providers)"))
         from .storage import problems as storage_problems
-        for loc, message in storage_problems(job, self.name, self.storage_schemes):
+        for loc, message in storage_problems(job, self.name, self.storage_schemes, self.output_schemes):
             problems.add(self.job_error(job, loc, message))
         if options is not None:
             problems.collect(self.check, job, options)
@@ -201,6 +201,8 @@ class Provider(abc.ABC):
     # The schemes of storage.inputs / storage.output this provider maps (cloudtrain.storage):
     # "file" is a host path or file:// URI; any other scheme is refused at its line.
     storage_schemes: ClassVar[Tuple[str, ...]] = ()
+    # Those storage.output takes, where they differ from the inputs' (None: the same).
+    output_schemes: ClassVar[Optional[Tuple[str, ...]]] = None
     # Whether ``code: null`` (the image holds the code; nothing is shipped) is taken.
     code_optional: ClassVar[bool] = False
 

@@ -54,10 +54,14 @@ def local_path(job: JobSpec, uri: str) -> Path:
     return path.resolve()
 
 
-def problems(job: JobSpec, provider: str, schemes: Tuple[str, ...]) -> List[Tuple[tuple, str]]:
-    """``(location, message)`` for every input/output whose scheme ``provider`` does not take."""
+def problems(job: JobSpec, provider: str, schemes: Tuple[str, ...],
+             output_schemes: Optional[Tuple[str, ...]] = None) -> List[Tuple[tuple, str]]:
+    """``(location, message)`` for every input/output whose scheme ``provider`` does not take;
+    ``output_schemes``: those ``storage.output`` takes, when they differ from the inputs'."""
     out = []
     for loc, uri in entries(job):
+        if loc == ("storage", "output") and output_schemes is not None:
+            schemes = output_schemes
         if scheme(uri) in schemes:
             continue
         if schemes:

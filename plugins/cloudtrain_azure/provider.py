@@ -148,6 +148,10 @@ class AzureProvider(CloudProvider):
     stopping = ("CancelRequested",)
     # storage.inputs -> the job's inputs, storage.output -> its output STORAGE_OUTPUT (azureml:// only: see check)
     storage_schemes = DATA_SCHEMES
+    # MLClient.jobs.download reads an output through its datastore (azure/ai/ml/_artifacts/
+    # _artifact_utilities.py, download_artifact_from_aml_uri parses AzureMLDatastorePathUri):
+    # storage.output must be an azureml:// datastore path for cloudtrain outputs to bring it back.
+    output_schemes = ("azureml",)
 
     def __init__(self, ml_client=None, credential=None, client_kwargs: Optional[Dict[str, Any]] = None,
                  poll: Optional[float] = None):
@@ -252,13 +256,6 @@ class AzureProvider(CloudProvider):
         """``storage.output`` is a datastore URI (what ``cloudtrain outputs`` can bring back), its
         output name is free, and an input said twice says the same place."""
         output = job.storage.output
-        if output and storage.scheme(output) in DATA_SCHEMES and storage.scheme(output) != "azureml":
-            # MLClient.jobs.download reads an output through its datastore: azure/ai/ml/_artifacts/
-            # _artifact_utilities.py, download_artifact_from_aml_uri parses AzureMLDatastorePathUri.
-            raise JobFileError.at(job, ("storage", "output"), f"azure keeps storage.output in a datastore, so that "
-                                  f"cloudtrain outputs can bring it back; give azureml://datastores/<datastore>/paths/"
-                                  f"<path>/ instead of {output!r} (register the container as a datastore: az ml "
-                                  "datastore create)")
         if output and STORAGE_OUTPUT in options.outputs:
             raise JobFileError.at(job, ("providers", "azure", "outputs", STORAGE_OUTPUT),
                                   f"the name {STORAGE_OUTPUT!r} holds storage.output; rename this output")

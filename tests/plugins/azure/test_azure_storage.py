@@ -109,8 +109,10 @@ def test_the_command_may_bind_the_neutral_inputs_itself(tmp_path):
      "abfss://: give one of those"),
     ("storage: {inputs: {train: /data/train}}", 4, "storage.inputs.train: azure cannot take '/data/train' (scheme file)"),
     ("storage: {output: 'https://acct.blob.core.windows.net/runs/x/'}", 4,
-     "storage.output: azure keeps storage.output in a datastore, so that cloudtrain outputs can bring it back; give "
-     "azureml://datastores/<datastore>/paths/<path>/ instead of"),
+     "storage.output: azure cannot take 'https://acct.blob.core.windows.net/runs/x/' (scheme https); it takes "
+     "azureml://: give one of those"),
+    ("storage: {output: 's3://team/runs/'}", 4,  # the inputs' schemes are not offered for the output
+     "storage.output: azure cannot take 's3://team/runs/' (scheme s3); it takes azureml://: give one of those"),
     (f"storage: {{output: '{OUT}'}}\nproviders:\n  azure: {{outputs: {{cloudtrain_output: {{mode: upload}}}}}}", 6,
      "providers.azure.outputs.cloudtrain_output: the name 'cloudtrain_output' holds storage.output; rename this output"),
     (f"storage: {{inputs: {{train: '{DATA}'}}}}\nproviders:\n  azure: {{inputs: {{train: 'azureml://datastores/x/paths/y'}}}}", 4,
