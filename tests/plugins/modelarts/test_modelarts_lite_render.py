@@ -94,6 +94,13 @@ env: {OMP_NUM_THREADS: "1"}
 """
 
 
+@pytest.fixture(autouse=True)
+def small_code(tmp_path, monkeypatch):
+    """The jobs made from a dict ship the working directory (code: .): a small one, not the
+    repository, which outgrows a ConfigMap."""
+    monkeypatch.chdir(tmp_path)
+
+
 def objects(envelope):
     """{kind: object}; the code ConfigMap as "ConfigMap/code"."""
     return {a["content"]["kind"] + ("/code" if a["content"]["metadata"]["name"].endswith("-code") else ""): a["content"]
