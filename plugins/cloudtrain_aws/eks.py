@@ -22,7 +22,6 @@ from pydantic import Field
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes import trainjob
 from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions, TrainerOptions, trainer_runtime
@@ -70,6 +69,13 @@ class EksProvider(KubeflowProvider):
     kinds = KubeflowProvider.kinds + ("TrainJob",)
     required = {"cluster": "my-cluster", "region": "us-east-1"}
 
+    def __init__(self, session=None, eks=None, **kwargs):
+        """``session``: the boto3 ``Session`` whose credentials sign the cluster's tokens (default:
+        a new one: boto3's default chain); ``eks``: the EKS client (default: the session's); the
+        rest as ``KubernetesProvider`` takes them."""
+        super().__init__(**kwargs)
+        self._boto_session, self._eks_client = session, eks
+
     def fallback(self, option: str, job: JobSpec, options: EksOptions) -> bool:
         """``region`` unset: boto3's (AWS_DEFAULT_REGION, the profile's)."""
         return option == "region" and bool(self._session().region_name)
@@ -99,11 +105,10 @@ class EksProvider(KubeflowProvider):
         if options.api == "trainer":
             trainer_runtime(self, job, options)
 
-    def artifacts(self, job: JobSpec, options: EksOptions) -> List[Artifact]:
+    def manifests(self, job: JobSpec, options: EksOptions) -> List[dict]:
         if options.api != "trainer":
-            return super().artifacts(job, options)
-        objects = trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
-        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+            return super().manifests(job, options)
+        return trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
 
     def target(self, options: EksOptions) -> Dict[str, Any]:
         if not options.cluster:
@@ -116,12 +121,12 @@ class EksProvider(KubeflowProvider):
 
     def _session(self):
         boto3 = self.require_sdk("boto3")
-        return self.clients.get("session") or boto3.session.Session()
+        if self._boto_session is None:
+            self._boto_session = boto3.session.Session()
+        return self._boto_session
 
     def _eks(self, region: str):
-        if "eks" in self.clients:
-            return self.clients["eks"]
-        return self._session().client("eks", region_name=region)
+        return self._eks_client or self._session().client("eks", region_name=region)
 
     def connect(self, target: Dict[str, Any]):
         kubernetes = self.require_sdk("kubernetes")

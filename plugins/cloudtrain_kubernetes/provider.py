@@ -1,38 +1,47 @@
-"""``kubeflow`` and ``volcano``: a job as Kubernetes objects, sent with the official client.
+"""``kubeflow``, ``volcano`` and ``kubeflow-trainer``: a job as Kubernetes objects, sent with the
+official client.
 
-``KubernetesProvider`` is the shared base (also of ``eks`` and ``modelarts-lite``): render
-the manifests (pure: ``manifests.py``), then create them in order -- the job's Secret (with
-the real values) and launcher ConfigMap, the job object, then the Secret and ConfigMap are
-given the job as owner so deleting the job removes them.  Subclasses override:
+``KubernetesProvider`` is a ``cloudtrain.cloud.CloudProvider`` and the shared base of every
+Kubernetes provider (also ``eks`` and ``modelarts-lite``).  ``submit``: the render's objects are
+created in order -- the job's Secret (with the real values) and ConfigMaps, the job object, then
+the job is made their owner so deleting it removes them.  A job's id is ``<namespace>/<name>``;
+its spec hash is the ``cloudtrain.io/spec-hash`` annotation the render stamps on the job object:
+an existing job of the same name and hash is followed, one with another hash is an error that
+says how to proceed.  ``status`` reads the job object (the pods too, for a failed job's exit
+code), ``logs`` streams each pod's log (``podlogs``), ``cancel`` deletes the job.
 
-- ``build(job, manifest_options)``: the objects to create;
-- ``manifest_options(job, options)``: the cluster settings from the provider's options;
-- ``api_client(target)``: how to reach the cluster (``eks``: a token from STS;
-  ``modelarts-lite``: a certificate from CCE); ``target(options)`` says what to remember
-  about the cluster so that ``status HANDLE`` reaches it again from any shell.
+A provider built on it overrides only these (docs/plugins.md, "Kubernetes providers"):
 
-A job's id is ``<namespace>/<name>``.  Create is idempotent: an existing job with the same
-name and the same ``cloudtrain.io/spec-hash`` is attached to; one with another hash is an
-error that says how to proceed.
+- ``platform``, ``kinds``, ``states``, ``Options``: the launcher's platform (the pods run
+  ``cloudtrain launch --platform <platform>`` with its detector in the launcher bundle), the job
+  kinds it creates, their state table, its options (a ``PodOptions`` subclass);
+- ``manifest_options(job, options)``: ``super()``, then ``dataclasses.replace`` what the
+  platform does differently; ``gpu_selection(job, options)``: the node label of the GPU model;
+- ``manifests(job, options)``: the objects to create (pure); ``check(job, options)``;
+- ``target(options)`` / ``target_keys`` / ``connect(target)`` / ``list_targets()``: how to reach
+  the cluster (a kubeconfig here; ``eks``: a token from STS, ``modelarts-lite``: a certificate
+  from CCE); ``target`` is what the store keeps so that ``status HANDLE`` reaches the cluster
+  again from any shell, ``api_client(target)`` the client made once per cluster;
+- ``job_state(obj)``, ``node_count(obj)``, ``pod_selector(obj)``, ``node_index(obj, pod)``: how
+  to read a job object and find its pods in node order.
 """
 from __future__ import annotations
 
 import abc
-import queue
 import re
-import threading
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
-from cloudtrain.cloud import timestamp
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Provider, Rendered, State
+from cloudtrain.cloud import CloudProvider, timestamp
+from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import checkpoint_uri, field_error
 
 from . import manifests as m
-from . import trainjob
+from . import podlogs, trainjob
 
 # kind -> (group, version, plural)
 RESOURCES = {
@@ -42,7 +51,6 @@ RESOURCES = {
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
     "TrainJob": trainjob.RESOURCE,
 }
-FOLLOW_POLL = 1.0
 
 
 class PodOptions(BaseModel):
@@ -89,8 +97,8 @@ class VolcanoOptions(KubeOptions):
     plugins: Dict[str, List[str]] = Field(default_factory=dict, description="extra Volcano job plugins and their arguments (svc and env are always on)")
 
 
-def object_kind(obj: dict) -> str:
-    return obj["kind"]
+def _ns_name(obj: dict) -> Tuple[str, str]:
+    return obj["metadata"]["namespace"], obj["metadata"]["name"]
 
 
 def _api_error(exc, doing: str) -> PlatformError:
@@ -106,24 +114,44 @@ def _api_error(exc, doing: str) -> PlatformError:
     return PlatformError(f"{doing} failed: {status} {reason}{': ' + message if message else ''}; {fix}")
 
 
-class KubernetesProvider(Provider):
-    """The shared lifecycle of every provider whose job is a set of Kubernetes objects."""
+@dataclass
+class KubeJob:
+    """One read of a job (``_describe``): its object (None once ``cancel`` deleted it), the
+    cluster it is on, and for a failed job the first non-zero exit code of its pods."""
+
+    obj: Optional[dict]
+    target: Dict[str, Any]
+    exit_code: Optional[int] = None
+
+
+class KubernetesProvider(CloudProvider):
+    """The shared lifecycle of every provider whose job is a set of Kubernetes objects; what a
+    provider built on it overrides is listed in the module's docstring (and docs/plugins.md)."""
 
     extra = "kubernetes"
     sdk_modules = ("kubernetes",)
     Options = KubeOptions
+    # The kinds of job object this provider creates and looks for (keys of RESOURCES).
     kinds: Tuple[str, ...] = ()
+    # The keys of ``target()`` that tell one cluster from another (one API client each).
+    target_keys: Tuple[str, ...] = ("kubeconfig", "context")
     storage_schemes: Tuple[str, ...] = ("pvc",)  # PersistentVolumeClaims: pvc://CLAIM[/PATH]
     code_optional = True  # code: null: no code ConfigMap, the pods run in the image's workdir
+    status_poll = 2.0  # an API server's reads are cheap
 
-    def __init__(self, api_client=None, store=None, **clients):
-        super().__init__(**clients)
+    def __init__(self, api_client=None, store=None, poll: Optional[float] = None):
+        """``api_client``: a ``kubernetes.client.ApiClient`` used for every cluster (tests);
+        ``store``: where the cluster of each submitted job is remembered (default: the user's);
+        ``poll``: seconds between reads while a job is followed or waited for."""
+        super().__init__(poll=poll)
         self._api_client = api_client
         self._clients: Dict[str, Any] = {}
         self._store = store
 
     # -- rendering (pure) --------------------------------------------------------------------
     def manifest_options(self, job: JobSpec, options: PodOptions) -> m.ManifestOptions:
+        """The options of ``cloudtrain_kubernetes.manifests`` for this job; a platform calls
+        ``super()`` and ``dataclasses.replace``s what it does differently."""
         fields = {k: getattr(options, k) for k in (
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
@@ -131,7 +159,7 @@ class KubernetesProvider(Provider):
         if job.spot:  # the cluster says which nodes are spot: its labels and taints
             fields["node_selector"] = {**options.spot_node_selector, **options.node_selector}
             fields["tolerations"] = [*options.tolerations, *options.spot_tolerations]
-        return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.name,
+        return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.platform,
                                      "gpu_selection": self.gpu_selection(job, options),
                                      "detector_targets": self.node_platform().bundle_targets,
                                      "code": self.code_payload(job)})
@@ -162,8 +190,9 @@ class KubernetesProvider(Provider):
         return selection(job, self.name, options.gpu_label, options.gpu_products)
 
     @abc.abstractmethod
-    def build(self, job: JobSpec, mopts: m.ManifestOptions) -> List[dict]:
-        """The objects to create, in order (pure)."""
+    def manifests(self, job: JobSpec, options: PodOptions) -> List[dict]:
+        """The objects to create, in order (pure): the job's Secret and ConfigMaps, then the job
+        object (one of ``kinds``), built from ``manifest_options(job, options)``."""
 
     def check(self, job: JobSpec, options: PodOptions) -> None:
         checkpoint_uri(job, "a Kubernetes cluster", ("pvc",), "pvc://team-checkpoints/digits (a ReadWriteMany claim)")
@@ -184,12 +213,13 @@ class KubernetesProvider(Provider):
         return f"{job.source.path}: " if job.source and job.source.path else ""
 
     def artifacts(self, job: JobSpec, options: PodOptions) -> List[Artifact]:
-        objects = self.build(job, self.manifest_options(job, options))
+        objects = self.manifests(job, options)
         return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
 
     # -- reaching the cluster ----------------------------------------------------------------
     def target(self, options: KubeOptions) -> Dict[str, Any]:
-        """What to remember to reach this job's cluster again (never a credential)."""
+        """What to remember (in the store, at submit) to reach this job's cluster again from
+        any shell; never a credential."""
         return {"kubeconfig": options.kubeconfig, "context": options.context}
 
     def api_client(self, target: Dict[str, Any]):
@@ -201,8 +231,6 @@ class KubernetesProvider(Provider):
         if key not in self._clients:
             self._clients[key] = self.connect(target)
         return self._clients[key]
-
-    target_keys: Tuple[str, ...] = ("kubeconfig", "context")
 
     def connect(self, target: Dict[str, Any]):
         """A new ``kubernetes.client.ApiClient`` for ``target``: here, from a kubeconfig."""
@@ -227,6 +255,7 @@ class KubernetesProvider(Provider):
 
     @property
     def store(self):
+        """Where the cluster (``target``) of each submitted job is remembered."""
         if self._store is None:
             from cloudtrain.store import Store
             self._store = Store()
@@ -240,34 +269,60 @@ class KubernetesProvider(Provider):
     def _target_of(self, job_id: str) -> Dict[str, Any]:
         return self.store.recall(self.handle(job_id)) or {}
 
-    # -- submitting --------------------------------------------------------------------------
-    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+    # -- submitting (CloudProvider.schedule: spec_hash, _find_by_spec, else _create) -----------
+    @staticmethod
+    def job_object(rendered: Rendered) -> dict:
+        """The job object among the rendered manifests (the one whose kind is in RESOURCES)."""
+        return next(a.content for a in rendered.artifacts
+                    if a.kind == "kubernetes/manifest" and a.content["kind"] in RESOURCES)
+
+    def spec_hash(self, rendered: Rendered) -> str:
+        """The job object's ``cloudtrain.io/spec-hash`` annotation: the render stamps it over the
+        manifest (the code's digest included) and the cluster keeps it with the job."""
+        return self.job_object(rendered)["metadata"]["annotations"][m.ANNOTATION_HASH]
+
+    def _submit_target(self, rendered: Rendered, wanted: dict) -> Dict[str, Any]:
+        return {**self.target(rendered.options), "kind": wanted["kind"]}
+
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """The job of this name, when it exists: followed if its spec hash is ``spec``, refused
+        (with how to proceed) if it is another job's."""
         from kubernetes.client.exceptions import ApiException
-        objects = [a.content for a in rendered.artifacts if a.kind == "kubernetes/manifest"]
-        job_obj = next(o for o in objects if o["kind"] in RESOURCES)
-        ns, name = job_obj["metadata"]["namespace"], job_obj["metadata"]["name"]
-        job_id = f"{ns}/{name}"
-        target = {**self.target(rendered.options), "kind": job_obj["kind"]}
-        custom, core = self._apis(target)
-        group, version, plural = RESOURCES[job_obj["kind"]]
+        wanted = self.job_object(rendered)
+        target = self._submit_target(rendered, wanted)
         try:
-            existing = self._get_job(custom, job_obj["kind"], ns, name)
-            if existing is None:
-                owned = [self._create_core(core, m.with_code(rendered.job, self._with_secrets(o, secrets)))
-                         for o in objects if o["kind"] in ("Secret", "ConfigMap")]
-                try:
-                    created = custom.create_namespaced_custom_object(group, version, ns, plural, job_obj)
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
-                    created = self._attach(self._get_job(custom, job_obj["kind"], ns, name), job_obj)  # a retry raced us
-                self._own(core, owned, created)
-            else:
-                self._attach(existing, job_obj)
+            existing = self._get_job(self._apis(target)[0], wanted["kind"], *_ns_name(wanted))
         except ApiException as exc:
-            raise _api_error(exc, f"creating {job_obj['kind']} {ns}/{name}") from None
-        self.store.remember(self.handle(job_id), target)
-        return job_id
+            raise _api_error(exc, f"creating {wanted['kind']} {'/'.join(_ns_name(wanted))}") from None
+        if existing is None:
+            return None
+        return self._attach(existing, wanted, spec, target)
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
+        """The Secret (the real values) and ConfigMaps, the job object, then the job made their
+        owner (deleting it deletes them)."""
+        from kubernetes.client.exceptions import ApiException
+        wanted = self.job_object(rendered)
+        target = self._submit_target(rendered, wanted)
+        custom, core = self._apis(target)
+        ns, name = _ns_name(wanted)
+        group, version, plural = RESOURCES[wanted["kind"]]
+        try:
+            owned = [self._create_core(core, m.with_code(rendered.job, self._with_secrets(a.content, secrets)))
+                     for a in rendered.artifacts if a.kind == "kubernetes/manifest"
+                     and a.content["kind"] in ("Secret", "ConfigMap")]
+            try:
+                created = custom.create_namespaced_custom_object(group, version, ns, plural, wanted)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                created = self._get_job(custom, wanted["kind"], ns, name)  # a submit of the same job raced this one
+                self._attach(created, wanted, spec, target)
+            self._own(core, owned, created)
+        except ApiException as exc:
+            raise _api_error(exc, f"creating {wanted['kind']} {ns}/{name}") from None
+        self.store.remember(self.handle(f"{ns}/{name}"), target)
+        return f"{ns}/{name}"
 
     @staticmethod
     def _with_secrets(obj: dict, secrets: Dict[str, str]) -> dict:
@@ -281,7 +336,7 @@ class KubernetesProvider(Provider):
     @staticmethod
     def _create_core(core, obj: dict) -> dict:
         from kubernetes.client.exceptions import ApiException
-        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        ns, name = _ns_name(obj)
         create = core.create_namespaced_secret if obj["kind"] == "Secret" else core.create_namespaced_config_map
         replace = core.replace_namespaced_secret if obj["kind"] == "Secret" else core.replace_namespaced_config_map
         try:
@@ -301,24 +356,25 @@ class KubernetesProvider(Provider):
             return
         for obj in owned:
             patch = {"metadata": {"ownerReferences": [ref]}}
-            ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            ns, name = _ns_name(obj)
             if obj["kind"] == "Secret":
                 core.patch_namespaced_secret(name, ns, patch)
             else:
                 core.patch_namespaced_config_map(name, ns, patch)
 
-    def _attach(self, existing: Optional[dict], wanted: dict) -> dict:
+    def _attach(self, existing: Optional[dict], wanted: dict, spec: str, target: Dict[str, Any]) -> str:
+        """Follow ``existing``, the job of ``wanted``'s name, if it has spec hash ``spec``."""
+        ns, name = _ns_name(wanted)
         if existing is None:
-            raise PlatformError(f"{wanted['kind']} {wanted['metadata']['name']} vanished while it was being created; submit again")
+            raise PlatformError(f"{wanted['kind']} {name} vanished while it was being created; submit again")
         have = (existing.get("metadata", {}).get("annotations") or {}).get(m.ANNOTATION_HASH)
-        want = wanted["metadata"]["annotations"][m.ANNOTATION_HASH]
-        if have != want:
-            ns, name = wanted["metadata"]["namespace"], wanted["metadata"]["name"]
+        if have != spec:
             raise PlatformError(
                 f"a different {wanted['kind']} named {name} already exists in namespace {ns} (spec hash "
-                f"{(have or 'none')[:12]} != {want[:12]}); cancel it first (cloudtrain cancel {self.handle(ns + '/' + name)}) "
+                f"{(have or 'none')[:12]} != {spec[:12]}); cancel it first (cloudtrain cancel {self.handle(ns + '/' + name)}) "
                 f"or give this job another name (--set name=...)")
-        return existing
+        self.store.remember(self.handle(f"{ns}/{name}"), target)
+        return f"{ns}/{name}"
 
     def _get_job(self, custom, kind: str, ns: str, name: str) -> Optional[dict]:
         from kubernetes.client.exceptions import ApiException
@@ -330,67 +386,31 @@ class KubernetesProvider(Provider):
                 return None
             raise
 
-    def _find(self, job_id: str) -> Tuple[Any, Any, Optional[dict], Dict[str, Any]]:
-        """(custom api, core api, the job object or None, target) for ``job_id``."""
+    def _find(self, job_id: str) -> Tuple[Optional[dict], Dict[str, Any]]:
+        """(the job object or None, its target) for ``job_id``: the kind the store remembers, or
+        each of ``kinds`` (a job submitted from another machine)."""
         from kubernetes.client.exceptions import ApiException
         ns, _, name = job_id.partition("/")
         if not ns or not name:
             raise BadInput(f"{self.handle(job_id)} is not a {self.name} job id; expected {self.name}://NAMESPACE/NAME")
         target = self._target_of(job_id)
-        custom, core = self._apis(target)
-        kinds = [target["kind"]] if target.get("kind") else list(self.kinds)
+        custom = self._apis(target)[0]
         try:
-            for kind in kinds:
+            for kind in [target["kind"]] if target.get("kind") else self.kinds:
                 obj = self._get_job(custom, kind, ns, name)
                 if obj is not None:
-                    return custom, core, obj, target
+                    return obj, target
         except ApiException as exc:
             raise _api_error(exc, f"reading {self.handle(job_id)}") from None
-        return custom, core, None, target
+        return None, target
 
     # -- following ---------------------------------------------------------------------------
     @abc.abstractmethod
     def job_state(self, obj: dict) -> Tuple[str, str]:
         """(raw state, message) of a job object."""
 
-    def status(self, job_id: str) -> JobStatus:
-        _, core, obj, target = self._find(job_id)
-        if obj is None:
-            if target.get("cancelled"):
-                return JobStatus(self.handle(job_id), State.CANCELLED, "Deleted", job_id.partition("/")[2],
-                                 message="cancelled (deleted)", exit_code=130)
-            raise JobNotFound(f"no {self.name} job {job_id} in the cluster; cloudtrain list -p {self.name} shows the jobs there")
-        raw, message = self.job_state(obj)
-        state = self.map_state(raw)
-        status = JobStatus(self.handle(job_id), state, raw, obj["metadata"]["name"], message=message,
-                           nodes=self.node_count(obj), created_at=timestamp(obj["metadata"].get("creationTimestamp")))
-        if state is State.FAILED:
-            code = self._failed_exit_code(core, obj)
-            if code is not None:
-                status.exit_code = code
-                status.message = (status.message + "; " if status.message else "") + code_note(code)
-        elif state.terminal:
-            status.exit_code = state.exit_code
-        return status
-
     def node_count(self, obj: dict) -> Optional[int]:
         return None
-
-    def _failed_exit_code(self, core, obj: dict) -> Optional[int]:
-        for pod in self._pods(core, obj):
-            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                term = ((cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated"))
-                if term and term.get("exitCode"):
-                    return int(term["exitCode"])
-        return None
-
-    def _pods(self, core, obj: dict) -> List[dict]:
-        """The job's pods as dicts, in node order."""
-        meta = obj["metadata"]
-        import json
-        resp = core.list_namespaced_pod(meta["namespace"], label_selector=self.pod_selector(obj), _preload_content=False)
-        items = json.loads(resp.data).get("items", [])  # plain dicts: only a few fields are read
-        return sorted(items, key=lambda p: self.node_index(obj, p))
 
     def pod_selector(self, obj: dict) -> str:
         """The label selector of the job's pods."""
@@ -404,87 +424,84 @@ class KubernetesProvider(Provider):
         tail = re.search(r"-(\d+)$", name)
         return order.get(role, 3), int(tail.group(1)) if tail else 0
 
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
-        _, core, obj, _ = self._find(job_id)
-        if obj is None:
-            raise JobNotFound(f"no {self.name} job {job_id} in the cluster (logs go with the job's pods)")
-        if not follow:
-            for index, pod in enumerate(self._pods(core, obj)):
-                yield from self._pod_lines(core, pod, index, follow=False)
-            return
-        yield from self._follow(job_id, core, obj)
-
-    def _pod_lines(self, core, pod: dict, index: int, follow: bool) -> Iterator[str]:
+    def _describe(self, job_id: str) -> KubeJob:
         from kubernetes.client.exceptions import ApiException
-        meta = pod["metadata"]
-        container = pod["spec"]["containers"][0]["name"]
-        try:
-            resp = core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=container,
-                                                follow=follow, _preload_content=False)
-        except ApiException as exc:
-            if exc.status in (400, 404):  # not started yet, or gone
-                return
-            raise _api_error(exc, f"reading the log of pod {meta['name']}") from None
-        try:
-            for raw in resp.stream(4096) if follow else [resp.data]:
-                for line in raw.decode("utf-8", "replace").splitlines():
-                    yield f"[node{index}] {line}"
-        finally:
-            resp.release_conn()
-
-    def _follow(self, job_id: str, core, obj: dict) -> Iterator[str]:
-        """Every pod's log as it grows, until the job has ended and every stream has closed."""
-        lines: "queue.Queue[Optional[str]]" = queue.Queue()
-        started: Dict[str, threading.Thread] = {}
-
-        def pump(pod, index):
-            try:
-                for line in self._pod_lines(core, pod, index, follow=True):
-                    lines.put(line)
-            finally:
-                lines.put(None)
-
-        while True:
-            for index, pod in enumerate(self._pods(core, obj)):
-                phase = (pod.get("status") or {}).get("phase")
-                if pod["metadata"]["name"] not in started and phase in ("Running", "Succeeded", "Failed"):
-                    t = threading.Thread(target=pump, args=(pod, index), daemon=True)
-                    started[pod["metadata"]["name"]] = t
-                    t.start()
-            try:
-                while True:
-                    line = lines.get(timeout=FOLLOW_POLL)
-                    if line is not None:
-                        yield line
-            except queue.Empty:
-                pass
-            if self.status(job_id).terminal and not any(t.is_alive() for t in started.values()):
-                while not lines.empty():
-                    line = lines.get()
-                    if line is not None:
-                        yield line
-                return
-            _, core, fresh, _ = self._find(job_id)
-            if fresh is None:
-                return
-            obj = fresh
-
-    def cancel(self, job_id: str) -> JobStatus:
-        from kubernetes.client.exceptions import ApiException
-        custom, _, obj, target = self._find(job_id)
+        obj, target = self._find(job_id)
         if obj is None:
-            return self.status(job_id)
-        if not self.map_state(self.job_state(obj)[0]).terminal:
-            group, version, plural = RESOURCES[obj["kind"]]
-            meta = obj["metadata"]
+            if target.get("cancelled"):
+                return KubeJob(None, target)
+            raise JobNotFound(f"no {self.name} job {job_id} in the cluster; cloudtrain list -p {self.name} shows the jobs there")
+        described = KubeJob(obj, target)
+        if self.map_state(self.job_state(obj)[0]) is State.FAILED:
             try:
-                custom.delete_namespaced_custom_object(group, version, meta["namespace"], plural, meta["name"],
-                                                       body={"propagationPolicy": "Foreground"})
+                described.exit_code = self._failed_exit_code(self._apis(target)[1], obj)
             except ApiException as exc:
-                if exc.status != 404:
-                    raise _api_error(exc, f"deleting {obj['kind']} {job_id}") from None
-            self.store.remember(self.handle(job_id), {**target, "kind": obj["kind"], "cancelled": True})
-        return self.status(job_id)
+                raise _api_error(exc, f"reading the pods of {self.handle(job_id)}") from None
+        return described
+
+    def _to_status(self, job_id: str, described: KubeJob) -> JobStatus:
+        obj = described.obj
+        if obj is None:
+            return JobStatus(self.handle(job_id), State.CANCELLED, "Deleted", job_id.partition("/")[2],
+                             message="cancelled (deleted)", exit_code=State.CANCELLED.exit_code)
+        raw, message = self.job_state(obj)
+        state = self.map_state(raw)
+        status = JobStatus(self.handle(job_id), state, raw, obj["metadata"]["name"], message=message,
+                           nodes=self.node_count(obj), created_at=timestamp(obj["metadata"].get("creationTimestamp")))
+        if state is State.FAILED and described.exit_code is not None:
+            status.exit_code = described.exit_code
+            status.message = (status.message + "; " if status.message else "") + code_note(described.exit_code)
+        elif state.terminal:
+            status.exit_code = state.exit_code
+        return status
+
+    def _failed_exit_code(self, core, obj: dict) -> Optional[int]:
+        for pod in self._pods(core, obj):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                term = ((cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated"))
+                if term and term.get("exitCode"):
+                    return int(term["exitCode"])
+        return None
+
+    def _pods(self, core, obj: dict) -> List[dict]:
+        """The job's pods as dicts, in node order."""
+        import json
+        resp = core.list_namespaced_pod(obj["metadata"]["namespace"], label_selector=self.pod_selector(obj),
+                                        _preload_content=False)
+        items = json.loads(resp.data).get("items", [])  # plain dicts: only a few fields are read
+        return sorted(items, key=lambda p: self.node_index(obj, p))
+
+    def _log_chunks(self, job_id: str, described: KubeJob, cursor: Dict[str, Any], final: bool) -> Iterator[str]:
+        """Each pod's log, prefixed with its node: read whole when the job has ended before it
+        was followed (or without ``follow``); otherwise streamed, a stream per pod that started."""
+        if described.obj is None:  # deleted by cancel: its pods and their logs went with it
+            return
+        core = self._apis(described.target)[1]
+        pods = self._pods(core, described.obj)
+        if final and "streams" not in cursor:
+            for index, pod in enumerate(pods):
+                yield from podlogs.pod_lines(core, pod, index, False, _api_error)
+            return
+        streams = cursor.setdefault("streams", podlogs.PodStreams(core, _api_error))
+        streams.start(pods)
+        yield from streams.take(final)
+
+    def _stop(self, job_id: str) -> None:
+        """Delete the job (its pods, Secret and ConfigMaps go with it), and remember it was
+        cancelled: a deleted job's status is CANCELLED."""
+        from kubernetes.client.exceptions import ApiException
+        obj, target = self._find(job_id)
+        if obj is None:
+            return
+        group, version, plural = RESOURCES[obj["kind"]]
+        ns, name = _ns_name(obj)
+        try:
+            self._apis(target)[0].delete_namespaced_custom_object(group, version, ns, plural, name,
+                                                                  body={"propagationPolicy": "Foreground"})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise _api_error(exc, f"deleting {obj['kind']} {job_id}") from None
+        self.store.remember(self.handle(job_id), {**target, "kind": obj["kind"], "cancelled": True})
 
     def list(self) -> List[JobStatus]:
         selector = f"{m.LABEL_PROVIDER}={self.name}"
@@ -552,8 +569,8 @@ class KubeflowProvider(KubernetesProvider):
               "Running": State.RUNNING, "Restarting": State.STARTING,
               "Succeeded": State.SUCCEEDED, "Failed": State.FAILED, **trainjob.STATES}
 
-    def build(self, job, mopts):
-        return m.build_kubeflow(job, mopts)
+    def manifests(self, job, options):
+        return m.build_kubeflow(job, self.manifest_options(job, options))
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
         if obj["kind"] == "TrainJob":
@@ -603,8 +620,8 @@ class VolcanoProvider(KubernetesProvider):
         from dataclasses import replace
         return replace(mopts, scheduler_name=options.scheduler_name, volcano_plugins=dict(options.plugins))
 
-    def build(self, job, mopts):
-        return m.build_volcano(job, mopts)
+    def manifests(self, job, options):
+        return m.build_volcano(job, self.manifest_options(job, options))
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
         state = (obj.get("status") or {}).get("state") or {}
@@ -656,12 +673,8 @@ class KubeflowTrainerProvider(KubeflowProvider):
     def manifest_options(self, job: JobSpec, options: KubeflowTrainerOptions) -> m.ManifestOptions:
         return trainer_manifest_options(super().manifest_options(job, options))
 
-    def artifacts(self, job: JobSpec, options: KubeflowTrainerOptions) -> List[Artifact]:
-        objects = trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
-        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
-
-    def build(self, job, mopts):
-        return trainjob.build_trainjob(job, mopts)
+    def manifests(self, job, options: KubeflowTrainerOptions):
+        return trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
 
     @classmethod
     def default_cluster(cls, job: JobSpec) -> Cluster:

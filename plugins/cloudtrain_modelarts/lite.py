@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cloudtrain.accelerators import is_npu
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, Cluster
+from cloudtrain.provider import Cluster
 from cloudtrain.shipping import launcher_path
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes.provider import VolcanoOptions, VolcanoProvider
@@ -218,16 +218,6 @@ def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> 
 
 
 # -- the provider ----------------------------------------------------------------------------------
-def _where(job: JobSpec, *loc):
-    source = job.source
-    if source is None:
-        return None, None
-    if source.origin_of(loc) is not None:  # a settings file gave the option
-        where = source.locate(loc)
-        return where["file"], where["line"]
-    return (str(source.path) if source.path else None), source.lines.get(tuple(loc))  # None when absent
-
-
 class ModelartsLiteProvider(VolcanoProvider):
     name = LITE
     extra = "modelarts"
@@ -236,6 +226,13 @@ class ModelartsLiteProvider(VolcanoProvider):
     Options = LiteOptions
     platform = LITE
 
+    def __init__(self, cce=None, **kwargs):
+        """``cce``: the CCE client that issues the pool's cluster certificate (default: one for the
+        option's region, with the environment's credentials); the rest as ``KubernetesProvider``
+        takes them."""
+        super().__init__(**kwargs)
+        self._cce = cce
+
     @classmethod
     def options(cls, job: JobSpec) -> LiteOptions:
         """The options with ``accelerator`` resolved from ``resources.accelerator`` when not set."""
@@ -243,10 +240,9 @@ class ModelartsLiteProvider(VolcanoProvider):
         wanted = job.resources.accelerator
         kind = ("ascend" if is_npu(wanted) else "gpu") if wanted else None
         if options.accelerator and kind and options.accelerator != kind:
-            file, line = _where(job, "providers", cls.name, "accelerator")
-            raise JobFileError(f"is {options.accelerator}, but resources.accelerator is {wanted}; make them agree "
-                               "(or drop this option: it follows resources.accelerator)", file=file, line=line,
-                               field=f"providers.{cls.name}.accelerator")
+            raise cls.job_error(job, ("providers", cls.name, "accelerator"),
+                                f"is {options.accelerator}, but resources.accelerator is {wanted}; make them agree "
+                                "(or drop this option: it follows resources.accelerator)")
         return options.model_copy(update={"accelerator": options.accelerator or kind or "ascend"})
 
     def gpu_selection(self, job: JobSpec, options: LiteOptions):
@@ -271,40 +267,34 @@ class ModelartsLiteProvider(VolcanoProvider):
         super().check(job, options)
         d = job.distribution
         if d.type not in TYPES:
-            file, line = _where(job, "distribution", "type")
-            raise JobFileError(f"modelarts-lite runs torchrun on every pod ({', '.join(TYPES)}), not {d.type}; "
-                               "use the volcano provider for other types", file=file, line=line, field="distribution.type")
+            raise self.job_error(job, ("distribution", "type"), f"modelarts-lite runs torchrun on every pod "
+                                 f"({', '.join(TYPES)}), not {d.type}; use the volcano provider for other types")
         if options.accelerator == "ascend" and options.rdma_resource:
-            file, line = _where(job, "providers", self.name, "rdma_resource")
-            raise JobFileError(f"Ascend nodes get RoCE through the mounted /etc/hccn.conf, not an RDMA device plugin "
-                               f"({options.rdma_resource} would keep the pods Pending); drop rdma_resource",
-                               file=file, line=line, field=f"providers.{self.name}.rdma_resource")
+            raise self.job_error(job, ("providers", self.name, "rdma_resource"),
+                                 f"Ascend nodes get RoCE through the mounted /etc/hccn.conf, not an RDMA device plugin "
+                                 f"({options.rdma_resource} would keep the pods Pending); drop rdma_resource")
         if options.accelerator == "gpu" and options.routing:
-            file, line = _where(job, "providers", self.name, "routing")
-            raise JobFileError("ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend",
-                               file=file, line=line, field=f"providers.{self.name}.routing")
+            raise self.job_error(job, ("providers", self.name, "routing"),
+                                 "ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend")
         if options.emulate_rank_after_acc is not None and sorted(options.emulate_rank_after_acc) != list(range(d.nodes)):
-            file, line = _where(job, "providers", self.name, "emulate_rank_after_acc")
-            raise JobFileError(f"must be a permutation of 0..{d.nodes - 1} (one new rank per pod), got "
-                               f"{options.emulate_rank_after_acc}", file=file, line=line,
-                               field=f"providers.{self.name}.emulate_rank_after_acc")
+            raise self.job_error(job, ("providers", self.name, "emulate_rank_after_acc"),
+                                 f"must be a permutation of 0..{d.nodes - 1} (one new rank per pod), got "
+                                 f"{options.emulate_rank_after_acc}")
         if not options.routed():
             return
         # Seed 001's constraints of ranktable routing.
         workdir = options.workdir
         for volume in options.volumes:
             if workdir and volume.is_shared and lint.under(workdir, volume.mount_path):
-                file, line = _where(job, "providers", self.name, "workdir")
-                raise JobFileError(f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); ranktable "
-                                   "routing fails when the script runs in a shared directory: use a directory of the "
-                                   "image (or a host_path) as workdir and read data from the volume",
-                                   file=file, line=line, field=f"providers.{self.name}.workdir")
+                raise self.job_error(job, ("providers", self.name, "workdir"),
+                                     f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); ranktable "
+                                     "routing fails when the script runs in a shared directory: use a directory of the "
+                                     "image (or a host_path) as workdir and read data from the volume")
         if d.min_nodes is not None and d.min_nodes < d.nodes:
-            file, line = _where(job, "distribution", "min_nodes")
-            raise JobFileError("ranktable routing needs fixed node ranks (RANK_AFTER_ACC), but a node range makes "
-                               "torchrun rank nodes in rendezvous order; drop min_nodes or set "
-                               f"providers.{self.name}.routing: false", file=file, line=line,
-                               field="distribution.min_nodes")
+            raise self.job_error(job, ("distribution", "min_nodes"),
+                                 "ranktable routing needs fixed node ranks (RANK_AFTER_ACC), but a node range makes "
+                                 "torchrun rank nodes in rendezvous order; drop min_nodes or set "
+                                 f"providers.{self.name}.routing: false")
         spawn = lint.find_spawn(job)
         if spawn:
             path, lineno, call = spawn
@@ -319,9 +309,8 @@ class ModelartsLiteProvider(VolcanoProvider):
             warnings.warn(f"ranktable routing needs Python 3.7 or 3.9 in the image (image_python: "
                           f"{options.image_python}); the job runs but routing will not accelerate it", CloudtrainWarning)
 
-    def artifacts(self, job: JobSpec, options: LiteOptions) -> List[Artifact]:
-        objects = build_lite(job, options, self.manifest_options(job, options))
-        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+    def manifests(self, job: JobSpec, options: LiteOptions) -> List[dict]:
+        return build_lite(job, options, self.manifest_options(job, options))
 
     # -- reaching the pool's cluster ---------------------------------------------------------------
     def target(self, options: LiteOptions) -> Dict[str, Any]:
@@ -348,8 +337,8 @@ class ModelartsLiteProvider(VolcanoProvider):
                                 "set providers.modelarts-lite.context (internal or external)") from None
 
     def cce_client(self, region: str, project_id: Optional[str]):
-        if self.clients.get("cce") is not None:
-            return self.clients["cce"]
+        if self._cce is not None:
+            return self._cce
         sdk.require("huaweicloudsdkcce.v3", self.name)
         from huaweicloudsdkcce.v3 import CceClient
         from huaweicloudsdkcce.v3.region.cce_region import CceRegion

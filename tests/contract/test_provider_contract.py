@@ -34,6 +34,13 @@ def job_for(provider: str, **extra):
     return job_from_dict(data)
 
 
+@pytest.fixture(autouse=True)
+def small_code(tmp_path, monkeypatch):
+    """``job_for``'s job ships the working directory (code: .): a small one, not the
+    repository, which outgrows a Kubernetes ConfigMap."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def offline(monkeypatch):
     def refuse(*args, **kwargs):

@@ -36,7 +36,8 @@ def token_ok(header: str, cluster="train") -> bool:
 
 
 @pytest.fixture
-def cloud():
+def cloud(monkeypatch):
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")  # every status() reads the cluster
     with AwsDouble() as aws, FakeKube(token=token_ok) as kube:
         eks = aws.client("eks")
         try:

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from cloudtrain.errors import EXIT_PLATFORM, JobNotFound, PlatformError
+from cloudtrain.cloud import CloudProvider
 from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.plugins import get_provider, get_provider_class
 from cloudtrain.provider import State
 from cloudtrain.store import Store
 from conftest import run_cli, write_job
@@ -18,7 +19,8 @@ SECRET = "hf_kube-secret-value-91x"
 
 
 @pytest.fixture
-def kube(tmp_path):
+def kube(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")  # every status() reads the cluster (the cache has its own test)
     with FakeKube() as fake:
         fake.config_path = fake.kubeconfig(tmp_path / "kubeconfig")
         yield fake
@@ -75,6 +77,30 @@ def test_status_follows_the_operator_conditions(tmp_path, kube, monkeypatch, hom
     assert (status.state, status.exit_code) == (State.SUCCEEDED, 0)
 
 
+@pytest.mark.parametrize("name", ["kubeflow", "volcano", "kubeflow-trainer", "eks", "modelarts-lite"])
+def test_every_kubernetes_provider_has_the_cloud_lifecycle_of_core(name):
+    """submit, status, cancel and logs are CloudProvider's (docs/plugins.md): a Kubernetes
+    provider fills in _find_by_spec, _create, _describe, _to_status, _stop and _log_chunks."""
+    cls = get_provider_class(name)
+    assert issubclass(cls, CloudProvider)
+    for method in ("schedule", "status", "fresh_status", "cancel", "logs"):
+        assert getattr(cls, method) is getattr(CloudProvider, method), f"{name} overrides {method}"
+
+
+def test_status_reads_the_cluster_once_per_poll(tmp_path, kube, monkeypatch, home):
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "60")
+    p, run = submit(tmp_path, kube, monkeypatch, home)
+    reads = kube.count("GET", r"/pytorchjobs/kjob$")
+    assert run.status().state is State.PENDING
+    kube.start_pods("team-a", "kjob")
+    assert run.status().state is State.PENDING                    # the same read, within the poll
+    assert kube.count("GET", r"/pytorchjobs/kjob$") == reads + 1
+    assert p.fresh_status(run.id).state is State.RUNNING          # a fresh read when it must be
+    kube.finish("team-a", "kjob", "Succeeded")
+    assert run.cancel().state is State.SUCCEEDED                   # cancel reads afresh: nothing to delete
+    assert kube.count("DELETE", "") == 0
+
+
 def test_a_failed_pod_gives_its_exit_code(tmp_path, kube, monkeypatch, home):
     p, run = submit(tmp_path, kube, monkeypatch, home)
     kube.start_pods("team-a", "kjob")
@@ -93,6 +119,7 @@ def test_logs_per_node_in_node_order(tmp_path, kube, monkeypatch, home):
 
 
 def test_logs_follow_streams_until_the_job_ends(tmp_path, kube, monkeypatch, home):
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0.1")
     p, run = submit(tmp_path, kube, monkeypatch, home)
     kube.start_pods("team-a", "kjob")
     kube.log("team-a", "kjob-master-0", "step 1")

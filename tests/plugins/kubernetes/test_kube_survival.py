@@ -81,7 +81,8 @@ def test_a_trainjob_gets_its_active_deadline_and_the_checkpoint_claim():
 
 
 @pytest.mark.parametrize("provider", ["kubeflow", "volcano", "eks", "kubeflow-trainer"])
-def test_spot_uses_the_clusters_spot_labels_and_tolerations(provider):
+def test_spot_uses_the_clusters_spot_labels_and_tolerations(provider, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the job's code (.): not the repository, which outgrows a ConfigMap
     spot = {"spot_node_selector": {"karpenter.sh/capacity-type": "spot"},
             "spot_tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
             "node_selector": {"gpu": "a100"}, **({"cluster": "c", "region": "us-east-1"} if provider == "eks" else {})}

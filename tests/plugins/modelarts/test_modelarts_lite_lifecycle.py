@@ -29,7 +29,8 @@ providers:
 
 
 @pytest.fixture
-def kube(tmp_path):
+def kube(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")  # every status() reads the cluster
     with FakeKube() as fake:
         fake.config_path = fake.kubeconfig(tmp_path / "kubeconfig")
         yield fake

@@ -94,6 +94,13 @@ env: {OMP_NUM_THREADS: "1"}
 """
 
 
+@pytest.fixture(autouse=True)
+def small_code(tmp_path, monkeypatch):
+    """The jobs made from a dict ship the working directory (code: .): a small one, not the
+    repository, which outgrows a ConfigMap."""
+    monkeypatch.chdir(tmp_path)
+
+
 def objects(envelope):
     """{kind: object}; the code ConfigMap as "ConfigMap/code"."""
     return {a["content"]["kind"] + ("/code" if a["content"]["metadata"]["name"].endswith("-code") else ""): a["content"]
@@ -372,14 +379,18 @@ def test_workdir_on_a_shared_volume_is_an_error(tmp_path):
 
 def test_shape_errors(tmp_path):
     path = job_in(tmp_path)
-    with pytest.raises(JobFileError, match="runs torchrun on every pod .*not mpi"):
+    # each error names where the value came from: here the --set, not the job file's line
+    with pytest.raises(JobFileError, match=r"^--set distribution.type=mpi: distribution.type: modelarts-lite runs "
+                                           r"torchrun on every pod .*not mpi"):
         get_provider("modelarts-lite").validate(load_job(path, {"distribution.type": "mpi"}))
-    with pytest.raises(JobFileError, match="ranktable routing is for Ascend NPUs"):
+    with pytest.raises(JobFileError, match=r"^--set providers.modelarts-lite.routing=true: providers.modelarts-lite."
+                                           r"routing: ranktable routing is for Ascend NPUs"):
         get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.accelerator": "gpu",
                                                                 "providers.modelarts-lite.routing": True}))
     with pytest.raises(JobFileError, match=r"emulate_rank_after_acc: must be a permutation of 0..5"):
         get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.emulate_rank_after_acc": [0, 1]}))
-    with pytest.raises(JobFileError, match=r"distribution.min_nodes: ranktable routing needs fixed node ranks"):
+    with pytest.raises(JobFileError, match=r"^--set distribution.min_nodes=4: distribution.min_nodes: ranktable "
+                                           r"routing needs fixed node ranks"):
         get_provider("modelarts-lite").validate(load_job(path, {"distribution.min_nodes": 4}))
     get_provider("modelarts-lite").validate(load_job(path, {"distribution.min_nodes": 4,
                                                             "providers.modelarts-lite.routing": False}))
