@@ -99,7 +99,9 @@ class CloudProvider(Provider):
 
     def _log_chunks(self, job_id: str, described: Any, cursor: Dict[str, Any], final: bool) -> Iterable[str]:
         """The lines logged since the last call (``cursor`` is the plugin's own state between
-        calls, empty at first); ``final``: the job has ended, flush what is pending."""
+        calls, empty at first); ``final``: the job has ended, flush what is pending.  A plugin
+        that streams may keep yielding lines as they arrive for up to ``status_poll`` seconds:
+        the loop then reads the status again at once."""
         return ()
 
     # -- the template -------------------------------------------------------------------------
@@ -146,7 +148,9 @@ class CloudProvider(Provider):
             described = self._describe(job_id)
             status = self._remember(job_id, self._to_status(job_id, described))
             final = not follow or status.terminal
+            began = time.monotonic()
             yield from self._log_chunks(job_id, described, cursor, final)
             if final:
                 return
-            time.sleep(self.status_poll)
+            # a plugin whose _log_chunks waits for lines as they arrive has used up the poll
+            time.sleep(max(0.0, self.status_poll - (time.monotonic() - began)))

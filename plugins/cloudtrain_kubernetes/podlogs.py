@@ -66,15 +66,19 @@ class PodStreams:
         finally:
             self.lines.put(None)
 
-    def take(self, final: bool) -> Iterator[str]:
-        """The lines that arrived; ``final``: first wait (up to ``CLOSE_GRACE``) for every stream to close."""
+    def take(self, final: bool, until: float = 0.0) -> Iterator[str]:
+        """The lines that arrived, each as soon as it arrives until the ``until`` deadline
+        (``time.monotonic()``; a follower sees lines as the pods write them, not in batches per
+        poll); ``final``: first wait (up to ``CLOSE_GRACE``) for every stream to close."""
         if final:
             deadline = time.monotonic() + CLOSE_GRACE
             for thread in self.threads.values():
                 thread.join(max(0.0, deadline - time.monotonic()))
+            until = 0.0
         while True:
+            wait = until - time.monotonic()
             try:
-                line = self.lines.get_nowait()
+                line = self.lines.get(timeout=wait) if wait > 0 else self.lines.get_nowait()
             except queue.Empty:
                 return
             if line is not None:

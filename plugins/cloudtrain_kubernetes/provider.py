@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import abc
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
@@ -484,7 +485,7 @@ class KubernetesProvider(CloudProvider):
             return
         streams = cursor.setdefault("streams", podlogs.PodStreams(core, _api_error))
         streams.start(pods)
-        yield from streams.take(final)
+        yield from streams.take(final, until=time.monotonic() + self.status_poll)
 
     def _stop(self, job_id: str) -> None:
         """Delete the job (its pods, Secret and ConfigMaps go with it), and remember it was
