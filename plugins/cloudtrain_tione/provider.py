@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import warnings
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
+from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
@@ -166,37 +165,28 @@ class TioneProvider(CloudProvider):
         return [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]
 
     # -- the SDK -------------------------------------------------------------------------------
+    def credential(self):
+        """The injected credential, else the SDK's default chain (TI-ONE's and COS's alike)."""
+        if self._credential is None:
+            self.require_sdk(SDK)
+            from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+            from .credential import default_credential
+            try:
+                self._credential = default_credential()
+            except TencentCloudSDKException as exc:
+                raise api_error(exc, "the credentials") from None
+        return self._credential
+
     def client(self, region: str):
         if self._client is not None:
             return self._client
         if region in self._clients:
             return self._clients[region]
         self.require_sdk(SDK)
-        from tencentcloud.common import credential as tc_credential
-        from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
         from tencentcloud.common.profile.client_profile import ClientProfile
         from tencentcloud.common.profile.http_profile import HttpProfile
         from tencentcloud.tione.v20211111 import tione_client
-        cred = self._credential
-        if cred is None:
-            # env, ~/.tencentcloud/credentials, then a CVM / TKE role: the CVM role's metadata
-            # request has no timeout of its own, and off Tencent Cloud it would hang for minutes
-            before = socket.getdefaulttimeout()
-            socket.setdefaulttimeout(3)
-            try:
-                cred = tc_credential.DefaultCredentialProvider().get_credential()
-            except (TencentCloudSDKException, OSError) as exc:
-                # OSError: the TKE role provider, last in line, found no TKE_* variables;
-                # ClientSideError: the chain's own "no valid credential" (nothing else raises it)
-                if isinstance(exc, OSError) or exc.get_code() == "ClientSideError":
-                    raise MissingCredentials(
-                        "Tencent Cloud", "TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, ~/.tencentcloud/credentials, "
-                        "/etc/tencentcloud/credentials, the CVM role at metadata.tencentyun.com, the TKE OIDC role "
-                        "from TKE_* variables", "export TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (an API key "
-                        "of a CAM user allowed to use TI-ONE), or write them to ~/.tencentcloud/credentials") from None
-                raise api_error(exc, "the credentials") from None
-            finally:
-                socket.setdefaulttimeout(before)
+        cred = self.credential()
         endpoint = self._endpoint or os.environ.get(ENDPOINT_VAR)
         scheme, sep, host = (endpoint or "").partition("://")
         http = HttpProfile(protocol=scheme if sep else None, endpoint=(host if sep else endpoint or "").rstrip("/")
