@@ -151,7 +151,7 @@ class TioneProvider(CloudProvider):
         "instance_type": "a postpaid spec (or resources.instance_type), or resource_group for prepaid",
     }
     # storage.inputs -> DataConfigs (USER_DATA), storage.output -> Output (cos) or an OUTPUT DataConfig
-    storage_schemes = ("cos", "cfs", "cfsturbo", "goosefsx")
+    storage_schemes = rq.STORAGE_SCHEMES
 
     def fallback(self, option: str, job: JobSpec, options: TioneOptions) -> bool:
         if option == "region":

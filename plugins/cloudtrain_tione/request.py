@@ -37,6 +37,8 @@ MAX_DATA_CONFIGS = 10
 TRAINING_MODES = {"ddp": "DDP", "deepspeed": "DDP", "none": "DDP", "mpi": "MPI", "horovod": "HOROVOD",
                   "ps-worker": "PS_WORKER", "ray": "RAY"}
 SOURCE_TYPES = {"cos": "COS", "cfs": "CFS", "cfsturbo": "CFSTurbo", "goosefsx": "GooseFSx", "dataset": "DATASET"}
+# the schemes of storage.inputs / storage.output (a dataset is read-only and has no path: not neutral)
+STORAGE_SCHEMES = ("cos", "cfs", "cfsturbo", "goosefsx")
 QUOTES = set("'\"`\\\n")
 CHECKPOINT_DIR = "/opt/ml/checkpoint"  # where storage.checkpoint is mounted read-write (CLOUDTRAIN_CHECKPOINT_DIR)
 INPUT_DIR = "/opt/ml/input/data"  # storage.inputs.<name> is mounted at INPUT_DIR/<name> (CLOUDTRAIN_INPUT_<NAME>)
@@ -191,6 +193,8 @@ def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
         configs.append({"MappingPath": options.code_dir, "DataSourceUsage": "USER_CODE", "DataSourceType": kind,
                         **source})
     for name, uri in sorted(job.storage.inputs.items()):
+        if storage.scheme(uri) not in STORAGE_SCHEMES:
+            continue  # refused at its line by Provider.validate (cloudtrain.storage.problems)
         kind, source = parse_source(job, options, uri, ("storage", "inputs", name))
         configs.append({"MappingPath": input_path(name), "DataSourceUsage": "USER_DATA", "DataSourceType": kind,
                         **source, "ReadOnly": True})
@@ -199,6 +203,8 @@ def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
         configs.append({"MappingPath": mount.path, "DataSourceUsage": "USER_DATA", "DataSourceType": kind,
                         **source, "ReadOnly": mount.read_only})
     output, where = output_uri(job, options)
+    if output and where[0] == "storage" and storage.scheme(output) not in STORAGE_SCHEMES:
+        output = None  # refused at its line by Provider.validate
     if output and not output.lower().startswith("cos://"):
         kind, source = parse_source(job, options, output, where)
         if kind == "DATASET":
