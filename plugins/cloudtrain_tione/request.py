@@ -301,8 +301,11 @@ def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] =
     code = options.code_dir.rstrip("/") or "/"
     argv = launch_argv(job, platform=PROVIDER, python=options.python)
     if code_upload(job, options) is not None:
-        return (UNPACK.format(code=shlex.quote(code), bundle=LAUNCHER_DIR) +
-                f'cd "$d" && PYTHONPATH="$d/{LAUNCHER_DIR}${{PYTHONPATH:+:$PYTHONPATH}}" {shlex.join(argv)}')
+        # $d unquoted keeps the line free of quotes (readable in TI-ONE's console) where it can
+        q = "" if shlex.quote(code) == code else '"'
+        d = f"{q}$d{q}"
+        return (UNPACK.format(code=shlex.quote(code), bundle=LAUNCHER_DIR, q=q) +
+                f"cd {d} && PYTHONPATH={d}/{LAUNCHER_DIR}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}")
     bundle = shlex.quote(f"{code}/{LAUNCHER_DIR}")
     return f"cd {shlex.quote(code)} && PYTHONPATH={bundle}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}"
 
@@ -311,8 +314,8 @@ def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] =
 # Where TI-ONE puts it is code_dir (its guide's /opt/ml/code); whether it unpacks the archive
 # there is not documented, so the command takes both: code_dir holding the launcher bundle is
 # the unpacked code; otherwise each archive there is unpacked into a fresh directory.
-UNPACK = ('d={code}; if [ ! -d "$d/{bundle}" ]; then w=$(mktemp -d) || exit 1; '
-          'for a in "$d"/*.tar.gz; do tar -xzf "$a" -C "$w" || exit 1; done; d=$w; fi; ')
+UNPACK = ("d={code}; if [ ! -d {q}$d/{bundle}{q} ]; then w=$(mktemp -d) || exit 1; "
+          "for a in {q}$d{q}/*.tar.gz; do tar -xzf {q}$a{q} -C $w || exit 1; done; d=$w; fi; ")
 
 
 def start_commands(job: JobSpec, options: TioneOptions) -> Dict[str, str]:

@@ -23,12 +23,12 @@ from tencentcloud.common.credential import Credential
 from tencentcloud.tione.v20211111 import models
 
 from cloudtrain import objectstore
-from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.errors import BadInput, JobFileError, PlatformError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from conftest import cli_env as base_env, run_cli, write_job
-from cos_double import CosDouble
-from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+from doubles import cos, fake  # noqa: F401
+from tione_fake import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 from cloudtrain_tione.request import decode_start_commands
@@ -40,19 +40,6 @@ OPTIONS = {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST", "code_st
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
-@pytest.fixture
-def fake():
-    with FakeTione() as server:
-        yield server
-    assert not server.bad_requests, server.bad_requests
-
-
-@pytest.fixture
-def cos():
-    objectstore.forget_uploads()
-    with CosDouble(buckets=(BUCKET,)) as server:
-        yield server
-    assert not server.bad_requests, server.bad_requests
 
 
 def provider(fake, cos):
@@ -67,6 +54,18 @@ def make_job(tmp_path, command="python train.py", **options):
     return job_from_dict({"name": "cs", "code": str(code), "command": command, "image": "img:1",
                           "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 2},
                           "providers": {"tione": {**OPTIONS, **options}}})
+
+
+def job_file(tmp_path, tione: str):
+    """job.yaml (its providers.tione on line 5, as the flow mapping ``tione``) next to train.py."""
+    (tmp_path / "train.py").write_text("print(1)\n")
+    return write_job(tmp_path, f"""
+        name: cs
+        command: python train.py
+        image: img:1
+        providers:
+          tione: {tione}
+        """)
 
 
 def test_the_render_shows_the_upload_before_the_task_that_names_it(tmp_path):
@@ -110,14 +109,7 @@ def test_code_source_wins_and_has_nothing_to_ship(tmp_path):
     ("cos:/train-1250000000", "providers.tione.code_store", "is not a SCHEME://BUCKET/PREFIX URL"),
 ])
 def test_a_bad_code_store_is_exit_2_at_its_line(tmp_path, store, field, message):
-    (tmp_path / "train.py").write_text("print(1)\n")
-    path = write_job(tmp_path, f"""
-        name: cs
-        command: python train.py
-        image: img:1
-        providers:
-          tione: {{region: ap-shanghai, instance_type: TI.S.LARGE.POST, code_store: "{store}"}}
-        """)
+    path = job_file(tmp_path, f'{{region: ap-shanghai, instance_type: TI.S.LARGE.POST, code_store: "{store}"}}')
     with pytest.raises(JobFileError) as info:
         get_provider("tione").render(load_job(path))
     assert str(info.value).startswith(f"{path}:5: {field}: ") and message in str(info.value)
@@ -126,14 +118,7 @@ def test_a_bad_code_store_is_exit_2_at_its_line(tmp_path, store, field, message)
 
 
 def test_neither_code_store_nor_code_source_is_exit_2_naming_code_store(tmp_path):
-    (tmp_path / "train.py").write_text("print(1)\n")
-    path = write_job(tmp_path, """
-        name: cs
-        command: python train.py
-        image: img:1
-        providers:
-          tione: {region: ap-shanghai, instance_type: TI.S.LARGE.POST}
-        """)
+    path = job_file(tmp_path, "{region: ap-shanghai, instance_type: TI.S.LARGE.POST}")
     proc = run_cli("validate", "-p", "tione", path, check=2)
     assert f"{path}:5: providers.tione.code_store: is not set" in proc.stderr
     assert "cloudtrain config set -p tione code_store=cos://" in proc.stderr
@@ -143,14 +128,7 @@ def test_neither_code_store_nor_code_source_is_exit_2_naming_code_store(tmp_path
 
 
 def test_render_with_a_code_store_imports_no_sdk(tmp_path):
-    (tmp_path / "train.py").write_text("print(1)\n")
-    path = write_job(tmp_path, f"""
-        name: cs
-        command: python train.py
-        image: img:1
-        providers:
-          tione: {{region: ap-shanghai, instance_type: TI.S.LARGE.POST, code_store: "{STORE}"}}
-        """)
+    path = job_file(tmp_path, f'{{region: ap-shanghai, instance_type: TI.S.LARGE.POST, code_store: "{STORE}"}}')
     code = ("import sys; from cloudtrain.cli import main; rc = main(sys.argv[1:]); "
             "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & {'tencentcloud', 'qcloud_cos'}))")
     proc = subprocess.run([sys.executable, "-c", code, "render", "-p", "tione", str(path)], capture_output=True,
@@ -171,7 +149,6 @@ def test_submit_uploads_the_archive_once_and_the_task_names_it(fake, cos, tmp_pa
         names = tar.getnames()
     assert "train.py" in names and ".cloudtrain/cloudtrain/launch/main.py" in names
     assert ".cloudtrain/cloudtrain_tione/detect.py" in names
-    # the task is created after the upload
     assert provider(fake, cos).status(run.id).name == body["Name"]
 
     # the same code again, in this process: nothing is asked or sent to COS; the task is the same
@@ -190,17 +167,26 @@ def test_submit_uploads_the_archive_once_and_the_task_names_it(fake, cos, tmp_pa
     assert fake.bodies("CreateTrainingTask")[1]["CodePackagePath"]["Paths"] == [cos.puts()[1]]
 
 
+def test_a_failed_upload_creates_no_task(fake, cos, tmp_path):
+    job = make_job(tmp_path, code_store="cos://gone-1250000000/cloudtrain")
+    with pytest.raises(PlatformError, match=r"upload cos://gone-1250000000/cloudtrain/cloudtrain-code/[0-9a-f]{64}"
+                                            r"\.tar\.gz: COS refused: NoSuchBucket"):
+        provider(fake, cos).submit(get_provider("tione").render(job))
+    assert "CreateTrainingTask" not in fake.actions()
+
+
 def test_ship_code_alone_uploads_what_submit_would(fake, cos, tmp_path):
     rendered = get_provider("tione").render(make_job(tmp_path))
     (url,) = provider(fake, cos).ship_code(rendered)
     assert url == f"cos://{BUCKET}/{cos.puts()[0]}" and fake.calls == []
 
 
-@pytest.mark.parametrize("unpacked", [False, True], ids=["package-as-is", "package-unpacked"])
-def test_a_node_runs_the_start_command_from_the_package(fake, cos, tmp_path, unpacked):
+@pytest.mark.parametrize("unpacked, folder", [(False, "node"), (True, "node"), (False, "node dir")],
+                         ids=["package-as-is", "package-unpacked", "code-dir-with-a-space"])
+def test_a_node_runs_the_start_command_from_the_package(fake, cos, tmp_path, unpacked, folder):
     """The node has what TI-ONE gives it: the code package in code_dir (as the archive, or
     unpacked), the request's Envs, TI-ONE's DDP variables and the image's Python."""
-    node = tmp_path / "node" / "code"
+    node = tmp_path / folder / "code"
     command = 'python train.py --note "a b"'
     job = make_job(tmp_path, command=command, code_dir=str(node), python=PYTHON)
     provider(fake, cos).submit(get_provider("tione").render(job))
@@ -214,6 +200,7 @@ def test_a_node_runs_the_start_command_from_the_package(fake, cos, tmp_path, unp
     else:
         (node / key.rsplit("/", 1)[1]).write_bytes(package)
     line = decode_start_commands(body)["StartCmd"].replace("-m cloudtrain.launch", "-m cloudtrain.launch --print")
+    assert ('cd "$d" &&' in line) == (" " in folder)  # quoted only where the path needs it
     pybin = tmp_path / "pybin"  # the image's `python`
     pybin.mkdir()
     (pybin / "python").symlink_to(sys.executable)

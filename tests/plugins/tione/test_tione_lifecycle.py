@@ -12,19 +12,14 @@ from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from conftest import run_cli, write_job
-from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+from doubles import fake  # noqa: F401
+from tione_fake import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 
 OPTIONS = {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST",
            "code_source": "cos://train-1250000000/code/lc/"}
 
-
-@pytest.fixture
-def fake():
-    with FakeTione() as server:
-        yield server
-    assert not server.bad_requests, server.bad_requests
 
 
 def provider(fake, key=SECRET_KEY, **kw):

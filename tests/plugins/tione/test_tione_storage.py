@@ -17,13 +17,12 @@ import pytest
 from tencentcloud.common.credential import Credential
 from tencentcloud.tione.v20211111 import models
 
-from cloudtrain import objectstore
 from cloudtrain.errors import BadInput
 from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
 from conftest import run_cli, write_job
-from cos_double import CosDouble
-from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+from doubles import cos, fake  # noqa: F401
+from tione_fake import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 
@@ -31,19 +30,6 @@ OPTIONS = {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST", "code_so
 RUNS = "runs-1250000000"
 
 
-@pytest.fixture
-def fake():
-    with FakeTione() as server:
-        yield server
-    assert not server.bad_requests, server.bad_requests
-
-
-@pytest.fixture
-def cos():
-    objectstore.forget_uploads()
-    with CosDouble(buckets=(RUNS,)) as server:
-        yield server
-    assert not server.bad_requests, server.bad_requests
 
 
 def job(storage, code=".", **options):
