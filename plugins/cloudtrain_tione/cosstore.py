@@ -69,7 +69,7 @@ class CosStore(ObjectStore):
             if not self.region:
                 raise BadInput(f"COS needs the bucket's region: set providers.tione.region or export {REGION_VAR} "
                                "(e.g. ap-shanghai)")
-            from cloudtrain_tione.provider import TioneProvider
+            from .provider import TioneProvider
             TioneProvider.require_sdk("qcloud_cos")
             from qcloud_cos import CosConfig, CosS3Client
             credential = self._credential
