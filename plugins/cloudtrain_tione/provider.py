@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import warnings
+from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
+from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import CloudProvider, timestamp
+from cloudtrain.objectstore import ObjectUrl
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
@@ -27,6 +29,7 @@ from .detect import NCCL_PRESET, NODES_VAR, PORT_VAR, PS_PORT, RDMA_VAR
 from .options import TioneOptions
 
 ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
+CODE_UPLOAD = "cos/PutObject"
 SDK = "tencentcloud.tione.v20211111"
 
 # Where a message about an API error points the user, by error-code prefix (first match wins).
@@ -54,6 +57,14 @@ def api_error(exc, doing: str) -> PlatformError:
     fix = next((f for prefix, f in FIXES if code and code.startswith(prefix)), "see TI-ONE's error codes")
     return PlatformError(f"TI-ONE refused {doing}: {code or 'error'}: {message}; {fix}",
                          request_id=exc.get_request_id() if hasattr(exc, "get_request_id") else None)
+
+
+def fill(content: Any, values: Dict[str, str]) -> Any:
+    """``content`` with every placeholder replaced by its value (a copy)."""
+    text = json.dumps(content)
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return json.loads(text)
 
 
 def warn(message: str) -> None:
@@ -114,13 +125,14 @@ class TioneProvider(CloudProvider):
     page_limit = 1000  # DescribeLogs' maximum
 
     def __init__(self, client=None, credential=None, endpoint: Optional[str] = None,
-                 region: Optional[str] = None, poll: Optional[float] = None):
+                 region: Optional[str] = None, poll: Optional[float] = None, cos_endpoint: Optional[str] = None):
         """``client``: a ready ``TioneClient`` (every region); ``credential`` / ``endpoint``
         (``http://127.0.0.1:PORT`` or a host) to build one; ``region``: for ``list``;
-        ``poll``: seconds between reads while following a task."""
+        ``poll``: seconds between reads while following a task; ``cos_endpoint``: where COS
+        requests go (default: ``$CLOUDTRAIN_COS_ENDPOINT``, else COS's own)."""
         super().__init__(poll=poll)
         self._client, self._credential = client, credential
-        self._endpoint = endpoint
+        self._endpoint, self._cos_endpoint = endpoint, cos_endpoint
         self._region = region
         self._clients: Dict[str, Any] = {}
         self._maskers: Dict[str, Masker] = {}
@@ -131,20 +143,21 @@ class TioneProvider(CloudProvider):
         return RULES
 
     # -- what submit needs before it sends anything ---------------------------------------------
-    required = {"code_source": "cos://my-bucket/cloudtrain/", "region": "ap-shanghai",
+    required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai",
                 "instance_type": "TI.S.LARGE.POST"}
     required_help = {
-        "code_source": "TI-ONE needs the code with cloudtrain's launcher on COS, CFS or GooseFSx, or in the image, "
-                       "and cloudtrain cannot upload it (the COS SDK is not part of the tione extra): stage it with "
-                       "`python -m cloudtrain_tione.stage JOB.yaml DIR` and upload DIR (coscli cp -r DIR "
-                       "cos://BUCKET/PATH/)",
+        "code_store": rq.CODE_STORE_HELP,
         "region": "or export TENCENTCLOUD_REGION",
         "instance_type": "a postpaid spec (or resources.instance_type), or resource_group for prepaid",
     }
+    # storage.inputs -> DataConfigs (USER_DATA), storage.output -> Output (cos) or an OUTPUT DataConfig
+    storage_schemes = rq.STORAGE_SCHEMES
 
     def fallback(self, option: str, job: JobSpec, options: TioneOptions) -> bool:
         if option == "region":
             return bool(self._region or os.environ.get("TENCENTCLOUD_REGION"))
+        if option == "code_store":
+            return bool(options.code_source)  # code already on COS, CFS or in the image
         return option == "instance_type" and bool(rq.instance_type(job, options) or options.resource_group)
 
     def preflight(self, job: JobSpec, options: TioneOptions, problems) -> None:
@@ -163,40 +176,33 @@ class TioneProvider(CloudProvider):
             warn(f"to submit, also set {', '.join(needs)} (cloudtrain submit says how)")
 
     def artifacts(self, job: JobSpec, options: TioneOptions) -> List[Artifact]:
-        return [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]
+        upload = rq.code_upload(job, options)
+        code = [Artifact(CODE_UPLOAD, "code", upload)] if upload else []
+        return code + [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]
 
     # -- the SDK -------------------------------------------------------------------------------
+    def credential(self):
+        """The injected credential, else the SDK's default chain (TI-ONE's and COS's alike)."""
+        if self._credential is None:
+            self.require_sdk(SDK)
+            from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+            from .credential import default_credential
+            try:
+                self._credential = default_credential()
+            except TencentCloudSDKException as exc:
+                raise api_error(exc, "the credentials") from None
+        return self._credential
+
     def client(self, region: str):
         if self._client is not None:
             return self._client
         if region in self._clients:
             return self._clients[region]
         self.require_sdk(SDK)
-        from tencentcloud.common import credential as tc_credential
-        from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
         from tencentcloud.common.profile.client_profile import ClientProfile
         from tencentcloud.common.profile.http_profile import HttpProfile
         from tencentcloud.tione.v20211111 import tione_client
-        cred = self._credential
-        if cred is None:
-            # env, ~/.tencentcloud/credentials, then a CVM / TKE role: the CVM role's metadata
-            # request has no timeout of its own, and off Tencent Cloud it would hang for minutes
-            before = socket.getdefaulttimeout()
-            socket.setdefaulttimeout(3)
-            try:
-                cred = tc_credential.DefaultCredentialProvider().get_credential()
-            except (TencentCloudSDKException, OSError) as exc:
-                # OSError: the TKE role provider, last in line, found no TKE_* variables;
-                # ClientSideError: the chain's own "no valid credential" (nothing else raises it)
-                if isinstance(exc, OSError) or exc.get_code() == "ClientSideError":
-                    raise MissingCredentials(
-                        "Tencent Cloud", "TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, ~/.tencentcloud/credentials, "
-                        "/etc/tencentcloud/credentials, the CVM role at metadata.tencentyun.com, the TKE OIDC role "
-                        "from TKE_* variables", "export TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (an API key "
-                        "of a CAM user allowed to use TI-ONE), or write them to ~/.tencentcloud/credentials") from None
-                raise api_error(exc, "the credentials") from None
-            finally:
-                socket.setdefaulttimeout(before)
+        cred = self.credential()
         endpoint = self._endpoint or os.environ.get(ENDPOINT_VAR)
         scheme, sep, host = (endpoint or "").partition("://")
         http = HttpProfile(protocol=scheme if sep else None, endpoint=(host if sep else endpoint or "").rstrip("/")
@@ -222,18 +228,58 @@ class TioneProvider(CloudProvider):
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         # preflight checked what a submit needs
         self.require_sdk(SDK)
+        if any(a.kind == CODE_UPLOAD for a in rendered.artifacts):
+            shipped = ObjectUrl.parse(self.ship_code(rendered)[0])
+            sha = PurePosixPath(shipped.key).name[:-len(".tar.gz")]
+            rendered = replace(rendered, artifacts=[Artifact(a.kind, a.name, fill(a.content, {rq.CODE_SHA: sha}))
+                                                    for a in rendered.artifacts])
         job_id = super().schedule(rendered, secrets)
         if secrets:
             self._maskers[job_id] = Masker(secrets.values())
         return job_id
+
+    # -- code and outputs on COS ---------------------------------------------------------------
+    def cos(self, region: Optional[str]):
+        """A ``CosStore`` for ``region`` with this provider's credentials and COS endpoint."""
+        from .cosstore import CosStore
+        return CosStore(region=region, credential=self.credential(), endpoint=self._cos_endpoint)
+
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        """The code and the launcher bundle (``shipping.archive``) to ``code_store``, content-
+        addressed (``objectstore.code_url``) and sent once (``objectstore.upload_once``)."""
+        from cloudtrain import shipping
+        from cloudtrain.objectstore import code_url, upload_once
+        from .detect import PLATFORMS
+        upload = next((a.content for a in rendered.artifacts if a.kind == CODE_UPLOAD), None)
+        if upload is None:
+            raise BadInput("this job's code is not uploaded by cloudtrain: providers.tione.code_source names code "
+                           "already on COS, CFS or in the image; to have cloudtrain upload it, drop code_source and "
+                           "set providers.tione.code_store: cos://BUCKETNAME-APPID/PREFIX")
+        data = shipping.archive(rendered.job, PLATFORMS)
+        url = code_url(ObjectUrl.parse(rendered.options.code_store), data)
+        upload_once(self.cos(upload["Region"]), url, data)
+        return [str(url)]
+
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """What the task's COS output (``Output``, from ``storage.output`` / ``providers.tione.output``)
+        holds, into ``dest``."""
+        from cloudtrain.objectstore import download
+        detail = self._describe(job_id)
+        output = detail.Output
+        if output is None or not output.Bucket or not output.Paths:
+            mounted = [c for c in detail.DataConfigs or [] if c.DataSourceUsage == "OUTPUT"]
+            where = f"on {mounted[0].DataSourceType} (mounted at {mounted[0].MappingPath})" if mounted else "nowhere"
+            raise BadInput(f"{self.handle(job_id)} keeps its output {where}, not on COS, so cloudtrain cannot download "
+                           "it; read it where it is, or give the next job storage.output: cos://BUCKETNAME-APPID/PATH/")
+        return download(self.cos(output.Region or split_id(job_id)[0]),
+                        ObjectUrl("cos", output.Bucket, output.Paths[0]), Path(dest))
 
     def spec_hash(self, rendered: Rendered) -> str:
         return super().spec_hash(rendered)[:rq.SPEC_LEN]  # a tag value: kept short
 
     @staticmethod
     def _body(rendered: Rendered, spec: str) -> dict:
-        body = next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask")
-        return json.loads(json.dumps(body).replace(rq.SPEC, spec))
+        return fill(next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask"), {rq.SPEC: spec})
 
     def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
         body = self._body(rendered, spec)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shlex
 from typing import Dict, List, Optional, Tuple
 
-from cloudtrain.errors import JobFileError
+from cloudtrain import storage
+from cloudtrain.errors import BadInput, JobFileError
 from cloudtrain.instances import choose, wanted
 from cloudtrain.job import JobSpec
+from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
 
@@ -25,6 +28,8 @@ from .options import TioneOptions
 PROVIDER = "tione"
 # Filled in at submit with the job's spec hash (see provider.spec_hash): a render cannot know it.
 SPEC = "<spec-hash>"
+# Filled in at submit with the code archive's sha256 (objectstore.code_url names the object by it).
+CODE_SHA = "<code-sha256>"
 NAME_MAX = 60  # TI-ONE task names: at most 60 characters
 SPEC_LEN = 16
 TAG_MANAGED, TAG_JOB, TAG_SPEC = "managed-by", "cloudtrain-job", "cloudtrain-spec"
@@ -32,8 +37,13 @@ MAX_DATA_CONFIGS = 10
 TRAINING_MODES = {"ddp": "DDP", "deepspeed": "DDP", "none": "DDP", "mpi": "MPI", "horovod": "HOROVOD",
                   "ps-worker": "PS_WORKER", "ray": "RAY"}
 SOURCE_TYPES = {"cos": "COS", "cfs": "CFS", "cfsturbo": "CFSTurbo", "goosefsx": "GooseFSx", "dataset": "DATASET"}
+# the schemes of storage.inputs / storage.output (a dataset is read-only and has no path: not neutral)
+STORAGE_SCHEMES = ("cos", "cfs", "cfsturbo", "goosefsx")
 QUOTES = set("'\"`\\\n")
 CHECKPOINT_DIR = "/opt/ml/checkpoint"  # where storage.checkpoint is mounted read-write (CLOUDTRAIN_CHECKPOINT_DIR)
+INPUT_DIR = "/opt/ml/input/data"  # storage.inputs.<name> is mounted at INPUT_DIR/<name> (CLOUDTRAIN_INPUT_<NAME>)
+# COS bucket names are BUCKETNAME-APPID (the APPID: the account's digits), e.g. train-1250000000
+COS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]*-[0-9]+$")
 
 
 def task_name(job: JobSpec, spec: str = SPEC) -> str:
@@ -139,6 +149,40 @@ def parse_source(job: JobSpec, options: TioneOptions, value: str, loc: tuple) ->
     return kind, {"GooseFSSource": {"Id": first, "Type": "GooseFSx", "Path": path}}
 
 
+def code_upload(job: JobSpec, options: TioneOptions) -> Optional[dict]:
+    """The ``cos/PutObject`` of the code archive (``code_store`` without ``code_source``): Bucket,
+    Key (``<prefix>/cloudtrain-code/<code-sha256>.tar.gz``, as ``objectstore.code_url``), Region."""
+    if options.code_source or not options.code_store or job.code is None:
+        return None
+    try:
+        prefix = ObjectUrl.parse(options.code_store, "providers.tione.code_store")
+    except BadInput as exc:
+        raise job_error(job, opt("code_store"), str(exc)) from None
+    if prefix.scheme != "cos" or not COS_BUCKET.match(prefix.bucket):
+        raise job_error(job, opt("code_store"), f"{options.code_store!r} is not a COS URL; give "
+                                                "cos://BUCKETNAME-APPID/PREFIX, e.g. cos://train-1250000000/cloudtrain")
+    key = prefix.child(CODE_FOLDER, f"{CODE_SHA}.tar.gz").key
+    _, source = parse_source(job, options, f"cos://{prefix.bucket}/{key}", opt("code_store"))
+    return {"Bucket": prefix.bucket, "Key": key, "Region": source["COSSource"]["Region"],
+            "ContentType": "application/gzip"}
+
+
+def output_uri(job: JobSpec, options: TioneOptions) -> Tuple[Optional[str], tuple]:
+    """Where the output goes (``storage.output``, else ``providers.tione.output``) and the place
+    that said it; the two saying different places is refused at ``storage.output``."""
+    neutral = job.storage.output
+    if neutral and options.output and neutral.rstrip("/") != options.output.rstrip("/"):
+        raise job_error(job, ("storage", "output"), f"is {neutral} but providers.tione.output is {options.output}; "
+                                                    "keep one of them")
+    if neutral:
+        return neutral, ("storage", "output")
+    return options.output, opt("output")
+
+
+def input_path(name: str) -> str:
+    return f"{INPUT_DIR}/{name}"
+
+
 def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
     configs = []
     if options.code_source and options.code_source != "image":
@@ -148,14 +192,23 @@ def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
                                                      "cfsturbo://, goosefsx:// or image")
         configs.append({"MappingPath": options.code_dir, "DataSourceUsage": "USER_CODE", "DataSourceType": kind,
                         **source})
+    for name, uri in sorted(job.storage.inputs.items()):
+        if storage.scheme(uri) not in STORAGE_SCHEMES:
+            continue  # refused at its line by Provider.validate (cloudtrain.storage.problems)
+        kind, source = parse_source(job, options, uri, ("storage", "inputs", name))
+        configs.append({"MappingPath": input_path(name), "DataSourceUsage": "USER_DATA", "DataSourceType": kind,
+                        **source, "ReadOnly": True})
     for i, mount in enumerate(options.data):
         kind, source = parse_source(job, options, mount.source, opt("data", i, "source"))
         configs.append({"MappingPath": mount.path, "DataSourceUsage": "USER_DATA", "DataSourceType": kind,
                         **source, "ReadOnly": mount.read_only})
-    if options.output and not options.output.lower().startswith("cos://"):
-        kind, source = parse_source(job, options, options.output, opt("output"))
+    output, where = output_uri(job, options)
+    if output and where[0] == "storage" and storage.scheme(output) not in STORAGE_SCHEMES:
+        output = None  # refused at its line by Provider.validate
+    if output and not output.lower().startswith("cos://"):
+        kind, source = parse_source(job, options, output, where)
         if kind == "DATASET":
-            raise job_error(job, opt("output"), "output cannot go to a dataset; use cos://, cfs:// or goosefsx://")
+            raise job_error(job, where, "output cannot go to a dataset; use cos://, cfs://, cfsturbo:// or goosefsx://")
         configs.append({"MappingPath": options.output_dir, "DataSourceUsage": "OUTPUT", "DataSourceType": kind,
                         **source, "ReadOnly": False})
     if job.storage.checkpoint:
@@ -172,9 +225,10 @@ def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
 
 
 def output_path(job: JobSpec, options: TioneOptions) -> Optional[dict]:
-    if not options.output or not options.output.lower().startswith("cos://"):
+    output, where = output_uri(job, options)
+    if not output or not output.lower().startswith("cos://"):
         return None
-    _, source = parse_source(job, options, options.output, opt("output"))
+    _, source = parse_source(job, options, output, where)
     return source["COSSource"]
 
 
@@ -240,13 +294,28 @@ def rdma_setting(job: JobSpec, options: TioneOptions) -> Optional[bool]:
 # -- the start command -------------------------------------------------------------------------
 def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] = None) -> str:
     """``cd CODE && PYTHONPATH=CODE/.cloudtrain... python3 -m cloudtrain.launch --platform tione ...``
-    (no quotes unless the job's command needs them)."""
+    (no quotes unless the job's command needs them).  With ``code_store``, the code arrives as
+    the archive ``CodePackagePath`` names: first unpack it (UNPACK)."""
     if launch_type is not None:
         job = job.model_copy(update={"distribution": job.distribution.model_copy(update={"type": launch_type})})
     code = options.code_dir.rstrip("/") or "/"
-    bundle = shlex.quote(f"{code}/{LAUNCHER_DIR}")
     argv = launch_argv(job, platform=PROVIDER, python=options.python)
+    if code_upload(job, options) is not None:
+        # $d unquoted keeps the line free of quotes (readable in TI-ONE's console) where it can
+        q = "" if shlex.quote(code) == code else '"'
+        d = f"{q}$d{q}"
+        return (UNPACK.format(code=shlex.quote(code), bundle=LAUNCHER_DIR, q=q) +
+                f"cd {d} && PYTHONPATH={d}/{LAUNCHER_DIR}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}")
+    bundle = shlex.quote(f"{code}/{LAUNCHER_DIR}")
     return f"cd {shlex.quote(code)} && PYTHONPATH={bundle}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}"
+
+
+# The code package (CodePackagePath, "COS代码包路径" in the SDK model) is cloudtrain's gzip'd tar.
+# Where TI-ONE puts it is code_dir (its guide's /opt/ml/code); whether it unpacks the archive
+# there is not documented, so the command takes both: code_dir holding the launcher bundle is
+# the unpacked code; otherwise each archive there is unpacked into a fresh directory.
+UNPACK = ("d={code}; if [ ! -d {q}$d/{bundle}{q} ]; then w=$(mktemp -d) || exit 1; "
+          "for a in {q}$d{q}/*.tar.gz; do tar -xzf {q}$a{q} -C $w || exit 1; done; d=$w; fi; ")
 
 
 def start_commands(job: JobSpec, options: TioneOptions) -> Dict[str, str]:
@@ -285,7 +354,8 @@ def envs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict
     """The job's env, its secrets as private variables (``***`` until submit), then cloudtrain's."""
     out = [{"Name": k, "Value": v} for k, v in job.env.items()]
     out += [{"Name": k, "Value": MASK, "IsPrivate": True} for k in job.secrets]
-    own = {"CLOUDTRAIN_DETECTORS": detectors_variable(), "CLOUDTRAIN_OUTPUT_DIR": options.output_dir}
+    own = {"CLOUDTRAIN_DETECTORS": detectors_variable(), storage.OUTPUT_ENV: options.output_dir}
+    own.update({storage.input_env(name): input_path(name) for name in sorted(job.storage.inputs)})
     if job.storage.checkpoint:
         own["CLOUDTRAIN_CHECKPOINT_DIR"] = CHECKPOINT_DIR
     names = ",".join(sorted([*job.env, *job.secrets]))
@@ -350,6 +420,9 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
     image = image_info(job, options)
     if image:
         req["ImageInfo"] = image
+    upload = code_upload(job, options)
+    if upload:  # the archive cloudtrain uploads at submit (the cos/PutObject artifact)
+        req["CodePackagePath"] = {"Bucket": upload["Bucket"], "Region": upload["Region"], "Paths": [upload["Key"]]}
     req.update(command_fields(job, options))
     req["TrainingMode"] = training_mode(job, options)
     if job.spot:  # the SDK's ResourceSupplyAttribute.SupplyType: TIDE, SPOT, or empty (regular postpaid)
@@ -429,21 +502,22 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
         raise job_error(job, opt("registry_id"), f"{image} is in a TCR registry: set providers.tione.registry_id "
                                                  "to the registry's instance id (tcr-...)")
     data_configs(job, options)  # raises for a bad storage URL or too many mounts
+    code_upload(job, options)  # raises for a bad code_store
     if len(job.name) > NAME_MAX - SPEC_LEN - 1:
         warnings.append(f"TI-ONE task names have at most {NAME_MAX} characters: the task is named "
                         f"{task_name(job, 'x' * SPEC_LEN)[:NAME_MAX - SPEC_LEN]}... plus the spec hash")
     return warnings
 
 
+CODE_STORE_HELP = ("the COS prefix cloudtrain uploads the code to (with its launcher), cos://BUCKETNAME-APPID/PREFIX; "
+                   "or providers.tione.code_source for code already on COS, CFS, GooseFSx or in the image")
+
+
 def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
     """What a submit still needs (a render works without it): (field, what to do)."""
     out = []
-    if not options.code_source:
-        out.append(("providers.tione.code_source",
-                    "TI-ONE needs the code with cloudtrain's launcher on COS, CFS or GooseFSx, or in the image, and "
-                    "cloudtrain cannot upload it (the COS SDK, cos-python-sdk-v5, is not part of the tione extra): "
-                    "stage it with `python -m cloudtrain_tione.stage JOB.yaml DIR`, upload DIR (e.g. coscli cp -r "
-                    "DIR cos://BUCKET/PATH/) and set providers.tione.code_source: cos://BUCKET/PATH/"))
+    if not options.code_source and not options.code_store:
+        out.append(("providers.tione.code_store", CODE_STORE_HELP))
     if not (options.image or job.image or options.framework):
         out.append(("image", "set the job's image (or providers.tione.image or framework)"))
     if options.resource_group:

@@ -9,6 +9,7 @@ Pinned facts:
 - Kubernetes: a ``persistentVolumeClaim`` volume (``claimName``) mounted with ``subPath`` and
   ``readOnly`` (core/v1 VolumeMount); validated against the CRDs of the job kinds.
 - Docker Engine API: ``HostConfig.Binds`` entries ``host-src:container-dest[:ro]``.
+- TI-ONE: ``DataConfigs`` and ``Output`` as the SDK's models take them (tests/plugins/tione/test_tione_storage.py).
 """
 import json
 import sys
@@ -71,7 +72,7 @@ def test_outputs_of_a_local_job_without_storage_output_come_from_its_run_directo
 
 
 def test_outputs_where_the_provider_cannot_download_them_yet_is_exit_2():
-    proc = run_cli("outputs", "tione://ap-shanghai/0/train-abc")
+    proc = run_cli("outputs", "volcano://default/job-abc")  # a claim on the cluster: not reachable from here
     assert proc.returncode == 2 and "cannot download" in proc.stderr
 
 
@@ -121,6 +122,7 @@ def test_kubernetes_mounts_pvc_claims(provider):
     ("local", "s3://team/data", "a host path or file://"),
     ("docker", "gs://team/data", "a host path or file://"),
     ("azure", "s3://team/data", "azureml://, https://, wasbs://, abfss://"),
+    ("tione", "s3://team/data", "cos://, cfs://, cfsturbo://, goosefsx://"),
 ])
 def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_path, provider, uri, takes):
     opts = {"sagemaker": "{role_arn: 'arn:aws:iam::123456789012:role/train', region: us-east-1}"}.get(provider, "{}")
@@ -139,7 +141,7 @@ def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_pa
         assert f"it takes {takes}" in proc.stderr
 
 
-@pytest.mark.parametrize("provider", ["tione", "modelarts", "ec2"])
+@pytest.mark.parametrize("provider", ["modelarts", "ec2"])
 def test_providers_without_a_mapping_yet_refuse_storage_rather_than_drop_it(tmp_path, provider):
     path = write_job(tmp_path, f"""
         name: st

@@ -34,7 +34,7 @@ CASES = {
     "eks": ("AWS", {"cluster": "train", "region": "us-east-1"}),
     "azure": ("Azure", {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "rg",
                         "workspace": "ws", "compute": "gpu-cluster"}),
-    "tione": ("Tencent Cloud", {"region": "ap-shanghai", "code_source": "cos://bucket/code/",
+    "tione": ("Tencent Cloud", {"region": "ap-shanghai", "code_store": "cos://bucket-1250000000/code",
                                 "instance_type": "TI.S.LARGE.POST"}),
     "modelarts": ("Huawei Cloud", {"region": "cn-north-4", "code_dir": "obs://bucket/code/",
                                    "flavor_id": "modelarts.vm.cpu.8u"}),

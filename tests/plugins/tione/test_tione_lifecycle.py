@@ -12,19 +12,14 @@ from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from conftest import run_cli, write_job
-from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+from doubles import fake  # noqa: F401
+from tione_fake import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 
 OPTIONS = {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST",
            "code_source": "cos://train-1250000000/code/lc/"}
 
-
-@pytest.fixture
-def fake():
-    with FakeTione() as server:
-        yield server
-    assert not server.bad_requests, server.bad_requests
 
 
 def provider(fake, key=SECRET_KEY, **kw):
@@ -91,10 +86,11 @@ def test_submit_without_what_it_needs_sends_nothing(fake, tmp_path, monkeypatch)
     with pytest.raises(BadInput) as info:
         provider(fake).submit(provider(fake).render(job))
     lines = str(info.value).splitlines()  # every one at once
-    for need, line in zip(("providers.tione.code_source: is not set", "providers.tione.region: is not set",
+    for need, line in zip(("providers.tione.code_store: is not set", "providers.tione.region: is not set",
                            "providers.tione.instance_type: is not set"), lines, strict=True):
         assert line.startswith(need), lines
-    assert "python -m cloudtrain_tione.stage" in lines[0]
+    assert "cloudtrain config set -p tione code_store=cos://my-bucket-1250000000/cloudtrain" in lines[0]
+    assert "or providers.tione.code_source for code already on COS" in lines[0]
     assert fake.calls == []
 
 

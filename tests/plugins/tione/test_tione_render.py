@@ -321,7 +321,7 @@ def test_what_a_submit_still_needs_is_a_warning(capsys):
     data = {"name": "bare", "command": "python t.py"}
     get_provider("tione").render(job_from_dict(data))
     err = capsys.readouterr().err
-    assert "to submit, also set providers.tione.code_source, image, providers.tione.instance_type" in err
+    assert "to submit, also set providers.tione.code_store, image, providers.tione.instance_type" in err
 
 
 def test_cli_render_json_for_every_example_loads_into_the_model():

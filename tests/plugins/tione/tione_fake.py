@@ -30,6 +30,9 @@ AUTH = re.compile(r"^TC3-HMAC-SHA256 Credential=(?P<id>[A-Za-z0-9]+)/(?P<date>\d
                   r"SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=(?P<sig>[0-9a-f]{64})$")
 SCRIPT = ["SUBMITTING", "PENDING", "STARTING", "RUNNING", "SUCCEED"]
 BASE_TIME = datetime(2025, 11, 20, 8, 0, 0, tzinfo=timezone.utc)
+# what TrainingTaskDetail echoes of the CreateTrainingTask request (fields of both SDK models;
+# TrainingTaskSetItem, a list's item, lacks DataSource and DataConfigs)
+ECHOED = ("CodePackagePath", "DataConfigs", "DataSource", "Output")
 
 
 def rfc3339(t: datetime) -> str:
@@ -116,11 +119,13 @@ class FakeTione(LoopbackServer):
     def CreateTrainingTask(self, body: dict) -> dict:
         tags = {t["TagKey"]: t["TagValue"] for t in body.get("Tags", [])}
         task_id = self.add_task(body["Name"], tags=tags, nodes=sum(r["InstanceNum"] for r in body["ResourceConfigInfos"]))
+        self.tasks[task_id].update({k: body[k] for k in ECHOED if k in body})
         return {"Id": task_id}
 
     def DescribeTrainingTask(self, body: dict) -> dict:
         task = self._task(body["Id"])
         detail = self._detail(task)
+        detail.update({k: task[k] for k in ECHOED if k in task})  # the task's config, as created
         task["step"] += 1
         return {"TrainingTaskDetail": detail}
 
