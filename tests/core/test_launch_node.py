@@ -23,8 +23,10 @@ def test_launcher_code_is_python_38_syntax(path):
 
 
 def launch(args, env, site=False):
-    """Run the launcher with no site-packages at all (-S): proves it needs the stdlib only."""
-    base = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'core'}{os.pathsep}{ROOT / 'plugins'}"}
+    """Run the launcher with no site-packages at all (-S): proves it needs the stdlib only.
+    The interpreter's folder leads PATH, so a bare ``python`` in a command stays as written
+    whatever the caller's PATH holds (with none, the launcher names its interpreter instead)."""
+    base = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'core'}{os.pathsep}{ROOT / 'plugins'}"}
     cmd = [sys.executable] + ([] if site else ["-S"]) + ["-m", "cloudtrain.launch", *args]
     return subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=60)
 

@@ -176,8 +176,9 @@ def test_environment_detect_round_trip_every_mode(kind, nodes, extra, local):
 
 
 def launch(env, *args):
-    """``cloudtrain launch`` in a clean environment holding only ``env`` (plus PATH)."""
-    base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": str(SUPPORT)}
+    """``cloudtrain launch`` in a clean environment holding only ``env`` (plus PATH, led by the
+    interpreter's folder: a bare ``python`` stays as written whatever the caller's PATH holds)."""
+    base = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": str(SUPPORT)}
     proc = subprocess.run([sys.executable, "-m", "cloudtrain", "launch", *args], capture_output=True, text=True,
                           env=dict(base, **env), timeout=120)
     assert proc.returncode == 0, proc.stderr
