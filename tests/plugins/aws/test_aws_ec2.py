@@ -241,6 +241,20 @@ def test_more_nodes_than_one_ssm_command_takes_go_in_batches_of_50(aws):
     assert "node 50 Failed (exit 1)" in run.status().message
 
 
+def test_logs_of_a_job_with_two_commands_read_only_its_streams_of_the_log_group(aws):
+    """With log_group, SSM writes <command-id>/<instance-id>/aws-runShellScript/stdout; a job of 51
+    nodes has two commands, and the group holds other jobs' streams too."""
+    run = provider(aws).submit(digits(**{"distribution.nodes": 51, "distribution.procs_per_node": 1,
+                                         "providers.ec2.log_group": "/cloudtrain/ec2"}))
+    nodes = job_instances(aws, run.id.split("/")[1])
+    for index in (0, 50):
+        stream = f"{command_of(nodes[index])}/{nodes[index]['InstanceId']}/aws-runShellScript/stdout"
+        aws.emit_logs("", "", [f"rank {index}"], group="/cloudtrain/ec2", stream=stream)
+    aws.emit_logs("", "", ["another job's line"], group="/cloudtrain/ec2",
+                  stream="0123abcd-other-command/i-0123456789abcdef0/aws-runShellScript/stdout")
+    assert sorted(run.logs().splitlines()) == ["[node0] rank 0", "[node50] rank 50"]
+
+
 def test_a_failed_node_fails_the_job(aws):
     run = provider(aws).submit(digits())
     nodes = job_instances(aws, run.id.split("/")[1])
