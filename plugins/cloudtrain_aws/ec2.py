@@ -21,9 +21,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain import shipping
+from cloudtrain import shipping, storage
 from cloudtrain.cloud import timestamp
-from cloudtrain.errors import JobNotFound, PlatformError
+from cloudtrain.errors import BadInput, JobNotFound, PlatformError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
@@ -46,6 +46,8 @@ NODE_SCRIPT = "<node-script>"
 EFA_MARK = "# <efa-env>: filled in at submit: EFA presets if EC2 says the instance type has EFA (network.rdma: auto)"
 TAG_NODE, TAG_COMMAND, TAG_CANCELLED, TAG_LOGS = ("cloudtrain:node", "cloudtrain:command", "cloudtrain:cancelled",
                                                   "cloudtrain:log-group")
+TAG_OUTPUT = "cloudtrain:output"  # storage.output: where `cloudtrain outputs` finds the job's output
+MAX_TAG_VALUE = 256  # EC2's longest tag value
 IMAGE_PLACEHOLDER = "<providers.ec2.image_id>"
 PROFILE_PLACEHOLDER = "<providers.ec2.instance_profile>"
 CODE_PLACEHOLDER = "s3://<providers.ec2.code_s3>"
@@ -95,6 +97,7 @@ class Ec2Provider(AwsProvider):
     required = {"image_id": "ami-0123456789abcdef0", "instance_profile": "cloudtrain-node",
                 "code_s3": "s3://my-bucket/cloudtrain", "region": "us-east-1"}
     s3_options = ("code_s3",)
+    storage_schemes = ("s3",)  # copied by the node script (cloudtrain_aws.node copy)
     # The one table: an instance's state, or its node's SSM command invocation status -> neutral.
     states = {
         "pending": State.PENDING, "running": State.STARTING, "shutting-down": State.FAILED,
@@ -147,6 +150,9 @@ class Ec2Provider(AwsProvider):
             raise self.job_error(job, ("providers", "ec2", "subnet_id"), "EFA (network.rdma: on) needs a subnet for "
                                  "its interfaces; set it")
         check_secret_ids(job, "ec2", options.secrets_manager)
+        if job.storage.output and len(job.storage.output) > MAX_TAG_VALUE:
+            raise self.job_error(job, ("storage", "output"), f"is {len(job.storage.output)} characters; ec2 keeps it "
+                                 f"in a tag of the instances (at most {MAX_TAG_VALUE}): use a shorter s3:// URI")
 
     @staticmethod
     def uses_ssh(job: JobSpec) -> bool:
@@ -165,6 +171,8 @@ class Ec2Provider(AwsProvider):
                 {"Key": TAG_HASH, "Value": SPEC_HASH}, {"Key": "Name", "Value": JOB_ID}]
         if options.log_group:
             tags.append({"Key": TAG_LOGS, "Value": options.log_group})
+        if job.storage.output:
+            tags.append({"Key": TAG_OUTPUT, "Value": job.storage.output})
         if options.run_label:
             tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
         return tags + [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
@@ -281,6 +289,7 @@ class Ec2Provider(AwsProvider):
         lines += [f"export {k}={q(v)}" for k, v in env.items()]
         lines += ['export CLOUDTRAIN_NODE_RANK="$NODE"']
         lines += ['export CLOUDTRAIN_OUTPUT_DIR="$WORK/output"']
+        lines += self.inputs_copy(job, options)
         lines += self.checkpoint_sync(job)
         if job.network.rdma == "auto" and row is None:  # a type newer than the catalog: EC2 is asked at submit
             lines.append(EFA_MARK)
@@ -295,10 +304,41 @@ class Ec2Provider(AwsProvider):
         ]
         if job.storage.checkpoint:
             lines += ['kill "$SYNC" 2>/dev/null || true', "ckpt_up || true"]
+        lines += self.output_copy(job, options)
         if options.terminate_when_done:
             lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
         lines.append('exit "$code"')
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def copy_command(options: Ec2Options) -> str:
+        """``cloudtrain_aws.node copy`` from the job's code (boto3 on the AMI, the instance profile's rights)."""
+        return (f'PYTHONPATH="$WORK/code/.cloudtrain${{PYTHONPATH:+:$PYTHONPATH}}" {shlex.quote(options.python)} '
+                f'-m {NODE_MODULE.partition(":")[0]} copy')
+
+    def inputs_copy(self, job: JobSpec, options: Ec2Options) -> List[str]:
+        """storage.inputs on EC2: each s3:// input copied to ``$WORK/input/<name>`` before the
+        launcher (a stopped copy stops the node: ``set -e``), seen as CLOUDTRAIN_INPUT_<NAME>."""
+        if not job.storage.inputs:
+            return []
+        lines = ["# storage.inputs: copied from S3 with the instance profile's rights (boto3 on the AMI)"]
+        for name, uri in sorted(job.storage.inputs.items()):
+            variable = storage.input_env(name)
+            lines += [f'export {variable}="$WORK/input/{name}"',
+                      f'{self.copy_command(options)} {shlex.quote(uri)} "${variable}"']
+        return lines
+
+    def output_copy(self, job: JobSpec, options: Ec2Options) -> List[str]:
+        """storage.output on EC2: when the launcher has ended, every node's CLOUDTRAIN_OUTPUT_DIR
+        goes to ``<storage.output>/<job id>/`` (one prefix, as a directory the nodes share would
+        be); an upload that fails fails a node that succeeded."""
+        if not job.storage.output:
+            return []
+        target = join_s3(job.storage.output, JOB_ID)
+        return ["# storage.output: this node's output directory to S3",
+                f'{self.copy_command(options)} "$CLOUDTRAIN_OUTPUT_DIR" {shlex.quote(target)} || '
+                f'{{ echo "[cloudtrain] node $NODE: its output did not reach {target}" >&2; '
+                '[ "$code" -ne 0 ] || code=3; }']
 
     @staticmethod
     def checkpoint_sync(job: JobSpec) -> List[str]:
@@ -653,6 +693,20 @@ class Ec2Provider(AwsProvider):
             except ClientError:
                 pass  # in use until its instances have terminated; empty groups cost nothing
         return status
+
+    def outputs(self, job_id: str, dest) -> List:
+        """What the nodes copied to ``<storage.output>/<job id>/`` (the instances' output tag),
+        downloaded into ``dest`` with ``objectstore.download``."""
+        region, name = self.split_id(job_id)
+        instances = self._instances(region, name)
+        if not instances:
+            raise JobNotFound(f"no ec2 job {job_id!r} (no instance tagged {TAG_JOB}={name}; EC2 forgets terminated "
+                              "instances after about an hour: then fetch <storage.output>/<job id>/ with `aws s3 sync`)")
+        output = tag(instances[0], TAG_OUTPUT)
+        if not output:
+            raise BadInput(f"{name} has no storage.output: its nodes kept their output in <workdir>/{name}/output; "
+                           "give the job storage.output (an s3:// URI) to get it back with cloudtrain outputs")
+        return self.download(join_s3(output, name) + "/", dest, region)
 
     def list(self) -> List[JobStatus]:
         region = self.region_of(None)
