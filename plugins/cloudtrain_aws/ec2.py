@@ -29,7 +29,7 @@ from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
-from .common import (EFA_ENV, NODE_MODULE, SPEC_HASH, CODE_DIGEST, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider, artifact,
+from .common import (EFA_ENV, NODE_MODULE, SPEC_HASH, CODE_DIGEST, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
                      check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import EC2_RULES, efa_devices, efa_env
 
