@@ -1,5 +1,6 @@
-"""What the AWS providers share: boto3 clients (retries, regions), error translation, the spec
-hash, the content-addressed code upload, EFA facts from EC2 and a CloudWatch Logs follower.
+"""What the AWS providers share: ``AwsProvider`` (a ``CloudProvider``: boto3 clients with retries
+and regions, error translation, the content-addressed code upload, EFA facts from EC2, one read
+of CloudWatch Logs), and the request helpers (placeholders, names, secrets).
 
 Imports no SDK at module level: ``cloudtrain render`` of any provider must not pay for boto3.
 """
@@ -10,15 +11,18 @@ import json
 import os
 import re
 import threading
-import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from cloudtrain import __version__
-from cloudtrain.cloud import poll_setting
+from cloudtrain.cloud import CloudProvider
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Provider
+from cloudtrain.provider import Rendered
+
+if TYPE_CHECKING:  # annotations only: render imports no SDK
+    from boto3.session import Session
+    from botocore.client import BaseClient
 
 # Placeholders a render shows for what only submit knows (filled in by ``fill``).
 SPEC_HASH = "<spec-hash>"
@@ -65,7 +69,7 @@ def no_region(provider: str, job: Optional[JobSpec] = None, submit: bool = False
     fix = (f"set providers.{provider}.region (or --set providers.{provider}.region=us-east-1), "
            "AWS_DEFAULT_REGION, or a profile's region (aws configure)")
     if job is not None:
-        return JobFileError(f"no AWS region: {fix}", **option_line(job, provider, "region"))
+        return JobFileError.at(job, ("providers", provider, "region"), f"no AWS region: {fix}")
     if submit:
         return BadInput(f"no AWS region: {fix}")
     return BadInput(f"no AWS region: export AWS_DEFAULT_REGION (e.g. us-east-1) or set a profile's region "
@@ -114,19 +118,16 @@ def fill(content: Any, values: Mapping[str, str]) -> Any:
     return json.loads(text)
 
 
-def option_line(job: JobSpec, provider: str, *field: str) -> dict:
-    """``file``/``line``/``field`` for a JobFileError about ``providers.<provider>.<field>``."""
-    loc = ("providers", provider, *field)
-    if job.source is None:
-        return {"file": None, "line": None, "field": ".".join(loc)}
-    return job.source.locate(loc)
+def artifact(rendered: Rendered, kind: str) -> Any:
+    """The content of the rendered artifact of ``kind`` (the first one)."""
+    return next(a.content for a in rendered.artifacts if a.kind == kind)
 
 
 def check_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> None:
     unknown = sorted(set(ids) - set(job.secrets))
     if unknown:
-        raise JobFileError(f"{', '.join(unknown)} is not among the job's secrets; map only names listed "
-                           "under `secrets`", **option_line(job, provider, "secrets_manager"))
+        raise JobFileError.at(job, ("providers", provider, "secrets_manager"), f"{', '.join(unknown)} is not among "
+                              "the job's secrets; map only names listed under `secrets`")
 
 
 def secrets_artifact(job: JobSpec, provider: str, ids: Mapping[str, str]):
@@ -145,11 +146,11 @@ def require_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> N
     """Submit-time: every secret must come from Secrets Manager (AWS has no secret variables)."""
     missing = sorted(set(job.secrets) - set(ids))
     if missing:
-        raise JobFileError(
+        raise JobFileError.at(
+            job, ("providers", provider, "secrets_manager"),
             f"{provider} has no secret environment variables and cloudtrain never puts a secret's value "
             f"in the request; store {', '.join(missing)} in AWS Secrets Manager and map it: "
-            f"providers.{provider}.secrets_manager: {{{missing[0]}: arn:aws:secretsmanager:...}}",
-            **option_line(job, provider, "secrets_manager"))
+            f"providers.{provider}.secrets_manager: {{{missing[0]}: arn:aws:secretsmanager:...}}")
 
 
 # -- per-process caches shared by provider instances (a benchmark submits from many threads) --
@@ -173,20 +174,26 @@ def code_archive(job: JobSpec, targets: Iterable[str], code_digest: str) -> Tupl
         return _archives[key]
 
 
-class AwsProvider(Provider):
-    """Base of the AWS providers: clients from boto3's default credential chain, or injected
-    (``Provider(sagemaker=client, s3=client, ...)``) for tests and embedding applications."""
+class AwsProvider(CloudProvider):
+    """Base of the AWS providers (a ``CloudProvider``): clients from boto3's default credential
+    chain, or injected for tests and embedding applications."""
 
     extra = "aws"
     sdk_modules = ("boto3",)
 
-    def __init__(self, poll: Optional[float] = None, **clients: Any):
-        """``clients``: boto3 clients by service name (``sagemaker=``, ``s3=``, ...); ``poll``:
-        seconds between reads while following a job (the AWS APIs are rate-limited)."""
-        super().__init__(**clients)
-        self.status_poll = poll_setting(poll, 5.0)
+    def __init__(self, *, session: Optional["Session"] = None, sagemaker: Optional["BaseClient"] = None,
+                 ec2: Optional["BaseClient"] = None, ssm: Optional["BaseClient"] = None,
+                 s3: Optional["BaseClient"] = None, logs: Optional["BaseClient"] = None, poll: Optional[float] = None):
+        """``session``: the boto3 ``Session`` clients are made from (default: boto3's default
+        chain); ``sagemaker``, ``ec2``, ``ssm``, ``s3``, ``logs``: ready boto3 clients of those
+        services, used in every region (tests point them at a double); ``poll``: seconds between
+        reads while following a job (the AWS APIs are rate-limited)."""
+        super().__init__(poll=poll)
+        self._session = session
+        self._injected = {name: client for name, client in
+                          (("sagemaker", sagemaker), ("ec2", ec2), ("ssm", ssm), ("s3", s3), ("logs", logs))
+                          if client is not None}
         self._made: Dict[tuple, Any] = {}
-        self._cache: Dict[tuple, Tuple[float, Any]] = {}
         self._clients_lock = threading.Lock()
 
     # -- what submit needs before it sends anything -------------------------------------------
@@ -194,7 +201,7 @@ class AwsProvider(Provider):
         """``region`` unset: boto3's own (an injected client's, AWS_DEFAULT_REGION, the profile's)."""
         if option != "region":
             return False
-        return next(iter(self.clients.values()), None) is not None or bool(self.session().region_name)
+        return bool(self._injected) or bool(self.session().region_name)
 
     # the options that hold s3:// URIs (a mapping: each of its values)
     s3_options: Tuple[str, ...] = ()
@@ -221,7 +228,9 @@ class AwsProvider(Provider):
                       connect_timeout=10, read_timeout=70, user_agent_extra=f"cloudtrain/{__version__}")
 
     def session(self):
-        """boto3's default session (credentials and region from the default chain)."""
+        """The injected session, else boto3's default one (credentials and region from the default chain)."""
+        if self._session is not None:
+            return self._session
         boto3 = self.require_sdk("boto3")
         from botocore.exceptions import ProfileNotFound
         try:
@@ -230,8 +239,8 @@ class AwsProvider(Provider):
             raise BadInput(f"{exc}; fix AWS_PROFILE or the profiles in ~/.aws/config") from None
 
     def client(self, service: str, region: Optional[str] = None):
-        if service in self.clients:
-            return self.clients[service]
+        if service in self._injected:
+            return self._injected[service]
         key = (service, region)
         with self._clients_lock:
             if key not in self._made:
@@ -249,7 +258,7 @@ class AwsProvider(Provider):
         ``job``: the job being submitted (the fix then names its option)."""
         if region:
             return region
-        injected = next(iter(self.clients.values()), None)
+        injected = next(iter(self._injected.values()), None)
         if injected is not None:
             return injected.meta.region_name
         found = self.session().region_name
@@ -290,25 +299,31 @@ class AwsProvider(Provider):
         except BotoCoreError as exc:
             raise PlatformError(f"{what}: {exc}; check the AWS configuration") from None
 
-    def cached(self, key: tuple, fetch: Callable[[], Any], fresh: bool = False) -> Any:
-        """``fetch()``, reused for ``status_poll`` (the CLI's follower asks every 0.2 s)."""
-        now = time.monotonic()
-        hit = self._cache.get(key)
-        if not fresh and hit is not None and now - hit[0] < self.status_poll:
-            return hit[1]
-        value = fetch()
-        self._cache[key] = (time.monotonic(), value)
-        return value
-
     # -- code ---------------------------------------------------------------------------------
-    def upload_code(self, job: JobSpec, bucket: str, key: str, targets: Iterable[str], code_digest: str,
-                    region: Optional[str]) -> None:
-        """Put the archive at ``bucket/key`` unless it is there already (content-addressed: the
-        key holds the archive's sha256), once per process (``objectstore.upload_once``)."""
+    @staticmethod
+    def code_values(job: JobSpec, spec: str, targets: Iterable[str]) -> Dict[str, str]:
+        """The spec hash and the archive's sha256, for the placeholders ``fill`` replaces."""
+        from cloudtrain import shipping
+        _, archive_sha = code_archive(job, targets, shipping.code_digest(job))
+        return {SPEC_HASH: spec, CODE_DIGEST: archive_sha}
+
+    def upload_code(self, job: JobSpec, upload: Mapping[str, str], targets: Iterable[str], region: Optional[str]) -> None:
+        """Put the archive where the filled ``s3/PutObject`` artifact says unless it is there
+        already (content-addressed: the key holds the archive's sha256), once per process
+        (``objectstore.upload_once``)."""
+        from cloudtrain import shipping
         from cloudtrain.objectstore import ObjectUrl, upload_once
         from .s3store import S3Store
-        data, _ = code_archive(job, targets, code_digest)
-        upload_once(S3Store(self.client("s3", region)), ObjectUrl("s3", bucket, key), data)
+        data, _ = code_archive(job, targets, shipping.code_digest(job))
+        upload_once(S3Store(self.client("s3", region)), ObjectUrl("s3", upload["Bucket"], upload["Key"]), data)
+
+    def download(self, uri: str, dest, region: Optional[str]) -> List:
+        """Every object under the ``s3://`` ``uri`` into ``dest`` (``objectstore.download``:
+        paths below the prefix kept, a progress line on a terminal); the files written."""
+        from pathlib import Path
+        from cloudtrain.objectstore import ObjectUrl, download
+        from .s3store import S3Store
+        return download(S3Store(self.client("s3", region)), ObjectUrl.parse(uri), Path(dest))
 
     # -- EFA ----------------------------------------------------------------------------------
     def efa_info(self, instance_type: str, region: Optional[str]) -> Optional[dict]:
@@ -356,57 +371,48 @@ class AwsProvider(Provider):
         info = self.efa_info(instance_type, region)
         if rdma == "on":
             if info is not None and not info["supported"] and not info.get("unknown"):
-                raise JobFileError(f"{instance_type} has no EFA (EC2 DescribeInstanceTypes: EfaSupported false); "
-                                   "use an EFA instance type (e.g. p4d.24xlarge, p5.48xlarge, trn1.32xlarge) or "
-                                   "set network.rdma to auto or off",
-                                   file=str(job.source.path) if job.source and job.source.path else None,
-                                   line=job.source.line_of(("network", "rdma")) if job.source else None,
-                                   field="network.rdma")
+                raise JobFileError.at(job, ("network", "rdma"), f"{instance_type} has no EFA (EC2 DescribeInstanceTypes: "
+                                      "EfaSupported false); use an EFA instance type (e.g. p4d.24xlarge, p5.48xlarge, "
+                                      "trn1.32xlarge) or set network.rdma to auto or off")
             return info or {"supported": True, "max_interfaces": 1, "network_cards": 1}
         return info if info and info["supported"] else None
 
     # -- CloudWatch Logs ----------------------------------------------------------------------
-    def cloudwatch_lines(self, region: Optional[str], group: str, prefix: str, label: Callable[[str], str],
-                         follow: bool, ended: Callable[[], bool]) -> Iterator[str]:
-        """Every event of the streams ``group/prefix*``, oldest first, each line as ``[label]
-        message``; with ``follow``, new streams and events every ``status_poll`` until ``ended()``
-        (then one last read)."""
+    def cloudwatch_chunk(self, region: Optional[str], group: str, prefixes: Iterable[str], label: Callable[[str], str],
+                         cursor: Dict[str, Any]) -> List[str]:
+        """The events of the streams ``group/<prefix>*`` (for each of ``prefixes``) that the
+        earlier calls with this ``cursor`` did not return, oldest first, each line as ``[label]
+        message`` (``CloudProvider.logs`` calls it once per read; a group not made yet is empty)."""
         logs = self.client("logs", region)
         from botocore.exceptions import ClientError
-        tokens: Dict[str, Optional[str]] = {}
-        while True:
-            done = follow and ended()
-            batch: List[tuple] = []
-            with self.api(f"read the logs {group}/{prefix}"):
+        tokens: Dict[str, Optional[str]] = cursor.setdefault("tokens", {})
+        batch: List[tuple] = []
+        with self.api(f"read the logs of {group}"):
+            streams = set()
+            for prefix in prefixes:
                 try:
-                    streams = []
                     for page in logs.get_paginator("describe_log_streams").paginate(
                             logGroupName=group, logStreamNamePrefix=prefix):
-                        streams += [s["logStreamName"] for s in page.get("logStreams", [])]
+                        streams.update(s["logStreamName"] for s in page.get("logStreams", []))
                 except ClientError as exc:
                     if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
                         raise
-                    streams = []
-                for order, stream in enumerate(sorted(streams)):
-                    token = tokens.get(stream)
-                    while True:
-                        kwargs = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
-                        if token:
-                            kwargs["nextToken"] = token
-                        page = logs.get_log_events(**kwargs)
-                        for event in page.get("events", []):
-                            batch.append((event.get("timestamp", 0), order, label(stream), event.get("message", "")))
-                        new = page.get("nextForwardToken")
-                        if not new or new == token:
-                            break
-                        token = new
-                    tokens[stream] = token
-            for _, _, name, message in sorted(batch, key=lambda b: (b[0], b[1])):
-                for line in message.rstrip("\n").split("\n"):
-                    yield f"[{name}] {line}\n"
-            if not follow or done:
-                return
-            time.sleep(max(self.status_poll, 0.01))
+            for order, stream in enumerate(sorted(streams)):
+                token = tokens.get(stream)
+                while True:
+                    kwargs = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
+                    if token:
+                        kwargs["nextToken"] = token
+                    page = logs.get_log_events(**kwargs)
+                    for event in page.get("events", []):
+                        batch.append((event.get("timestamp", 0), order, label(stream), event.get("message", "")))
+                    new = page.get("nextForwardToken")
+                    if not new or new == token:
+                        break
+                    token = new
+                tokens[stream] = token
+        return [f"[{name}] {line}\n" for _, _, name, message in sorted(batch, key=lambda b: (b[0], b[1]))
+                for line in message.rstrip("\n").split("\n")]
 
 
 def strip_empty(request: dict) -> dict:

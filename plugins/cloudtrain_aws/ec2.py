@@ -9,27 +9,28 @@ forwarding and ``btl_tcp_if_include`` come from the launcher; thread variables d
 a non-default ssh port when asked).  Submitting starts the instances, waits until SSM sees
 them, then sends the script with one ``SendCommand`` per 50 nodes (SSM's limit), all nodes at once.  Status comes from the command
 invocations and the instances' states, logs from SSM's output (or CloudWatch Logs), and
-``cancel`` terminates only instances tagged with the job's id.
+``cancel`` terminates only instances tagged with the job's id.  The lifecycle is
+``CloudProvider``'s: this module gives the EC2 and SSM calls.
 """
 from __future__ import annotations
 
 import json
 import shlex
 import time
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain import shipping
-from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
+from cloudtrain import shipping, storage
+from cloudtrain.cloud import timestamp
+from cloudtrain.errors import BadInput, JobNotFound, PlatformError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
-from cloudtrain.cloud import spec_hash
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
-from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, code_archive, fill, job_name, join_s3, option_line, parse_s3, strip_empty)
+from .common import (EFA_ENV, NODE_MODULE, SPEC_HASH, CODE_DIGEST, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
+                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import EC2_RULES, efa_devices, efa_env
 
 JOB_ID = "<job-id>"
@@ -45,6 +46,8 @@ NODE_SCRIPT = "<node-script>"
 EFA_MARK = "# <efa-env>: filled in at submit: EFA presets if EC2 says the instance type has EFA (network.rdma: auto)"
 TAG_NODE, TAG_COMMAND, TAG_CANCELLED, TAG_LOGS = ("cloudtrain:node", "cloudtrain:command", "cloudtrain:cancelled",
                                                   "cloudtrain:log-group")
+TAG_OUTPUT = "cloudtrain:output"  # storage.output: where `cloudtrain outputs` finds the job's output
+MAX_TAG_VALUE = 256  # EC2's longest tag value
 IMAGE_PLACEHOLDER = "<providers.ec2.image_id>"
 PROFILE_PLACEHOLDER = "<providers.ec2.instance_profile>"
 CODE_PLACEHOLDER = "s3://<providers.ec2.code_s3>"
@@ -94,6 +97,7 @@ class Ec2Provider(AwsProvider):
     required = {"image_id": "ami-0123456789abcdef0", "instance_profile": "cloudtrain-node",
                 "code_s3": "s3://my-bucket/cloudtrain", "region": "us-east-1"}
     s3_options = ("code_s3",)
+    storage_schemes = ("s3",)  # copied by the node script (cloudtrain_aws.node copy)
     # The one table: an instance's state, or its node's SSM command invocation status -> neutral.
     states = {
         "pending": State.PENDING, "running": State.STARTING, "shutting-down": State.FAILED,
@@ -140,14 +144,15 @@ class Ec2Provider(AwsProvider):
         self.instance_type(job, options)
         checkpoint_uri(job, "ec2", ("s3",), "s3://team/ckpt/digits/")
         if job.max_restarts:
-            raise JobFileError("the ec2 provider does not restart jobs; set it to 0 (or use sagemaker)",
-                               file=str(job.source.path) if job.source and job.source.path else None,
-                               line=job.source.line_of(("max_restarts",)) if job.source else None,
-                               field="max_restarts")
+            raise self.job_error(job, ("max_restarts",), "the ec2 provider does not restart jobs; set it to 0 "
+                                 "(or use sagemaker)")
         if job.network.rdma == "on" and not options.subnet_id:
-            raise JobFileError("EFA (network.rdma: on) needs a subnet for its interfaces; set it",
-                               **option_line(job, "ec2", "subnet_id"))
+            raise self.job_error(job, ("providers", "ec2", "subnet_id"), "EFA (network.rdma: on) needs a subnet for "
+                                 "its interfaces; set it")
         check_secret_ids(job, "ec2", options.secrets_manager)
+        if job.storage.output and len(job.storage.output) > MAX_TAG_VALUE:
+            raise self.job_error(job, ("storage", "output"), f"is {len(job.storage.output)} characters; ec2 keeps it "
+                                 f"in a tag of the instances (at most {MAX_TAG_VALUE}): use a shorter s3:// URI")
 
     @staticmethod
     def uses_ssh(job: JobSpec) -> bool:
@@ -166,6 +171,8 @@ class Ec2Provider(AwsProvider):
                 {"Key": TAG_HASH, "Value": SPEC_HASH}, {"Key": "Name", "Value": JOB_ID}]
         if options.log_group:
             tags.append({"Key": TAG_LOGS, "Value": options.log_group})
+        if job.storage.output:
+            tags.append({"Key": TAG_OUTPUT, "Value": job.storage.output})
         if options.run_label:
             tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
         return tags + [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
@@ -282,6 +289,7 @@ class Ec2Provider(AwsProvider):
         lines += [f"export {k}={q(v)}" for k, v in env.items()]
         lines += ['export CLOUDTRAIN_NODE_RANK="$NODE"']
         lines += ['export CLOUDTRAIN_OUTPUT_DIR="$WORK/output"']
+        lines += self.inputs_copy(job, options)
         lines += self.checkpoint_sync(job)
         if job.network.rdma == "auto" and row is None:  # a type newer than the catalog: EC2 is asked at submit
             lines.append(EFA_MARK)
@@ -296,10 +304,41 @@ class Ec2Provider(AwsProvider):
         ]
         if job.storage.checkpoint:
             lines += ['kill "$SYNC" 2>/dev/null || true', "ckpt_up || true"]
+        lines += self.output_copy(job, options)
         if options.terminate_when_done:
             lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
         lines.append('exit "$code"')
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def copy_command(options: Ec2Options) -> str:
+        """``cloudtrain_aws.node copy`` from the job's code (boto3 on the AMI, the instance profile's rights)."""
+        return (f'PYTHONPATH="$WORK/code/.cloudtrain${{PYTHONPATH:+:$PYTHONPATH}}" {shlex.quote(options.python)} '
+                f'-m {NODE_MODULE.partition(":")[0]} copy')
+
+    def inputs_copy(self, job: JobSpec, options: Ec2Options) -> List[str]:
+        """storage.inputs on EC2: each s3:// input copied to ``$WORK/input/<name>`` before the
+        launcher (a stopped copy stops the node: ``set -e``), seen as CLOUDTRAIN_INPUT_<NAME>."""
+        if not job.storage.inputs:
+            return []
+        lines = ["# storage.inputs: copied from S3 with the instance profile's rights (boto3 on the AMI)"]
+        for name, uri in sorted(job.storage.inputs.items()):
+            variable = storage.input_env(name)
+            lines += [f'export {variable}="$WORK/input/{name}"',
+                      f'{self.copy_command(options)} {shlex.quote(uri)} "${variable}"']
+        return lines
+
+    def output_copy(self, job: JobSpec, options: Ec2Options) -> List[str]:
+        """storage.output on EC2: when the launcher has ended, every node's CLOUDTRAIN_OUTPUT_DIR
+        goes to ``<storage.output>/<job id>/`` (one prefix, as a directory the nodes share would
+        be); an upload that fails fails a node that succeeded."""
+        if not job.storage.output:
+            return []
+        target = join_s3(job.storage.output, JOB_ID)
+        return ["# storage.output: this node's output directory to S3",
+                f'{self.copy_command(options)} "$CLOUDTRAIN_OUTPUT_DIR" {shlex.quote(target)} || '
+                f'{{ echo "[cloudtrain] node $NODE: its output did not reach {target}" >&2; '
+                '[ "$code" -ne 0 ] || code=3; }']
 
     @staticmethod
     def checkpoint_sync(job: JobSpec) -> List[str]:
@@ -369,23 +408,27 @@ class Ec2Provider(AwsProvider):
         return out + ([secrets] if secrets else [])
 
     # -- submit --------------------------------------------------------------------------------
-    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        job, options = rendered.job, rendered.options  # preflight checked the options submit needs
-        region = self.region_of(options.region, job)
-        digest = shipping.code_digest(job)
-        spec = spec_hash(rendered, digest)
-        name = job_name(job, spec)
-        targets = [NODE_MODULE]
-        _, archive_sha = code_archive(job, targets, digest)
-        values = {SPEC_HASH: spec, CODE_DIGEST: archive_sha, JOB_ID: name}
-        arts = [Artifact(a.kind, fill(a.name, values), fill(a.content, values)) for a in rendered.artifacts]
-        job_id = f"{region}/{name}"
-        ec2 = self.client("ec2", region)
-
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """The job whose instances carry this spec's job id and that got its scripts (or whose
+        instances ended): an earlier submit made it.  Instances without scripts are taken up by
+        ``_create`` (an earlier submit stopped before it sent them)."""
+        region = self.region_of(rendered.options.region, rendered.job)
+        name = job_name(rendered.job, spec)
         instances = self._instances(region, name)
         if instances and (all(tag(i, TAG_COMMAND) for i in instances) or any(i["State"]["Name"] in ENDED
                                                                              for i in instances)):
-            return job_id  # the same spec was submitted before: attach to it
+            return f"{region}/{name}"
+        return None
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
+        job, options = rendered.job, rendered.options  # preflight checked the options submit needs
+        region = self.region_of(options.region, job)
+        name = job_name(job, spec)
+        targets = [NODE_MODULE]
+        values = {**self.code_values(job, spec, targets), JOB_ID: name}
+        arts = [Artifact(a.kind, fill(a.name, values), fill(a.content, values)) for a in rendered.artifacts]
+        ec2 = self.client("ec2", region)
+        instances = self._instances(region, name)
         if not instances:
             request = next(a.content for a in arts if a.kind == "ec2/RunInstances")
             efa = self.instance(job, options).row is None and self.use_efa(job, request["InstanceType"], region)
@@ -397,8 +440,7 @@ class Ec2Provider(AwsProvider):
             elif efa and "NetworkInterfaces" in request:
                 count = min(efa["max_interfaces"] or 1, efa["network_cards"] or 1)
                 request["NetworkInterfaces"] = efa_interfaces(options, count)
-            upload = next(a.content for a in arts if a.kind == "s3/PutObject")
-            self.upload_code(job, upload["Bucket"], upload["Key"], targets, digest, region)
+            self.upload_code(job, next(a.content for a in arts if a.kind == "s3/PutObject"), targets, region)
             for pg in (a.content for a in arts if a.kind == "ec2/CreatePlacementGroup"):
                 from botocore.exceptions import ClientError
                 with self.api(f"create the placement group {pg['GroupName']}"):
@@ -414,7 +456,7 @@ class Ec2Provider(AwsProvider):
                 with self.api(f"tag {inst['InstanceId']}"):
                     ec2.create_tags(Resources=[inst["InstanceId"]], Tags=[{"Key": TAG_NODE, "Value": str(index)}])
         self._launch(job, options, arts, region, name, instances, efa=self._efa_env_needed(job, options, region))
-        return job_id
+        return f"{region}/{name}"
 
     def _efa_env_needed(self, job: JobSpec, options: Ec2Options, region: str) -> bool:
         if job.network.rdma != "auto" or self.instance(job, options).row is not None:
@@ -465,7 +507,7 @@ class Ec2Provider(AwsProvider):
     def _wait_running(self, region: str, name: str, ids: List[str], timeout: float) -> List[str]:
         deadline = time.monotonic() + timeout
         while True:
-            by_id = {i["InstanceId"]: i for i in self._instances(region, name, fresh=True)}
+            by_id = {i["InstanceId"]: i for i in self._instances(region, name)}
             states = [by_id.get(i, {}).get("State", {}).get("Name", "pending") for i in ids]
             if any(s in ENDED for s in states):
                 raise PlatformError(f"instance(s) of {name} ended while starting ({', '.join(states)}); "
@@ -517,18 +559,15 @@ class Ec2Provider(AwsProvider):
                 time.sleep(max(self.status_poll, 0.01))
 
     # -- follow --------------------------------------------------------------------------------
-    def _instances(self, region: Optional[str], name: str, fresh: bool = True) -> List[dict]:
+    def _instances(self, region: Optional[str], name: str) -> List[dict]:
         ec2 = self.client("ec2", region)
-
-        def fetch():
-            found = []
-            with self.api(f"describe the instances of {name}"):
-                for page in ec2.get_paginator("describe_instances").paginate(
-                        Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [name]}]):
-                    for reservation in page.get("Reservations", []):
-                        found += reservation.get("Instances", [])
-            return found
-        return self.cached(("instances", region, name), fetch, fresh)
+        found = []
+        with self.api(f"describe the instances of {name}"):
+            for page in ec2.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": f"tag:{TAG_JOB}", "Values": [name]}]):
+                for reservation in page.get("Reservations", []):
+                    found += reservation.get("Instances", [])
+        return found
 
     def _invocation(self, region: Optional[str], command: str, instance_id: str) -> dict:
         from botocore.exceptions import ClientError
@@ -540,18 +579,29 @@ class Ec2Provider(AwsProvider):
                     raise
                 return {"Status": "Pending"}
 
-    def _ec2_status(self, job_id: str, instances: List[dict]) -> JobStatus:
+    def _nodes(self, region: Optional[str], instances: List[dict]) -> dict:
+        """The job as one read: its instances in node order, and the SSM invocation of each one's
+        command (``GetCommandInvocation``: status, exit code, output) once it was sent."""
+        nodes = sorted(instances, key=node_index)
+        return {"instances": nodes, "invocations": {i["InstanceId"]: self._invocation(region, tag(i, TAG_COMMAND),
+                                                                                    i["InstanceId"])
+                                                    for i in nodes if tag(i, TAG_COMMAND)}}
+
+    def _describe(self, job_id: str) -> dict:
         region, name = self.split_id(job_id)
+        instances = self._instances(region, name)
         if not instances:
             raise JobNotFound(f"no ec2 job {job_id!r} (no instance tagged {TAG_JOB}={name}); "
                               "cloudtrain list -p ec2 shows the jobs")
-        nodes = sorted(instances, key=node_index)
+        return self._nodes(region, instances)
+
+    def _to_status(self, job_id: str, described: dict) -> JobStatus:
+        nodes, invocations = described["instances"], described["invocations"]
         per_node = []
         for index, inst in enumerate(nodes):
             state = inst["State"]["Name"]
-            command = tag(inst, TAG_COMMAND)
-            if command:
-                inv = self._invocation(region, command, inst["InstanceId"])
+            inv = invocations.get(inst["InstanceId"])
+            if inv is not None:
                 raw = inv["Status"]
                 # an instance that ended before its node did: the node failed
                 if raw in ("Pending", "InProgress", "Delayed") and state in ENDED:
@@ -559,7 +609,7 @@ class Ec2Provider(AwsProvider):
                 per_node.append((index, raw, inv.get("ResponseCode")))
             else:
                 per_node.append((index, state, None))
-        cancelled = any(tag(i, TAG_CANCELLED) for i in instances)
+        cancelled = any(tag(i, TAG_CANCELLED) for i in nodes)
         mapped = [(i, raw, code, self.map_state(raw)) for i, raw, code in per_node]
         order = [State.FAILED, State.CANCELLED, State.UNKNOWN, State.PENDING, State.STARTING, State.RUNNING]
         if all(m[3] is State.SUCCEEDED for m in mapped):
@@ -572,90 +622,91 @@ class Ec2Provider(AwsProvider):
         message = ", ".join(f"node {i} {r}" + (f" (exit {c})" if c not in (None, -1) and r in ("Failed", "Success")
                                               else "") for i, r, c, _ in mapped)
         up = sum(1 for m in mapped if m[3] in (State.RUNNING, State.SUCCEEDED))
-        launched = [i.get("LaunchTime") for i in instances if i.get("LaunchTime")]
-        created = min(launched).timestamp() if launched and hasattr(launched[0], "timestamp") else None
-        return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw, name=tag(nodes[0], TAG_NAME) or name,
-                         message=message, nodes=len(nodes), nodes_up=up,
-                         exit_code=state.exit_code if state.terminal else None, created_at=created)
+        launched = [t for t in (timestamp(i.get("LaunchTime")) for i in nodes) if t is not None]
+        return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw,
+                         name=tag(nodes[0], TAG_NAME) or self.split_id(job_id)[1], message=message, nodes=len(nodes),
+                         nodes_up=up, exit_code=state.exit_code if state.terminal else None,
+                         created_at=min(launched) if launched else None)
 
-    def status(self, job_id: str) -> JobStatus:
-        region, name = self.split_id(job_id)
-
-        def fetch():
-            return self._ec2_status(job_id, self._instances(region, name))
-        return self.cached(("status", job_id), fetch)
-
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
-        region, name = self.split_id(job_id)
-        instances = sorted(self._instances(region, name), key=node_index)
-        if not instances:
-            raise JobNotFound(f"no ec2 job {job_id!r}; cloudtrain list -p ec2 shows the jobs")
+    def _log_chunks(self, job_id: str, described: dict, cursor: Dict[str, Any], final: bool) -> Iterator[str]:
+        """With ``log_group`` (the instances' tag): CloudWatch Logs, one stream per node's
+        command and stream, ``<command-id>/<instance-id>/aws-runShellScript/stdout``; else SSM's
+        output of each node, which it keeps (its first 24,000 characters) once the node's script ends."""
+        instances = described["instances"]
         group = tag(instances[0], TAG_LOGS)
-        ended = lambda: self.status(job_id).terminal  # noqa: E731
         if group:
-            nodes = {tag(i, TAG_COMMAND): node_index(i) for i in instances if tag(i, TAG_COMMAND)}
+            nodes = {i["InstanceId"]: node_index(i) for i in instances}
+            commands = sorted({tag(i, TAG_COMMAND) for i in instances if tag(i, TAG_COMMAND)})
 
-            def label(stream: str) -> str:  # <command-id>/<instance-id>/aws-runShellScript/stdout
-                return f"node{nodes.get(stream.split('/')[0], '?')}"
-            prefixes = sorted(nodes)
-            if len(prefixes) == 1:
-                return self.cloudwatch_lines(region, group, prefixes[0] + "/", label, follow, ended)
-            return self._merged(region, group, prefixes, label, follow, ended)
-        return self._ssm_output(job_id, follow, ended)
+            def label(stream: str) -> str:  # the node of the stream's instance
+                return f"node{nodes.get((stream.split('/') + [''])[1], '?')}"
+            yield from self.cloudwatch_chunk(self.split_id(job_id)[0], group, [c + "/" for c in commands], label, cursor)
+            return
+        shown: Dict[str, int] = cursor.setdefault("shown", {})
+        for inst in instances:
+            inv = described["invocations"].get(inst["InstanceId"])
+            if inv is None:
+                continue
+            text = inv.get("StandardOutputContent", "") + inv.get("StandardErrorContent", "")
+            key = inst["InstanceId"]
+            if len(text) > shown.get(key, 0):
+                for line in text[shown.get(key, 0):].splitlines():
+                    yield f"[node{node_index(inst)}] {line}\n"
+                shown[key] = len(text)
 
-    def _merged(self, region, group, prefixes, label, follow, ended) -> Iterator[str]:
-        # one CloudWatch prefix per node's command: the common prefix is empty, so read the group
-        yield from self.cloudwatch_lines(region, group, "", label, follow, ended)
-
-    def _ssm_output(self, job_id: str, follow: bool, ended) -> Iterator[str]:
-        """SSM keeps a node's output (its first 24,000 characters) once the node's script ends."""
+    def _stop(self, job_id: str) -> None:
+        """Mark the job cancelled and cancel its nodes' commands (``cancel`` then terminates the
+        instances)."""
         region, name = self.split_id(job_id)
-        shown: Dict[str, int] = {}
-        while True:
-            done = follow and ended()
-            for inst in sorted(self._instances(region, name), key=node_index):
-                command = tag(inst, TAG_COMMAND)
-                if not command:
-                    continue
-                inv = self._invocation(region, command, inst["InstanceId"])
-                text = inv.get("StandardOutputContent", "") + inv.get("StandardErrorContent", "")
-                key = inst["InstanceId"]
-                if len(text) > shown.get(key, 0):
-                    for line in text[shown.get(key, 0):].splitlines():
-                        yield f"[node{node_index(inst)}] {line}\n"
-                    shown[key] = len(text)
-            if not follow or done:
-                return
-            time.sleep(max(self.status_poll, 0.01))
+        instances = self._instances(region, name)
+        live = [i["InstanceId"] for i in instances if i["State"]["Name"] not in ("shutting-down", "terminated")]
+        if not live:
+            return
+        from botocore.exceptions import ClientError
+        with self.api(f"mark {name} cancelled"):
+            self.client("ec2", region).create_tags(Resources=live, Tags=[{"Key": TAG_CANCELLED, "Value": "true"}])
+        for command in sorted({tag(i, TAG_COMMAND) for i in instances if tag(i, TAG_COMMAND)}):
+            try:
+                self.client("ssm", region).cancel_command(CommandId=command)
+            except ClientError:
+                pass  # it ended meanwhile; the instances go anyway
 
     def cancel(self, job_id: str) -> JobStatus:
-        """Stop the job's commands and terminate its instances (those tagged with its id, and no
-        other); an ended job keeps its state, but its instances still running are terminated."""
+        """``CloudProvider.cancel`` (idempotent: an ended job keeps its state), then the job's
+        instances still running are terminated — those tagged with its id, and no other — an
+        ended job's too (``terminate_when_done: false``), and its own placement group deleted."""
+        status = super().cancel(job_id)
         region, name = self.split_id(job_id)
-        ec2, ssm = self.client("ec2", region), self.client("ssm", region)
         instances = self._instances(region, name)
-        current = self._ec2_status(job_id, instances)
         live = [i["InstanceId"] for i in instances if i["State"]["Name"] not in ("shutting-down", "terminated")]
-        from botocore.exceptions import ClientError
-        if not current.terminal and live:
-            with self.api(f"mark {name} cancelled"):
-                ec2.create_tags(Resources=live, Tags=[{"Key": TAG_CANCELLED, "Value": "true"}])
-            for command in sorted({tag(i, TAG_COMMAND) for i in instances if tag(i, TAG_COMMAND)}):
-                try:
-                    ssm.cancel_command(CommandId=command)
-                except ClientError:
-                    pass  # it ended meanwhile; the instances go anyway
+        ec2 = self.client("ec2", region)
         if live:
             with self.api(f"terminate the instances of {name}"):
                 ec2.terminate_instances(InstanceIds=live)
+            status = self.fresh_status(job_id)
         group = next((i.get("Placement", {}).get("GroupName") for i in instances
                       if i.get("Placement", {}).get("GroupName") == f"cloudtrain-{name}"), None)
         if group:
+            from botocore.exceptions import ClientError
             try:
                 ec2.delete_placement_group(GroupName=group)
             except ClientError:
                 pass  # in use until its instances have terminated; empty groups cost nothing
-        return self._ec2_status(job_id, self._instances(region, name))
+        return status
+
+    def outputs(self, job_id: str, dest) -> List:
+        """What the nodes copied to ``<storage.output>/<job id>/`` (the instances' output tag),
+        downloaded into ``dest`` with ``objectstore.download``."""
+        region, name = self.split_id(job_id)
+        instances = self._instances(region, name)
+        if not instances:
+            raise JobNotFound(f"no ec2 job {job_id!r} (no instance tagged {TAG_JOB}={name}; EC2 forgets terminated "
+                              "instances after about an hour: then fetch <storage.output>/<job id>/ with `aws s3 sync`)")
+        output = tag(instances[0], TAG_OUTPUT)
+        if not output:
+            raise BadInput(f"{name} has no storage.output: its nodes kept their output in <workdir>/{name}/output; "
+                           "give the job storage.output (an s3:// URI) to get it back with cloudtrain outputs")
+        return self.download(join_s3(output, name) + "/", dest, region)
 
     def list(self) -> List[JobStatus]:
         region = self.region_of(None)
@@ -667,7 +718,7 @@ class Ec2Provider(AwsProvider):
                 for reservation in page.get("Reservations", []):
                     for inst in reservation.get("Instances", []):
                         by_job.setdefault(tag(inst, TAG_JOB), []).append(inst)
-        return [self._ec2_status(f"{region}/{name}", insts) for name, insts in sorted(by_job.items())]
+        return [self._to_status(f"{region}/{name}", self._nodes(region, insts)) for name, insts in sorted(by_job.items())]
 
 
 def tag(instance: dict, key: str) -> Optional[str]:

@@ -12,6 +12,15 @@
    the others over ssh), when there is one and this is root;
 4. execs COMMAND.
 
+``python3 -m cloudtrain_aws.node copy SRC DEST``: the ec2 node script's ``storage.inputs`` and
+``storage.output``.  ``copy s3://bucket/prefix DIR`` downloads the object the URI names, or every
+object below it as a folder (paths below the prefix kept), into DIR; ``copy DIR s3://bucket/prefix``
+uploads every file of DIR below the prefix.  Through the image's boto3, with the node's own
+credentials (an EC2 instance profile: ``s3:ListBucket`` and ``s3:GetObject`` on the inputs,
+``s3:PutObject`` on the output): a presigned URL, which fetches the code, cannot list a prefix or
+name objects the job has not written yet, and dies with the submitter's session long before a
+48-hour job ends.
+
 Standard library only at import time (Python 3.8 grammar): it ships in the launcher bundle.
 """
 import json
@@ -85,15 +94,104 @@ def secrets_file(environ):
     return write(values, environ.get("CLOUDTRAIN_SECRETS_DIR") or None)
 
 
+def split_s3(uri):
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``."""
+    if not uri.startswith("s3://") or not uri[5:].split("/", 1)[0]:
+        raise ValueError("%r is not an s3://bucket/prefix URI" % uri)
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+def below(prefix, key):
+    """``key``'s path below ``prefix`` (a folder; the object's own name when ``prefix`` names
+    it), as a list of parts; None for a key outside it (``data/train2`` is not below ``data/train``)."""
+    base = prefix.rstrip("/")
+    if key.endswith("/"):
+        return None  # a folder marker
+    if key == base:
+        rel = key.rsplit("/", 1)[-1]
+    elif not base or key.startswith(base + "/"):
+        rel = key[len(base):].lstrip("/")
+    else:
+        return None
+    parts = rel.split("/")
+    if not rel or ".." in parts or "" in parts:
+        raise ValueError("s3 key %r would land outside the destination" % key)
+    return parts
+
+
+def copy_down(client, uri, dest):
+    """Every object of ``uri`` (one object, or a folder) into the directory ``dest``; their number."""
+    bucket, prefix = split_s3(uri)
+    count = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", ()):
+            parts = below(prefix, item["Key"])
+            if parts is None:
+                continue
+            target = os.path.join(dest, *parts)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            client.download_file(bucket, item["Key"], target)
+            count += 1
+    if not count:
+        raise ValueError("nothing is stored at %s" % uri)
+    return count
+
+
+def copy_up(client, source, uri):
+    """Every file under the directory ``source`` to ``uri``/<its path>; their number."""
+    bucket, prefix = split_s3(uri)
+    count = 0
+    for root, dirs, files in os.walk(source):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, source).replace(os.sep, "/")
+            client.upload_file(path, bucket, "/".join(p for p in (prefix.strip("/"), rel) if p))
+            count += 1
+    return count
+
+
+def copy(args):
+    """``copy SRC DEST``: one side an s3:// URI, the other a local directory."""
+    if len(args) != 2 or args[0].startswith("s3://") == args[1].startswith("s3://"):
+        print("usage: python3 -m cloudtrain_aws.node copy s3://BUCKET/PREFIX DIR | DIR s3://BUCKET/PREFIX",
+              file=sys.stderr)
+        return 2
+    source, dest = args
+    try:
+        import boto3
+    except ImportError:
+        print("cloudtrain: storage.inputs and storage.output are copied with boto3, which this node's Python "
+              "does not have; install boto3 on the AMI or activate an environment that has it "
+              "(providers.ec2.setup)", file=sys.stderr)
+        return 2
+    try:
+        client = boto3.client("s3")
+        if source.startswith("s3://"):
+            count = copy_down(client, source, dest)
+        else:
+            count = copy_up(client, source, dest)
+    except Exception as exc:  # botocore's errors name the bucket and the call, never a credential
+        print("cloudtrain: cannot copy %s to %s: %s: %s; check the URI and that the instance profile may "
+              "read it (s3:ListBucket, s3:GetObject) or write it (s3:PutObject)"
+              % (source, dest, exc.__class__.__name__, exc), file=sys.stderr)
+        return 3
+    print("[cloudtrain] copied %d file(s) from %s to %s" % (count, source, dest))
+    return 0
+
+
 def main(argv=None):
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["copy"]:
+        return copy(args[1:])
     sshd = False
     while args and args[0] != "--":
         flag = args.pop(0)
         if flag == "--sshd":
             sshd = True
         else:
-            print("usage: python3 -m cloudtrain_aws.node [--sshd] -- COMMAND ...", file=sys.stderr)
+            print("usage: python3 -m cloudtrain_aws.node [--sshd] -- COMMAND ... | copy SRC DEST", file=sys.stderr)
             return 2
     command = args[1:]
     if not command:

@@ -5,26 +5,26 @@ and the code upload (``s3/PutObject``).  Every node runs the launcher shipped in
 (``ContainerEntrypoint``/``ContainerArguments``), which reads SageMaker's node environment
 (``cloudtrain_aws.detect``) and starts torchrun / mpirun / deepspeed / ray / TF_CONFIG.  Submitting
 is idempotent: the job's name carries the hash of its spec, and a create that finds the name
-taken attaches to that job.
+taken attaches to that job.  The lifecycle is ``CloudProvider``'s: this module gives the
+SageMaker calls (``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_chunks``).
 """
 from __future__ import annotations
 
 import json
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping, storage
 from cloudtrain.launch import sshd
-from cloudtrain.errors import JobFileError
+from cloudtrain.cloud import timestamp
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
-from cloudtrain.cloud import spec_hash
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
-from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, option_line, parse_s3, strip_empty)
+from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
+                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -155,24 +155,22 @@ class SageMakerProvider(AwsProvider):
 
     def check(self, job: JobSpec, options: SageMakerOptions) -> None:
         if not (options.image or job.image):
-            raise JobFileError("sagemaker needs a training image; set `image` or providers.sagemaker.image "
-                               "(an ECR image URI)", **option_line(job, "sagemaker", "image"))
+            raise self.job_error(job, ("providers", "sagemaker", "image"), "sagemaker needs a training image; set "
+                                 "`image` or providers.sagemaker.image (an ECR image URI)")
         self.instance_type(job, options)
         if job.max_restarts > 30:
-            raise JobFileError(f"SageMaker retries a job at most 30 times, got {job.max_restarts}; lower it",
-                               file=str(job.source.path) if job.source and job.source.path else None,
-                               line=job.source.line_of(("max_restarts",)) if job.source else None,
-                               field="max_restarts")
+            raise self.job_error(job, ("max_restarts",), f"SageMaker retries a job at most 30 times, got "
+                                 f"{job.max_restarts}; lower it")
         if bool(options.subnets) != bool(options.security_group_ids):
-            raise JobFileError("subnets and security_group_ids go together (VpcConfig); set both or neither",
-                               **option_line(job, "sagemaker", "subnets"))
+            raise self.job_error(job, ("providers", "sagemaker", "subnets"), "subnets and security_group_ids go "
+                                 "together (VpcConfig); set both or neither")
         if options.spot and options.max_wait_seconds is not None and options.max_wait_seconds < options.max_runtime_seconds:
-            raise JobFileError(f"must be >= max_runtime_seconds ({options.max_runtime_seconds})",
-                               **option_line(job, "sagemaker", "max_wait_seconds"))
+            raise self.job_error(job, ("providers", "sagemaker", "max_wait_seconds"),
+                                 f"must be >= max_runtime_seconds ({options.max_runtime_seconds})")
         check_secret_ids(job, "sagemaker", options.secrets_manager)
         if options.network_isolation and job.secrets:
-            raise JobFileError("a network-isolated container cannot read Secrets Manager; drop the job's "
-                               "secrets or network_isolation", **option_line(job, "sagemaker", "network_isolation"))
+            raise self.job_error(job, ("providers", "sagemaker", "network_isolation"), "a network-isolated container "
+                                 "cannot read Secrets Manager; drop the job's secrets or network_isolation")
         for name in sorted(set(options.inputs) & set(job.storage.inputs)):
             if options.inputs[name] != job.storage.inputs[name]:
                 raise self.job_error(job, ("storage", "inputs", name), f"is {job.storage.inputs[name]} but "
@@ -182,21 +180,19 @@ class SageMakerProvider(AwsProvider):
                                  "name this input otherwise")
         for name in options.inputs:
             if name == CODE_CHANNEL or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
-                raise JobFileError(f"channel name {name!r} is taken or invalid (letters, digits, . - _; not 'code')",
-                                   **option_line(job, "sagemaker", "inputs", name))
+                raise self.job_error(job, ("providers", "sagemaker", "inputs", name), f"channel name {name!r} is taken "
+                                     "or invalid (letters, digits, . - _; not 'code')")
         argv = self.container_arguments(job, options)
         long = [a for a in argv if len(a) > MAX_ARG]
         if long or len(argv) > 100:
-            raise JobFileError("SageMaker takes at most 100 container arguments of at most 256 characters each"
-                               + (f"; {long[0][:40]!r}... is {len(long[0])}" if long else f"; this job has {len(argv)}")
-                               + ": shorten the command (e.g. put options in a file)",
-                               file=str(job.source.path) if job.source and job.source.path else None,
-                               line=job.source.line_of(("command",)) if job.source else None, field="command")
+            raise self.job_error(job, ("command",), "SageMaker takes at most 100 container arguments of at most 256 "
+                                 "characters each" + (f"; {long[0][:40]!r}... is {len(long[0])}" if long
+                                                      else f"; this job has {len(argv)}")
+                                 + ": shorten the command (e.g. put options in a file)")
         env = self.environment_request(job, options)
         if len(env) > 100:
-            raise JobFileError(f"SageMaker takes at most 100 environment variables; this job has {len(env)}",
-                               file=str(job.source.path) if job.source and job.source.path else None,
-                               line=job.source.line_of(("env",)) if job.source else None, field="env")
+            raise self.job_error(job, ("env",), f"SageMaker takes at most 100 environment variables; this job has "
+                                 f"{len(env)}")
 
     @staticmethod
     def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:
@@ -293,17 +289,22 @@ class SageMakerProvider(AwsProvider):
         return out + ([secrets] if secrets else [])
 
     # -- submit --------------------------------------------------------------------------------
-    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+    # states in which SageMaker is stopping the job already (cancel then sends nothing)
+    stopping = ("Stopping", "Stopping/Stopping", "InProgress/Stopping")
+
+    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
+        """None: ``CreateTrainingJob`` is the lookup.  The job's name holds the spec hash, so a
+        create that finds the name taken attaches to that job (``_create``): one call, where a
+        describe first would make two."""
+        return None
+
+    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
         job, options = rendered.job, rendered.options  # preflight checked the options submit needs
         region = self.region_of(options.region, job)
-        digest = shipping.code_digest(job)
-        spec = spec_hash(rendered, digest)
         targets = [self.detector_target(), NODE_MODULE]
-        from .common import code_archive
-        _, archive_sha = code_archive(job, targets, digest)
-        values = {SPEC_HASH: spec, CODE_DIGEST: archive_sha}
-        upload = fill(next(a.content for a in rendered.artifacts if a.kind == "s3/PutObject"), values)
-        request = fill(next(a.content for a in rendered.artifacts if a.kind == "sagemaker/CreateTrainingJob"), values)
+        values = self.code_values(job, spec, targets)
+        upload = fill(artifact(rendered, "s3/PutObject"), values)
+        request = fill(artifact(rendered, "sagemaker/CreateTrainingJob"), values)
         request["TrainingJobName"] = name = job_name(job, spec)
         # a type the catalog knows had its EFA presets at render; a newer one is looked up in EC2
         efa = self.instance(job, options).row is None and self.use_efa(job, request["ResourceConfig"]["InstanceType"],
@@ -311,7 +312,7 @@ class SageMakerProvider(AwsProvider):
         if efa:
             for key, value in EFA_ENV.items():
                 request.setdefault("Environment", {}).setdefault(key, value)
-        self.upload_code(job, upload["Bucket"], upload["Key"], targets, digest, region)
+        self.upload_code(job, upload, targets, region)
         from botocore.exceptions import ClientError
         with self.api(f"create the SageMaker training job {name}"):
             try:
@@ -335,44 +336,35 @@ class SageMakerProvider(AwsProvider):
         from cloudtrain.errors import BadInput
         from cloudtrain.launch.unpack import unpack
         region, name = self.split_id(job_id)
-        uri = (self._describe(job_id, fresh=True).get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+        uri = (self._describe(job_id).get("ModelArtifacts") or {}).get("S3ModelArtifacts")
         if not uri:
             raise BadInput(f"SageMaker has no model artifacts for {name} yet (they are uploaded when the job ends); "
                            f"wait for it (cloudtrain wait {self.handle(job_id)})")
-        bucket, key = parse_s3(uri)
-        with self.api(f"download {uri}"), tempfile.TemporaryDirectory(prefix="cloudtrain-outputs-") as tmp:
-            archive = Path(tmp) / "model.tar.gz"
-            self.client("s3", region).download_file(bucket, key, str(archive))
+        with tempfile.TemporaryDirectory(prefix="cloudtrain-outputs-") as tmp:
+            self.download(uri, tmp, region)
             Path(dest).mkdir(parents=True, exist_ok=True)
-            unpack(str(archive), str(dest))
+            unpack(str(Path(tmp) / uri.rsplit("/", 1)[-1]), str(dest))
         return sorted(p for p in Path(dest).rglob("*") if p.is_file())
 
     # -- follow --------------------------------------------------------------------------------
-    def _describe(self, job_id: str, fresh: bool = False) -> dict:
+    def _describe(self, job_id: str) -> dict:
         region, name = self.split_id(job_id)
+        with self.api(f"describe the SageMaker training job {name}", job_id=job_id,
+                      not_found=lambda code, msg: code == "ValidationException" and "not find" in msg.lower()):
+            return self.client("sagemaker", region).describe_training_job(TrainingJobName=name)
 
-        def fetch():
-            with self.api(f"describe the SageMaker training job {name}", job_id=job_id,
-                          not_found=lambda code, msg: code == "ValidationException" and "not find" in msg.lower()):
-                return self.client("sagemaker", region).describe_training_job(TrainingJobName=name)
-        return self.cached(("describe", job_id), fetch, fresh)
-
-    def _job_status(self, job_id: str, d: dict) -> JobStatus:
+    def _to_status(self, job_id: str, d: dict) -> JobStatus:
         status, secondary = d.get("TrainingJobStatus", "?"), d.get("SecondaryStatus") or ""
         raw = f"{status}/{secondary}" if secondary else status
         transitions = d.get("SecondaryStatusTransitions") or []
         detail = d.get("FailureReason") or (transitions[-1].get("StatusMessage") if transitions else "")
         message = f"{secondary}: {detail}" if secondary and detail else (secondary or detail or "")
         state = self.map_state(raw)
-
-        def ts(key):
-            value = d.get(key)
-            return value.timestamp() if hasattr(value, "timestamp") else None
         return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw, name=d.get("TrainingJobName"),
                          message=message, nodes=(d.get("ResourceConfig") or {}).get("InstanceCount"),
                          exit_code=state.exit_code if state.terminal else None,
-                         created_at=ts("CreationTime"), started_at=ts("TrainingStartTime"),
-                         ended_at=ts("TrainingEndTime") if state.terminal else None,
+                         created_at=timestamp(d.get("CreationTime")), started_at=timestamp(d.get("TrainingStartTime")),
+                         ended_at=timestamp(d.get("TrainingEndTime")) if state.terminal else None,
                          restarts=self.restarts(transitions))
 
     @staticmethod
@@ -384,37 +376,23 @@ class SageMakerProvider(AwsProvider):
         for t in transitions:
             status = t.get("Status")
             if status == "Interrupted" or (status == "Restarting" and previous != "Interrupted"):
-                at = t.get("StartTime")
                 out.append({"attempt": len(out) + 1, "reason": f"{status}: {t.get('StatusMessage') or ''}".rstrip(": "),
-                            "at": at.timestamp() if hasattr(at, "timestamp") else None})
+                            "at": timestamp(t.get("StartTime"))})
             previous = status
         return out
 
-    def status(self, job_id: str) -> JobStatus:
-        return self._job_status(job_id, self._describe(job_id))
-
-    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+    def _log_chunks(self, job_id: str, described: Any, cursor: Dict[str, Any], final: bool) -> List[str]:
+        """CloudWatch Logs: one stream per instance, ``<job>/algo-1-<epoch>``, shown as ``[algo-1]``."""
         region, name = self.split_id(job_id)
-        self._describe(job_id)  # a job that does not exist is an error, not an empty log
 
         def host(stream: str) -> str:  # "<job>/algo-1-1700000000" -> "algo-1"
             return stream[len(name) + 1:].rsplit("-", 1)[0] or stream
-        return self.cloudwatch_lines(region, LOG_GROUP, name + "/", host, follow,
-                                     lambda: self.status(job_id).terminal)
+        return self.cloudwatch_chunk(region, LOG_GROUP, [name + "/"], host, cursor)
 
-    def cancel(self, job_id: str) -> JobStatus:
+    def _stop(self, job_id: str) -> None:
         region, name = self.split_id(job_id)
-        current = self._job_status(job_id, self._describe(job_id, fresh=True))
-        if current.terminal or current.raw_state.endswith("/Stopping"):
-            return current
-        from botocore.exceptions import ClientError
         with self.api(f"stop the SageMaker training job {name}"):
-            try:
-                self.client("sagemaker", region).stop_training_job(TrainingJobName=name)
-            except ClientError as exc:  # it ended between the describe and the stop
-                if exc.response.get("Error", {}).get("Code") != "ValidationException":
-                    raise
-        return self._job_status(job_id, self._describe(job_id, fresh=True))
+            self.client("sagemaker", region).stop_training_job(TrainingJobName=name)
 
     def list(self) -> List[JobStatus]:
         """The region's 100 most recent training jobs that cloudtrain named (``<name>-<12 hex>``)."""
@@ -429,10 +407,9 @@ class SageMakerProvider(AwsProvider):
                 continue
             raw = s.get("TrainingJobStatus", "?") + (f"/{s['SecondaryStatus']}" if s.get("SecondaryStatus") else "")
             state = self.map_state(raw)
-            created = s.get("CreationTime")
             out.append(JobStatus(handle=self.handle(f"{region}/{s['TrainingJobName']}"), state=state, raw_state=raw,
                                  name=s["TrainingJobName"], message=s.get("SecondaryStatus") or "",
-                                 created_at=created.timestamp() if hasattr(created, "timestamp") else None))
+                                 created_at=timestamp(s.get("CreationTime"))))
         return out
 
     # -- the data plane: what SageMaker's nodes see --------------------------------------------

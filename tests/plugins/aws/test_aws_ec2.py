@@ -15,7 +15,7 @@ import pytest
 import cloudtrain
 from aws_double import AwsDouble, outputs_of, validate_request
 from cloudtrain import plugins
-from cloudtrain.errors import JobFileError, PlatformError
+from cloudtrain.errors import BadInput, JobFileError, PlatformError
 from cloudtrain.loading import job_from_dict
 from cloudtrain.provider import State
 from conftest import EXAMPLES, run_cli
@@ -143,6 +143,40 @@ def test_rdma_on_asks_for_efa_interfaces_and_needs_a_subnet():
         artifacts(job(network={"rdma": "on"}))
 
 
+STORAGE = {"inputs": {"train": "s3://team-data/digits/train", "vocab": "s3://team-data/vocab.txt"},
+           "output": "s3://team-data/runs/"}
+
+
+def test_storage_is_copied_by_the_node_script_and_the_output_is_tagged():
+    arts = artifacts(job(storage=STORAGE))
+    script = next(a.content["script"] for a in arts if a.name == "nodes")
+    down = 'PYTHONPATH="$WORK/code/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}" python3 -m cloudtrain_aws.node copy '
+    assert ('export CLOUDTRAIN_INPUT_TRAIN="$WORK/input/train"\n' + down +
+            's3://team-data/digits/train "$CLOUDTRAIN_INPUT_TRAIN"\n') in script
+    assert down + 's3://team-data/vocab.txt "$CLOUDTRAIN_INPUT_VOCAB"\n' in script
+    # inputs before the launcher, the output after it (and after the last checkpoint sync)
+    launch, up = script.index("python3 -m cloudtrain.launch"), script.index('copy "$CLOUDTRAIN_OUTPUT_DIR" ')
+    assert script.index("CLOUDTRAIN_INPUT_VOCAB") < launch < script.index("exited with code") < up
+    assert "copy \"$CLOUDTRAIN_OUTPUT_DIR\" 's3://team-data/runs/<job-id>' ||" in script
+    for shell in [s for s in ("sh", "dash", "bash") if shutil.which(s)]:
+        assert subprocess.run([shell, "-n"], input=filled(script), text=True).returncode == 0
+    run = next(a.content for a in arts if a.kind == "ec2/RunInstances")
+    tags = {t["Key"]: t["Value"] for t in run["TagSpecifications"][0]["Tags"]}
+    assert tags["cloudtrain:output"] == "s3://team-data/runs/"
+    validate_request("ec2", "RunInstances", json.loads(filled(json.dumps(run))))
+    plain = next(a.content["script"] for a in artifacts(job()) if a.name == "nodes")
+    assert "cloudtrain_aws.node copy" not in plain and "CLOUDTRAIN_INPUT_" not in plain
+
+
+def test_storage_outside_s3_or_an_output_too_long_for_a_tag_is_refused():
+    # EC2 API Reference, data type Tag, Value: "Constraints: Tag values are case-sensitive and accept
+    # a maximum of 256 Unicode characters." (botocore's ec2 model sets no length on it)
+    with pytest.raises(JobFileError, match=r"storage.inputs.train: ec2 cannot take 'pvc://data/train' .*it takes s3://"):
+        artifacts(job(storage={"inputs": {"train": "pvc://data/train"}}))
+    with pytest.raises(JobFileError, match=r"storage.output: is 263 characters; .*\(at most 256\)"):
+        artifacts(job(storage={"output": "s3://team-data/" + "x" * 248}))
+
+
 def test_restarts_are_refused():
     with pytest.raises(JobFileError, match="does not restart"):
         artifacts(job(max_restarts=1))
@@ -221,6 +255,8 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     assert final.state is State.SUCCEEDED and final.exit_code == 0
     assert run.logs().splitlines() == ["[node0] rank 0/2", "[node0] test_accuracy 0.95", "[node1] rank 1/2"]
     assert [s.handle for s in provider(aws).list()] == [run.handle]
+    with pytest.raises(BadInput, match=f"{name} has no storage.output: its nodes kept their output in"):
+        provider(aws).outputs(run.id, Path("unused"))
 
 
 def test_more_nodes_than_one_ssm_command_takes_go_in_batches_of_50(aws):
@@ -239,6 +275,20 @@ def test_more_nodes_than_one_ssm_command_takes_go_in_batches_of_50(aws):
     assert (status.state, status.nodes, status.nodes_up) == (State.RUNNING, 51, 51)
     aws.finish_command(commands[50], ids[50], "Failed", "boom\n", code=1)
     assert "node 50 Failed (exit 1)" in run.status().message
+
+
+def test_logs_of_a_job_with_two_commands_read_only_its_streams_of_the_log_group(aws):
+    """With log_group, SSM writes <command-id>/<instance-id>/aws-runShellScript/stdout; a job of 51
+    nodes has two commands, and the group holds other jobs' streams too."""
+    run = provider(aws).submit(digits(**{"distribution.nodes": 51, "distribution.procs_per_node": 1,
+                                         "providers.ec2.log_group": "/cloudtrain/ec2"}))
+    nodes = job_instances(aws, run.id.split("/")[1])
+    for index in (0, 50):
+        stream = f"{command_of(nodes[index])}/{nodes[index]['InstanceId']}/aws-runShellScript/stdout"
+        aws.emit_logs("", "", [f"rank {index}"], group="/cloudtrain/ec2", stream=stream)
+    aws.emit_logs("", "", ["another job's line"], group="/cloudtrain/ec2",
+                  stream="0123abcd-other-command/i-0123456789abcdef0/aws-runShellScript/stdout")
+    assert sorted(run.logs().splitlines()) == ["[node0] rank 0", "[node50] rank 50"]
 
 
 def test_a_failed_node_fails_the_job(aws):
@@ -333,17 +383,24 @@ def test_cli_submit_detach_status_logs_cancel(aws):
 # -- the scripts SSM would run, run here ----------------------------------------------------------------
 def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
     """Play the SSM agent: run each node's script as sent, with this machine in place of the
-    instances (their addresses -> 127.0.0.1, /etc/hosts and each node's work dir -> tmp)."""
+    instances (their addresses -> 127.0.0.1, /etc/hosts and each node's work dir -> tmp, the
+    instance profile -> the double's credentials).  The nodes copy storage.inputs down and their
+    output up; ``outputs`` brings the output back."""
     from cloudtrain_local.provider import free_port_block
     port = free_port_block(3)
+    aws.client("s3").put_object(Bucket=BUCKET, Key="data/vocab.txt", Body=b"zero one two")
     run = provider(aws).submit(digits(**{
         "command": "python train.py --epochs 2", "distribution.procs_per_node": 1,
         "providers.ec2.python": sys.executable, "providers.ec2.workdir": str(tmp_path / "work"),
-        "providers.ec2.master_port": port, "providers.ec2.terminate_when_done": False}))
-    nodes = job_instances(aws, run.id.split("/")[1])
+        "providers.ec2.master_port": port, "providers.ec2.terminate_when_done": False,
+        "storage.inputs.vocab": f"s3://{BUCKET}/data/vocab.txt", "storage.output": f"s3://{BUCKET}/runs"}))
+    name = run.id.split("/")[1]
+    nodes = job_instances(aws, name)
     scripts = sent_scripts(aws)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    env = {k: v for k, v in env.items() if not k.startswith(("CLOUDTRAIN_", "PET_")) and k not in ("RANK", "WORLD_SIZE")}
+    env = {k: v for k, v in env.items() if not k.startswith(("CLOUDTRAIN_", "PET_", "AWS_"))
+           and k not in ("RANK", "WORLD_SIZE", "PYTHONPATH")}
+    env.update({k: v for k, v in aws.env().items() if k.startswith("AWS_")})
     procs = []
     for index, inst in enumerate(nodes):
         script = scripts[inst["InstanceId"]]
@@ -364,3 +421,10 @@ def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
     metrics = json.loads(next((tmp_path / "work-0").glob("*/output/metrics.json")).read_text())
     assert "ct-node-1  # cloudtrain" in (tmp_path / "hosts-1").read_text()
     assert metrics["world_size"] == 2
+    for index in (0, 1):  # every node had the input before the launcher started
+        assert (tmp_path / f"work-{index}" / name / "input" / "vocab" / "vocab.txt").read_text() == "zero one two"
+    files = provider(aws).outputs(run.id, tmp_path / "fetched")
+    assert sorted(p.name for p in files) == sorted(p.name for p in (tmp_path / "work-0" / name / "output").iterdir())
+    assert json.loads((tmp_path / "fetched" / "metrics.json").read_text()) == metrics
+    keys = [o["Key"] for o in aws.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="runs/")["Contents"]]
+    assert all(k.startswith(f"runs/{name}/") for k in keys)

@@ -83,3 +83,21 @@ def test_a_gpu_job_without_an_instance_type_gets_a_type_with_that_many_gpus(cls,
         cls.instance_type(job(2), cls.Options())
     assert "no default instance with 2 GPUs" in str(info.value) and "A10G x 1/4/8" in str(info.value)
     assert "resources.gpus_per_node" in str(info.value)
+
+
+def test_the_constructor_takes_named_clients_a_session_and_the_poll_setting_only(monkeypatch):
+    """Typed arguments, not a bag mixing clients and settings: a misspelt client is an error at
+    once, a session gives the region, ``poll`` is ``CloudProvider``'s one poll setting."""
+    import boto3
+    monkeypatch.delenv("CLOUDTRAIN_POLL_SECONDS", raising=False)
+    for cls in (SageMakerProvider, Ec2Provider):
+        with pytest.raises(TypeError, match="sagemaker_client"):
+            cls(sagemaker_client=object())
+        session = boto3.session.Session(region_name="ap-south-2", aws_access_key_id="k", aws_secret_access_key="s")
+        provider = cls(session=session, poll=0.5)
+        assert provider.status_poll == 0.5 and provider.region_of(None) == "ap-south-2"
+        assert provider.client("s3", "ap-south-2").meta.region_name == "ap-south-2"
+        assert cls().status_poll == 5.0
+        monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0.25")
+        assert cls().status_poll == 0.25
+        monkeypatch.delenv("CLOUDTRAIN_POLL_SECONDS")

@@ -64,6 +64,37 @@ def test_a_missing_secret_stops_the_node_naming_the_id_not_a_value(aws, tmp_path
     assert out.returncode == 3 and "cloudtrain/absent" in out.stderr and "GetSecretValue" in out.stderr
 
 
+def node_copy(aws, *args):
+    return subprocess.run([sys.executable, "-m", "cloudtrain_aws.node", "copy", *args], env=clean_env(**aws.env()),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_copy_brings_an_s3_folder_or_one_object_down_and_a_directory_up(aws, tmp_path):
+    """The ec2 node script's storage.inputs / storage.output, through boto3 against the double: a
+    prefix is a folder (data/train2 is not in data/train), a URI naming an object gives that file."""
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket="ct-copy")
+    for key in ("data/train/a.csv", "data/train/sub/b.csv", "data/train2/no.csv", "data/vocab.txt", "data/train/"):
+        s3.put_object(Bucket="ct-copy", Key=key, Body=key.encode())
+    out = node_copy(aws, "s3://ct-copy/data/train", str(tmp_path / "train"))
+    assert out.returncode == 0, out.stderr
+    files = sorted(str(p.relative_to(tmp_path / "train")) for p in (tmp_path / "train").rglob("*") if p.is_file())
+    assert files == ["a.csv", "sub/b.csv"] and (tmp_path / "train/sub/b.csv").read_text() == "data/train/sub/b.csv"
+    assert node_copy(aws, "s3://ct-copy/data/vocab.txt", str(tmp_path / "vocab")).returncode == 0
+    assert [p.name for p in (tmp_path / "vocab").iterdir()] == ["vocab.txt"]
+    (tmp_path / "out/sub").mkdir(parents=True)
+    (tmp_path / "out/metrics.json").write_text("{}")
+    (tmp_path / "out/sub/model.pt").write_bytes(b"\0" * 10)
+    out = node_copy(aws, str(tmp_path / "out"), "s3://ct-copy/runs/job-0123456789ab")
+    assert out.returncode == 0 and "copied 2 file(s)" in out.stdout, out.stderr
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="ct-copy", Prefix="runs/")["Contents"])
+    assert keys == ["runs/job-0123456789ab/metrics.json", "runs/job-0123456789ab/sub/model.pt"]
+    missing = node_copy(aws, "s3://ct-copy/absent/", str(tmp_path / "x"))
+    assert missing.returncode == 3 and "nothing is stored at s3://ct-copy/absent/" in missing.stderr
+    assert "s3:GetObject" in missing.stderr
+    assert node_copy(aws, "s3://ct-copy/a", "s3://ct-copy/b").returncode == 2
+
+
 def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_path, monkeypatch):
     """Play SageMaker: for each of 2 hosts, put the code channel's object where SageMaker would,
     write resourceconfig.json, and run ContainerEntrypoint + ContainerArguments as sent."""

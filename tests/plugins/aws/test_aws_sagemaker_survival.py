@@ -85,7 +85,7 @@ def test_status_counts_sagemakers_own_restarts_from_the_secondary_status_transit
         ("Starting", "Preparing the instances"), ("Training", "Training image download completed"),
         ("Interrupted", "Spot capacity was reclaimed"), ("Restarting", "Restarting after interruption"),
         ("Training", ""), ("Restarting", "Retrying after an internal error"), ("Training", ""))]
-    status = plugins.get_provider("sagemaker")._job_status("us-east-1/sm-job-0123456789ab", {
+    status = plugins.get_provider("sagemaker")._to_status("us-east-1/sm-job-0123456789ab", {
         "TrainingJobName": "sm-job-0123456789ab", "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
         "SecondaryStatusTransitions": transitions})
     assert [(r["attempt"], r["reason"]) for r in status.restarts] == [
