@@ -59,9 +59,17 @@ def test_cancel_from_another_process(tmp_path, home):
     assert [j["state"] for j in listed if j["handle"] == handle] == ["CANCELLED"]
 
 
+def _ctrl_c_reaches_it():
+    """A terminal's Ctrl-C: a command started in the background by a non-interactive shell (a CI
+    step run with ``&``, ``nohup``) inherits SIGINT *ignored*, and Python keeps it ignored; the
+    test's submit must get SIGINT as a terminal would give it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_cancels_cleanly(tmp_path, home):
     proc = subprocess.Popen([sys.executable, "-m", "cloudtrain", "submit", str(probe_job(tmp_path, "--sleep 300"))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
+                            preexec_fn=_ctrl_c_reaches_it)
     try:
         wait_for(lambda: list((home / "runs").glob("*/job.log")) and
                  "working" in next((home / "runs").glob("*/job.log")).read_text(), timeout=120)
