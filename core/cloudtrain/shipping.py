@@ -88,39 +88,46 @@ def stage(job: JobSpec, dest, platforms: Iterable = ()) -> Path:
     return dest
 
 
-_PACKED: dict = {}
-
-
 def packed_code(job: JobSpec) -> bytes:
-    """``archive(job, launcher=False)``: the code alone, remembered per code directory and
-    file listing (path, size, mtime) so rendering a job twice packs it once.  Raises
-    ``FileNotFoundError`` when the code directory does not exist."""
+    """``archive(job, launcher=False)``: the code alone.  Raises ``FileNotFoundError`` when the
+    code directory does not exist."""
     root = job.code_path
     if root is None or not root.is_dir():
         raise FileNotFoundError(str(root))
-    listing = tuple((rel, path.stat().st_size, path.stat().st_mtime_ns) for rel, path in code_files(root))
-    key = (str(root), listing)
-    if key not in _PACKED:
-        if len(_PACKED) > 8:
-            _PACKED.clear()
-        _PACKED[key] = archive(job, launcher=False)
-    return _PACKED[key]
+    return archive(job, launcher=False)
+
+
+# gzip's own default: a 50 MB tree packs about 4x faster than at level 9, for about 1 % more bytes
+COMPRESS_LEVEL = 6
+_PACKED: dict = {}
 
 
 def archive(job: JobSpec, platforms: Iterable = (), launcher: bool = True) -> bytes:
     """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
     paths relative to the code directory.  ``launcher=False``: the code only (Kubernetes pods
-    get the launcher from its own ConfigMap)."""
+    get the launcher from its own ConfigMap).  Remembered per code directory, file listing (path,
+    size, mtime) and bundle, so rendering and submitting a job pack it once in a process."""
+    platforms = tuple(platforms)
+    files = list(code_files(job.code_path))
+    listing = tuple((rel, path.stat().st_size, path.stat().st_mtime_ns) for rel, path in files)
+    key = (str(job.code_path), listing, tuple(map(repr, platforms)), launcher)
+    if key not in _PACKED:
+        if len(_PACKED) > 8:
+            _PACKED.clear()
+        _PACKED[key] = _pack(files, platforms, launcher)
+    return _PACKED[key]
+
+
+def _pack(files: List[Tuple[str, Path]], platforms: tuple, launcher: bool) -> bytes:
     import gzip  # here, not at the top: most providers never build an archive
     import io
     import tarfile
     import tempfile
     from .launch.bundle import write_bundle
     with tempfile.TemporaryDirectory(prefix="cloudtrain-ship-") as tmp:
-        files = list(code_files(job.code_path))
         if launcher:
             bundle = write_bundle(Path(tmp), platforms)
-            files += [(f"{LAUNCHER_DIR}/{rel}", path) for rel, path in code_files(bundle)]
+            files = files + [(f"{LAUNCHER_DIR}/{rel}", path) for rel, path in code_files(bundle)]
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for rel, path in files:
@@ -131,6 +138,6 @@ def archive(job: JobSpec, platforms: Iterable = (), launcher: bool = True) -> by
                 info.uname = info.gname = ""
                 tar.addfile(info, io.BytesIO(data))
     out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=COMPRESS_LEVEL) as gz:
         gz.write(raw.getvalue())
     return out.getvalue()
