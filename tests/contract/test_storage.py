@@ -118,6 +118,7 @@ def test_kubernetes_mounts_pvc_claims(provider):
     ("kubeflow", "s3://team/data", "pvc://"),
     ("volcano", "/data/train", "pvc://"),
     ("sagemaker", "pvc://data", "s3://"),
+    ("modelarts", "s3://team/data", "obs://"),
     ("local", "s3://team/data", "a host path or file://"),
     ("docker", "gs://team/data", "a host path or file://"),
 ])
@@ -138,7 +139,7 @@ def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_pa
         assert f"it takes {takes}" in proc.stderr
 
 
-@pytest.mark.parametrize("provider", ["azure", "tione", "modelarts", "ec2"])
+@pytest.mark.parametrize("provider", ["azure", "tione", "ec2"])
 def test_providers_without_a_mapping_yet_refuse_storage_rather_than_drop_it(tmp_path, provider):
     path = write_job(tmp_path, f"""
         name: st
