@@ -224,6 +224,19 @@ def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tm
     assert (workdir / "train.py").is_file() and (workdir / ".cloudtrain" / "cloudtrain_modelarts" / "detect.py").is_file()
 
 
+def test_code_dir_is_a_directory_that_modelarts_downloads():
+    """The SDK's JobAlgorithm: code_dir is "the training job's code directory" (训练作业的代码目录,
+    e.g. "/usr/app/"), and local_code_dir "the local path in the training container the code
+    directory is downloaded to" (算法的代码目录下载到训练容器内的本地路径): ModelArts downloads a
+    directory, it unpacks no archive.  So the archive goes alone into a directory of its own, and
+    the command unpacks it."""
+    doc = v1.JobAlgorithm.__init__.__doc__
+    assert "训练作业的代码目录。如：“/usr/app/”" in doc and "算法的代码目录下载到训练容器内的本地路径" in doc
+    _, body = render({"code_store": "obs://b/team"})
+    assert body["algorithm"]["code_dir"].endswith("/code/")
+    assert body["algorithm"]["command"].startswith("cd /home/ma-user/modelarts/user-job-dir/code && tar -xzf code.tar.gz && ")
+
+
 def test_without_code_store_the_render_names_the_option_in_its_placeholders():
     rendered, body = render()
     upload = rendered.artifacts[0].content
