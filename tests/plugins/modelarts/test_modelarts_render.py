@@ -17,7 +17,7 @@ from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_modelarts import sdk
-from cloudtrain_modelarts.standard import KIND, UPLOAD_KIND, ModelartsProvider
+from cloudtrain_modelarts.standard import KIND, UPLOAD_KIND
 from conftest import EXAMPLES, cli_env, run_cli, write_job
 
 SECRET = "s3cr3t-modelarts-render-5521"
