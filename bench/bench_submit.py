@@ -34,7 +34,7 @@ ALT = ("ThreadPoolExecutor(16).map(lambda r: sagemaker.create_training_job(**r),
 
 
 def _double():
-    sys.path.insert(0, str(REPO / "tests" / "plugins" / "aws"))
+    sys.path[:0] = [str(REPO / "tests" / "plugins" / "aws"), str(REPO / "tests" / "support")]
     from aws_double import AwsDouble
     return AwsDouble().start()
 

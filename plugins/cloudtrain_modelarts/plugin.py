@@ -7,3 +7,8 @@ def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
     register("cloudtrain_modelarts.standard:ModelartsProvider", name="modelarts")
     register("cloudtrain_modelarts.lite:ModelartsLiteProvider", name="modelarts-lite")
+
+
+@hookimpl
+def cloudtrain_register_stores(register):
+    register("cloudtrain_modelarts.obsstore:ObsStore", scheme="obs")

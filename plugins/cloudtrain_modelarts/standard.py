@@ -1,34 +1,44 @@
 """``modelarts``: ModelArts Standard training jobs (``create_training_job``, REST v2).
 
-Rendering gives ``modelarts/CreateTrainingJob``: the body of ``CreateTrainingJobRequest``
-(a ``Job``) exactly as the SDK's request model takes it; ``schedule`` builds that model from
-the body (strictly: an unknown field is an error) and sends it with ``ModelArtsClient``.
+Rendering gives ``obs/PutObject`` (the code upload) and ``modelarts/CreateTrainingJob``: the
+body of ``CreateTrainingJobRequest`` (a ``Job``) exactly as the SDK's request model takes it;
+``schedule`` builds that model from the body (strictly: an unknown field is an error), uploads
+the code (``ship_code``) and sends the request with ``ModelArtsClient``.
 
-Code: ModelArts runs code from OBS (``algorithm.code_dir``).  Uploading needs the OBS SDK
-(``esdk-obs-python``), which is not part of the ``modelarts`` extra, so cloudtrain does not
-upload: ``python -m cloudtrain_modelarts.stage job.yaml DIR`` stages the code with the launcher
-bundle (``cloudtrain.shipping.stage``), the user copies DIR to OBS (obsutil, the console) and
-sets ``providers.modelarts.code_dir``.  Every node then runs ``cloudtrain launch`` from it.
+Code: ModelArts downloads a *directory* of OBS (``algorithm.code_dir``) into ``$MA_JOB_DIR`` and
+unpacks nothing.  ``ship_code`` puts the job's archive (``cloudtrain.shipping.archive``: the code
+and the launcher bundle) alone in a content-addressed directory under
+``providers.modelarts.code_store`` (``<store>/cloudtrain-code/<sha256>/code/code.tar.gz``, once:
+``objectstore.upload_once``); every node's command unpacks it, then runs ``cloudtrain launch``.
+``code_dir`` instead names code someone staged by hand (``cloudtrain stage``).
+
+Neutral storage: ``storage.inputs`` / ``storage.output`` (``obs://``) become ``algorithm.inputs``
+/ ``algorithm.outputs`` (``access_method: env``, a fixed ``local_dir``), and the nodes get
+``CLOUDTRAIN_INPUT_<NAME>`` / ``CLOUDTRAIN_OUTPUT_DIR`` pointing there; ``outputs`` downloads the
+output's OBS directory.
 
 Job ids are ``<region>/<training job id>`` so that a handle alone finds the job; logs of one
 task: ``modelarts://<region>/<id>/<task>`` (e.g. ``worker-1``).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import warnings
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cloudtrain import shipping
+from cloudtrain import shipping, storage
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import CloudProvider
+from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import checkpoint_uri, field_error
 from cloudtrain.secrets import MASK, Masker
@@ -42,6 +52,16 @@ HASH_MARK = "cloudtrain:spec-hash="
 MAX_ENV = 100
 TERMINAL_PHASES = ("Completed", "Failed", "Terminated", "Abnormal")
 CHECKPOINT_DIR = "/cache/cloudtrain-checkpoint"  # where storage.checkpoint's OBS path is mounted
+UPLOAD_KIND = "obs/PutObject"
+CODE_SHA = "<code-sha256>"      # the archive's sha256, filled in at submit
+CODE_NAME = "code"              # the last part of the shipped code_dir: $MA_JOB_DIR/code
+ARCHIVE = "code.tar.gz"
+STORE_PLACEHOLDER = "<providers.modelarts.code_store>"
+# where storage.inputs / storage.output appear in the container (the SDK's Input.local_dir example:
+# "/home/ma-user/modelarts/inputs/data_url_0")
+INPUTS_DIR = "/home/ma-user/modelarts/inputs"
+OUTPUT_DIR = "/home/ma-user/modelarts/outputs/cloudtrain_output"
+OUTPUT_CHANNEL = "cloudtrain_output"
 
 
 class ObsData(BaseModel):
@@ -60,8 +80,12 @@ class ModelartsOptions(BaseModel):
     region: Optional[str] = Field(None, description="Huawei Cloud region, e.g. cn-north-4 (default: $HUAWEICLOUD_SDK_REGION)")
     project_id: Optional[str] = Field(None, description="the region's project id (default: $HUAWEICLOUD_SDK_PROJECT_ID, else asked from IAM)")
     workspace_id: Optional[str] = Field(None, description="ModelArts workspace (default: the default workspace, \"0\")")
+    code_store: Optional[str] = Field(
+        None, description="obs://bucket/prefix: submit uploads the code with the launcher there (content-addressed: "
+                          "<prefix>/cloudtrain-code/<sha256>/code/code.tar.gz, once); this or code_dir is required to submit")
     code_dir: Optional[str] = Field(
-        None, description="OBS directory holding the staged code (python -m cloudtrain_modelarts.stage); required to submit")
+        None, description="instead of code_store: an OBS directory holding code staged by hand (the code with the launcher "
+                          "bundle in .cloudtrain/, as cloudtrain stage writes it)")
     image: Optional[str] = Field(None, description="custom image from SWR (default: the job's image)")
     flavor_id: Optional[str] = Field(None, description="resource flavor (default on a dedicated pool: modelarts.pool.visual.<n>xlarge from "
                                                         "gpus_per_node; else the public flavor resolved from resources.accelerator x "
@@ -85,11 +109,33 @@ class ModelartsOptions(BaseModel):
             raise ValueError(f"{v!r} is not an OBS path; use obs://bucket/dir/ or /bucket/dir/")
         return v
 
+    @field_validator("code_store")
+    @classmethod
+    def _obs_url(cls, v):
+        if v is not None and (not v.startswith("obs://") or not v[len("obs://"):].split("/")[0]):
+            raise ValueError(f"{v!r} is not an obs://BUCKET/PREFIX URL; use e.g. obs://my-bucket/cloudtrain/")
+        return v
+
 
 def _obs(url: str) -> str:
     """``obs://bucket/dir`` -> ``/bucket/dir/`` (the form ModelArts' v2 API takes)."""
     path = url[len("obs://"):] if url.startswith("obs://") else url.lstrip("/")
     return "/" + path.rstrip("/") + "/"
+
+
+_archives: Dict[tuple, Tuple[bytes, str]] = {}  # (code dir, code digest) -> (archive, its sha256)
+
+
+def _obs_object(uri: str) -> str:
+    """``obs://bucket/key`` -> ``/bucket/key`` (a trailing ``/``, a directory, kept as given)."""
+    return "/" + uri[len("obs://"):].lstrip("/")
+
+
+def code_object(code_store: Optional[str], sha: str = CODE_SHA) -> ObjectUrl:
+    """Where the archive of sha256 ``sha`` goes: alone in a directory, ModelArts' ``code_dir``."""
+    prefix = ObjectUrl.parse(code_store, "providers.modelarts.code_store") if code_store \
+        else ObjectUrl("obs", STORE_PLACEHOLDER)
+    return prefix.child(CODE_FOLDER, sha, CODE_NAME, ARCHIVE)
 
 
 def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
@@ -130,17 +176,19 @@ class ModelartsProvider(CloudProvider):
         self.project_id: Optional[str] = None  # schedule's option; else the environment's
 
     # -- what submit needs before it sends anything --------------------------------------------
-    required = {"code_dir": "obs://my-bucket/cloudtrain/code/", "flavor_id": "modelarts.vm.gpu.8v100",
+    storage_schemes = ("obs",)  # storage.inputs -> algorithm.inputs, storage.output -> algorithm.outputs
+    required = {"code_store": "obs://my-bucket/cloudtrain/", "flavor_id": "modelarts.vm.gpu.8v100",
                 "region": "cn-north-4"}
     required_help = {
-        "code_dir": "ModelArts runs code from OBS, and cloudtrain does not upload code to OBS: stage the code with "
-                    "`python -m cloudtrain_modelarts.stage JOB.yaml DIR`, copy DIR to OBS (obsutil cp -r DIR "
-                    "obs://bucket/path/)",
+        "code_store": "ModelArts runs code from OBS: submit uploads the code (with the launcher) to this OBS "
+                      "bucket and prefix (or set code_dir to code you staged there yourself)",
         "flavor_id": "a resource flavor (the console lists them), or pool_id for a dedicated pool",
         "region": f"or export {sdk.REGION_ENV}",
     }
 
     def fallback(self, option: str, job: JobSpec, options: ModelartsOptions) -> bool:
+        if option == "code_store":
+            return bool(options.code_dir)
         if option == "flavor_id":
             return bool(self.flavor(job, options) or options.pool_id)
         return option == "region" and bool(os.environ.get(sdk.REGION_ENV))
@@ -171,6 +219,8 @@ class ModelartsProvider(CloudProvider):
                           "it, but the image must hold a key pair shared by its nodes (~/.ssh/id_* with the public key in "
                           "authorized_keys)", CloudtrainWarning)
         self.check_survival(job, options)
+        self.check_code(job, options)
+        self.check_storage(job, options)
         reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
         if reserved:
             warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
@@ -190,10 +240,27 @@ class ModelartsProvider(CloudProvider):
                                               "providers.modelarts.pool_id, or drop spot")
         checkpoint_uri(job, "ModelArts", ("obs",), "obs://team-ckpt/digits/")
 
+    def check_code(self, job: JobSpec, options: ModelartsOptions) -> None:
+        if options.code_dir and options.code_store:
+            raise self.job_error(job, ("providers", self.name, "code_dir"), "and code_store are both set: code_dir names "
+                                 "code staged by hand, code_store where submit uploads it; keep one")
+
+    def check_storage(self, job: JobSpec, options: ModelartsOptions) -> None:
+        """storage.inputs become channels named after the input, storage.output the channel
+        ``cloudtrain_output``: providers.modelarts.inputs/outputs must not name them too."""
+        named = {item.name for item in options.inputs}
+        for name in sorted(job.storage.inputs):
+            if name in named:
+                raise self.job_error(job, ("storage", "inputs", name), f"becomes the ModelArts input {name!r}, which "
+                                     "providers.modelarts.inputs names too; rename one of them")
+        if job.storage.output and OUTPUT_CHANNEL in {item.name for item in options.outputs}:
+            raise self.job_error(job, ("storage", "output"), f"becomes the ModelArts output {OUTPUT_CHANNEL!r}, which "
+                                 "providers.modelarts.outputs names too; rename that one")
+
     def code_dir_name(self, job: JobSpec, options: ModelartsOptions) -> str:
         if options.code_dir:
             return posixpath.basename(_obs(options.code_dir).rstrip("/"))
-        return job.code_path.name or "code"
+        return CODE_NAME
 
     def workdir(self, job: JobSpec, options: ModelartsOptions) -> str:
         """Where the code lands: ModelArts downloads ``code_dir`` into ``$MA_JOB_DIR``."""
@@ -215,6 +282,10 @@ class ModelartsProvider(CloudProvider):
             env.update({"OMPI_MCA_plm_rsh_args": sshd.CLIENT_OPTIONS, SSH_WAIT: str(sshd.SSHD_PORT)})
         if job.storage.checkpoint:
             env["CLOUDTRAIN_CHECKPOINT_DIR"] = CHECKPOINT_DIR
+        for name in job.storage.inputs:  # ModelArts downloads input <name> here before the command
+            env[storage.input_env(name)] = f"{INPUTS_DIR}/{name}"
+        if job.storage.output:           # and uploads this directory to storage.output
+            env[storage.OUTPUT_ENV] = OUTPUT_DIR
         env.update(self.rendered_env(job))
         return env
 
@@ -241,18 +312,25 @@ class ModelartsProvider(CloudProvider):
             metadata["annotations"] = {"fault-tolerance/job-retry-num": str(job.max_restarts),
                                        "fault-tolerance/job-unconditional-retry": "true"}
         workdir = self.workdir(job, options)
+        unpack = "" if options.code_dir else f"tar -xzf {ARCHIVE} && "  # the shipped archive, alone in code_dir
         algorithm: Dict[str, Any] = {
-            "command": f"cd {workdir} && " + shipping.node_command(job, platform=self.name, python=options.python,
-                                                                   sshd=self.over_ssh(job)),
+            "command": f"cd {workdir} && {unpack}" + shipping.node_command(job, platform=self.name, python=options.python,
+                                                                           sshd=self.over_ssh(job)),
             "engine": {"image_url": options.image or job.image},
             "environments": self.environments(job, options),
             "working_dir": workdir,
+            "code_dir": _obs(options.code_dir) if options.code_dir else
+            _obs_object(str(code_object(options.code_store))).rsplit("/", 1)[0] + "/",
         }
-        if options.code_dir:
-            algorithm["code_dir"] = _obs(options.code_dir)
-        for key, items in (("inputs", options.inputs), ("outputs", options.outputs)):
-            if items:
-                algorithm[key] = [self._data(item, key) for item in items]
+        channels = {"inputs": [self._data(item, "inputs") for item in options.inputs],
+                    "outputs": [self._data(item, "outputs") for item in options.outputs]}
+        for name, uri in sorted(job.storage.inputs.items()):
+            channels["inputs"].append({"name": name, "access_method": "env", "local_dir": f"{INPUTS_DIR}/{name}",
+                                       "remote": {"obs": {"obs_url": _obs_object(uri)}}})
+        if job.storage.output:
+            channels["outputs"].append({"name": OUTPUT_CHANNEL, "access_method": "env", "local_dir": OUTPUT_DIR,
+                                        "remote": {"obs": {"obs_url": _obs(job.storage.output)}}})
+        algorithm.update({key: items for key, items in channels.items() if items})
         resource: Dict[str, Any] = {"node_count": job.distribution.nodes}
         flavor = self.flavor(job, options)
         if flavor:
@@ -280,7 +358,43 @@ class ModelartsProvider(CloudProvider):
         return out
 
     def artifacts(self, job: JobSpec, options: ModelartsOptions) -> List[Artifact]:
-        return [Artifact(KIND, job.name, self.body(job, options))]
+        out = [Artifact(KIND, job.name, self.body(job, options))]
+        if not options.code_dir:
+            url = code_object(options.code_store)
+            out.insert(0, Artifact(UPLOAD_KIND, "code", {"Bucket": url.bucket, "Key": url.key,
+                                                         "ContentType": "application/gzip"}))
+        return out
+
+    # -- code ------------------------------------------------------------------------------------
+    def code_archive(self, job: JobSpec) -> Tuple[bytes, str]:
+        """The archive (code and launcher bundle) and its sha256, built once per code digest."""
+        key = (str(job.code_path), shipping.code_digest(job))
+        if key not in _archives:
+            data = shipping.archive(job, [self.detector_target()])
+            _archives.clear()  # one code tree at a time is what a process submits
+            _archives[key] = (data, hashlib.sha256(data).hexdigest())
+        return _archives[key]
+
+    def store(self, options: ModelartsOptions):
+        """The OBS store of the job's region (``obsstore.ObsStore``)."""
+        from .obsstore import ObsStore
+        return ObsStore(region=sdk.region_of(options.region))
+
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        """Upload the archive to ``code_store`` unless it is there (``objectstore.upload_once``)."""
+        from cloudtrain.objectstore import upload_once
+        job, options = rendered.job, rendered.options
+        if options.code_dir:
+            raise BadInput(f"providers.modelarts.code_dir names code staged by hand ({options.code_dir}): there is "
+                           "nothing to upload; set code_store instead of code_dir to have cloudtrain upload it")
+        if not options.code_store:
+            raise self.not_set(job, "code_store", self.required["code_store"])
+        if not job.code_path.is_dir():
+            raise self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix `code`")
+        data, sha = self.code_archive(job)
+        url = code_object(options.code_store, sha)
+        upload_once(self.store(options), url, data)
+        return [str(url)]
 
     # -- clients ---------------------------------------------------------------------------------
     def models(self):
@@ -312,6 +426,9 @@ class ModelartsProvider(CloudProvider):
         # preflight checked code_dir, the flavor and the secrets
         artifact = next(a for a in rendered.artifacts if a.kind == KIND)
         body = _copy(artifact.content)
+        if not rendered.options.code_dir:  # the shipped archive's directory
+            _, sha = self.code_archive(job)
+            body["algorithm"]["code_dir"] = body["algorithm"]["code_dir"].replace(CODE_SHA, sha)
         body["metadata"]["name"] = f"{body['metadata']['name'][:55]}-{digest[:8]}"
         body["metadata"]["description"] = f"{body['metadata'].get('description', '')} {HASH_MARK}{digest}".strip()
         env = body["algorithm"].get("environments", {})
@@ -323,6 +440,8 @@ class ModelartsProvider(CloudProvider):
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         self.project_id = rendered.options.project_id
         self._request(self.request_body(rendered, secrets, self.spec_hash(rendered)))  # refused before any call
+        if not rendered.options.code_dir:
+            self.ship_code(rendered)
         return super().schedule(rendered, secrets)
 
     def _request(self, body: dict):
@@ -413,6 +532,23 @@ class ModelartsProvider(CloudProvider):
             if item.metadata and HASH_MARK in (item.metadata.description or ""):
                 out.append(self._to_status(f"{region}/{item.metadata.id}", item))
         return out
+
+    # -- outputs ---------------------------------------------------------------------------------
+    def outputs(self, job_id: str, dest) -> List[Path]:
+        """Every object under the job's ``cloudtrain_output`` channel (storage.output's OBS
+        directory, which ModelArts fills from CLOUDTRAIN_OUTPUT_DIR) into ``dest``."""
+        from cloudtrain.objectstore import download
+        from .obsstore import ObsStore
+        region, training_id, _ = self.split_id(job_id)
+        algorithm = self._describe(job_id).algorithm
+        found = [o for o in (algorithm.outputs if algorithm else None) or [] if o.name == OUTPUT_CHANNEL]
+        obs_url = found[0].remote.obs.obs_url if found and found[0].remote and found[0].remote.obs else None
+        if not obs_url:
+            raise BadInput(f"the ModelArts job {training_id} has no storage.output (no {OUTPUT_CHANNEL!r} output); "
+                           "give the job storage.output: obs://bucket/dir/ to collect what it writes to "
+                           "CLOUDTRAIN_OUTPUT_DIR")
+        bucket, _, key = obs_url.lstrip("/").partition("/")
+        return download(ObsStore(region=region), ObjectUrl("obs", bucket, key), Path(dest))
 
     # -- logs ------------------------------------------------------------------------------------
     def _preview(self, region: str, training_id: str, task: str):

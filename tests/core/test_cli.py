@@ -9,7 +9,7 @@ import yaml
 from conftest import ROOT, cli_env, run_cli, write_job
 
 CLOUD_SDKS = ("boto3", "botocore", "azure", "kubernetes", "docker", "tencentcloud", "huaweicloudsdkcore",
-              "huaweicloudsdkmodelarts", "torch", "ray")
+              "huaweicloudsdkmodelarts", "obs", "torch", "ray")
 JOB = """
 name: cli-job
 command: python train.py

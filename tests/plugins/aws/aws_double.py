@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 from urllib.parse import parse_qs
 
 from moto.core import DEFAULT_ACCOUNT_ID
-from moto.server import ThreadedMotoServer
+from moto_server import MotoDouble
 
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
@@ -49,7 +49,7 @@ class Fault:
         self.action, self.kind, self.left = action, kind, times
 
 
-class AwsDouble:
+class AwsDouble(MotoDouble):
     """``with AwsDouble() as aws: aws.client("sagemaker")...``"""
 
     def __init__(self):
@@ -65,40 +65,7 @@ class AwsDouble:
         # script -> (status, stdout) or None: what an SSM command does at once (e.g. ssh-keygen)
         self.run_command = lambda script: None
         self.ssm_online = True  # False: instances never register with SSM (no agent, no role)
-        self._server = None
-        self.endpoint = ""
 
-    # -- life -----------------------------------------------------------------------------------
-    def start(self) -> "AwsDouble":
-        double = self
-
-        class Server(ThreadedMotoServer):
-            def _server_entry(self):
-                from werkzeug.serving import make_server
-                from moto.moto_server.werkzeug_app import (DomainDispatcherApplication, MotoRequestHandler,
-                                                           create_backend_app)
-                app = DomainDispatcherApplication(create_backend_app)
-                self._server = make_server(self._ip_address, self._port, double.middleware(app), True,
-                                           request_handler=MotoRequestHandler)
-                self._server_ready_event.set()
-                self._server.serve_forever()
-
-        self._server = Server(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
-        return self
-
-    def stop(self) -> None:
-        self.reset()
-        if self._server:
-            self._server.stop()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def fresh(self, monkeypatch, bucket: str, instance_profile: Optional[str] = None) -> "AwsDouble":
         """Between tests: moto's state, cloudtrain's per-process caches (uploads, EFA facts) and

@@ -1,5 +1,6 @@
-"""modelarts (Standard): submit, status, logs, cancel and list through the real
-``huaweicloudsdkmodelarts`` client, signed with AK/SK, over HTTP, against modelarts_fake.py."""
+"""modelarts (Standard): submit (the code uploaded to OBS first), status, logs, cancel, list and
+outputs through the real ``huaweicloudsdkmodelarts`` and ``obs`` clients, signed with AK/SK, over
+HTTP, against modelarts_fake.py and obs_double.py."""
 import json
 import re
 import threading
@@ -8,6 +9,7 @@ import time
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
+from cloudtrain import objectstore
 from cloudtrain.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, MissingCredentials, PlatformError
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
@@ -15,13 +17,31 @@ from cloudtrain.provider import State
 from cloudtrain_modelarts import sdk
 from conftest import EXAMPLES, run_cli, write_job
 from modelarts_fake import AK, PROJECT, SK, FakeModelArts
+from obs_double import ObsDouble
 
 SECRET = "hf_modelarts-secret-value-3377"
 REGION_ENV = "HUAWEICLOUD_SDK_REGION_MODELARTS_CN_NORTH_4"
+OBS_ENV = "HUAWEICLOUD_SDK_REGION_OBS_CN_NORTH_4"
+CODE_BUCKET = "bkt"
+
+
+@pytest.fixture(scope="module")
+def obs_server():
+    with ObsDouble(AK, SK) as server:   # the same access key signs ModelArts' and OBS' requests
+        yield server
 
 
 @pytest.fixture
-def ma(monkeypatch, tmp_path):
+def obs(obs_server, monkeypatch):
+    obs_server.reset()
+    objectstore.forget_uploads()
+    obs_server.create_bucket(CODE_BUCKET)
+    monkeypatch.setenv(OBS_ENV, obs_server.endpoint)
+    return obs_server
+
+
+@pytest.fixture
+def ma(monkeypatch, tmp_path, obs):
     with FakeModelArts() as fake:
         monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.huaweicloud profile from this machine
         monkeypatch.setenv("HUAWEICLOUD_SDK_AK", AK)
@@ -32,10 +52,11 @@ def ma(monkeypatch, tmp_path):
         yield fake
 
 
-def job_file(tmp_path, command="python train.py --epochs 1", extra_options="", extra=""):
+def job_file(tmp_path, command="python train.py --epochs 1", extra_options="", extra="",
+             code=f"code_store: obs://{CODE_BUCKET}/team", source=EXAMPLES / "digits-ddp"):
     return write_job(tmp_path, f"""
         name: ma-job
-        code: {EXAMPLES / 'digits-ddp'}
+        code: {source}
         command: {command}
         image: swr.cn-north-4.myhuaweicloud.com/team/pytorch:2.1
         distribution: {{type: ddp, nodes: 2, procs_per_node: 1}}
@@ -44,7 +65,7 @@ def job_file(tmp_path, command="python train.py --epochs 1", extra_options="", e
         providers:
           modelarts:
             region: cn-north-4
-            code_dir: obs://bkt/jobs/digits-ddp/
+            {code}
             flavor_id: modelarts.vm.cpu.8u
             {extra_options}
         """)
@@ -66,11 +87,13 @@ def test_submit_sends_the_rendered_body_signed_with_the_access_key(tmp_path, ma)
     provider, rendered, run = submit(tmp_path)
     assert re.fullmatch(r"modelarts://cn-north-4/[0-9a-f-]{36}", run.handle)
     (body,) = created(ma)
-    expected = json.loads(json.dumps(rendered.artifacts[0].content))
+    expected = json.loads(json.dumps(rendered.artifacts[-1].content))
     digest = provider.spec_hash(rendered)
     expected["metadata"]["name"] = "ma-job-" + digest[:8]
     expected["metadata"]["description"] = "cloudtrain job ma-job cloudtrain:spec-hash=" + digest
-    assert body == expected                                   # exactly the dry run, plus the spec-hash name
+    _, sha = provider.code_archive(rendered.job)
+    expected["algorithm"]["code_dir"] = f"/{CODE_BUCKET}/team/cloudtrain-code/{sha}/code/"
+    assert body == expected                    # exactly the dry run, plus the spec-hash name and the code's place
     assert sdk.from_model(sdk.to_model(v1, "Job", body)) == body
     job_id = run.id.split("/")[1]
     assert ma.jobs[job_id]["metadata"]["name"] == "ma-job-" + digest[:8]
@@ -234,14 +257,82 @@ def test_unreachable_endpoint_is_a_platform_error(ma, monkeypatch):
         get_provider("modelarts").status("cn-north-4/x")
 
 
-def test_nothing_is_sent_without_code_dir_or_credentials(tmp_path, ma, monkeypatch):
-    job = load_job(job_file(tmp_path), {"providers.modelarts.code_dir": None})
-    with pytest.raises(BadInput, match=r"^--set providers.modelarts.code_dir=null: providers.modelarts.code_dir: is not set; .*python -m cloudtrain_modelarts.stage"):
+def test_nothing_is_sent_without_code_store_or_credentials(tmp_path, ma, monkeypatch, obs):
+    job = load_job(job_file(tmp_path), {"providers.modelarts.code_store": None})
+    with pytest.raises(BadInput, match=r"^--set providers.modelarts.code_store=null: providers.modelarts.code_store: "
+                                       r"is not set; modelarts needs it to submit: ModelArts runs code from OBS: submit "
+                                       r"uploads the code"):
         get_provider("modelarts").submit(job)
     monkeypatch.delenv("HUAWEICLOUD_SDK_AK")
     with pytest.raises(MissingCredentials, match=r"no Huawei Cloud credentials found \(looked in: .*\); export HUAWEICLOUD_SDK_AK"):
         get_provider("modelarts").submit(load_job(job_file(tmp_path)))
-    assert ma.calls == []
+    assert ma.calls == [] and obs.calls == []
+
+
+# -- the code: uploaded to OBS before the request ------------------------------------------------------
+def test_submit_uploads_the_archive_before_the_request_and_a_second_submit_uploads_nothing(tmp_path, ma, obs):
+    provider, rendered, run = submit(tmp_path)
+    data, sha = provider.code_archive(rendered.job)
+    key = f"team/cloudtrain-code/{sha}/code/code.tar.gz"
+    assert (obs.count("HEAD"), obs.count("PUT")) == (1, 1) and obs.refused == []
+    assert obs.object(CODE_BUCKET, key) == data                        # the archive alone in the job's code_dir
+    assert created(ma)[0]["algorithm"]["code_dir"] == f"/{CODE_BUCKET}/{key.rsplit('/', 1)[0]}/"
+    obs.calls.clear()
+    objectstore.forget_uploads()                                       # as a new process would
+    _, _, again = submit(tmp_path)
+    assert again.handle == run.handle
+    assert [m for m, _, _ in obs.calls] == ["HEAD"]                    # found there: nothing uploaded
+
+
+def test_changed_code_is_a_new_object(tmp_path, ma, obs):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('one')\n")
+    submit(tmp_path, source=code)
+    (code / "train.py").write_text("print('two')\n")
+    submit(tmp_path, source=code)
+    assert obs.count("PUT") == 2
+    assert len({b["algorithm"]["code_dir"] for b in created(ma)}) == 2
+
+
+def test_a_failed_upload_sends_no_request(tmp_path, ma, obs):
+    with pytest.raises(PlatformError, match=r"OBS refused to upload obs://nobucket/team/cloudtrain-code/[0-9a-f]{64}/code/"
+                                            r"code.tar.gz: NoSuchBucket"):
+        submit(tmp_path, code="code_store: obs://nobucket/team")
+    assert not [c for c in ma.calls if c[0] == "POST"]
+
+
+def test_ship_code_alone_uploads_once_and_names_the_object(tmp_path, ma, obs):
+    provider = get_provider("modelarts")
+    rendered = provider.render(load_job(job_file(tmp_path)), submit=True)
+    (first,) = provider.ship_code(rendered)
+    assert re.fullmatch(rf"obs://{CODE_BUCKET}/team/cloudtrain-code/[0-9a-f]{{64}}/code/code.tar.gz", first)
+    assert provider.ship_code(rendered) == [first] and obs.count("PUT") == 1
+    staged = provider.render(load_job(job_file(tmp_path, code="code_dir: obs://bkt/jobs/digits-ddp/")))
+    with pytest.raises(BadInput, match="code_dir names code staged by hand"):
+        provider.ship_code(staged)
+
+
+def test_code_staged_by_hand_is_not_uploaded(tmp_path, ma, obs):
+    _, rendered, _ = submit(tmp_path, code="code_dir: obs://bkt/jobs/digits-ddp/")
+    assert [a.kind for a in rendered.artifacts] == ["modelarts/CreateTrainingJob"]
+    assert created(ma)[0]["algorithm"]["code_dir"] == "/bkt/jobs/digits-ddp/" and obs.calls == []
+
+
+# -- outputs ------------------------------------------------------------------------------------------
+def test_outputs_downloads_the_jobs_obs_output(tmp_path, ma, obs):
+    provider, _, run = submit(tmp_path, extra="storage: {output: obs://bkt/runs/digits/}")
+    assert created(ma)[0]["algorithm"]["outputs"][0]["remote"] == {"obs": {"obs_url": "/bkt/runs/digits/"}}
+    client = obs.client()   # what ModelArts uploads from CLOUDTRAIN_OUTPUT_DIR when the job ends
+    client.putContent("bkt", "runs/digits/model.pt", b"weights")
+    client.putContent("bkt", "runs/digits/logs/metrics.json", b"{}")
+    client.putContent("bkt", "runs/other/x", b"another job's")
+    files = provider.outputs(run.id, tmp_path / "out")
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in files) == ["logs/metrics.json", "model.pt"]
+    assert (tmp_path / "out" / "model.pt").read_bytes() == b"weights"
+    _, _, plain = submit(tmp_path, command="python train.py --epochs 3")
+    with pytest.raises(BadInput, match="has no storage.output"):
+        provider.outputs(plain.id, tmp_path / "none")
 
 
 def test_secrets_are_refused_unless_allowed_then_sent_only_to_the_platform(tmp_path, ma, monkeypatch):
@@ -260,10 +351,11 @@ def test_secrets_are_refused_unless_allowed_then_sent_only_to_the_platform(tmp_p
     assert info.value.request_id.startswith("req-") and str(info.value).endswith(f"(request id {info.value.request_id})")
 
 
-def test_cli_lifecycle(tmp_path, ma, home):
+def test_cli_lifecycle(tmp_path, ma, obs, home):
     env = {k: v for k, v in __import__("os").environ.items() if k.startswith("HUAWEICLOUD_") or k == "HOME"}
     path = job_file(tmp_path)
-    proc = run_cli("submit", "-p", "modelarts", path, "--detach", env=env, check=0)
+    proc = run_cli("submit", "-p", "modelarts", path, "--detach", "--set", "storage.output=obs://bkt/runs/cli/",
+                   env=env, check=0)
     handle = proc.stdout.strip()
     job_id = handle.rsplit("/", 1)[1]
     ma.set_phase(job_id, "Running")
@@ -272,6 +364,10 @@ def test_cli_lifecycle(tmp_path, ma, home):
     assert (status["state"], status["raw_state"]) == ("RUNNING", "Running")
     assert "[worker-0] hello from worker 0" in run_cli("logs", handle, env=env, check=0).stdout
     assert "CANCELLED" in run_cli("cancel", handle, env=env, check=0).stdout
+    obs.client().putContent("bkt", "runs/cli/result.txt", b"done")
+    out = tmp_path / "cli-out"
+    run_cli("outputs", handle, "-o", str(out), env=env, check=0)
+    assert (out / "result.txt").read_bytes() == b"done"
     missing = run_cli("status", "modelarts://cn-north-4/nope", env=env, check=EXIT_PLATFORM)
     assert "ModelArts.2742" in missing.stderr and "request id req-" in missing.stderr
     bad = run_cli("status", "modelarts://nope", env=env, check=EXIT_BAD_INPUT)

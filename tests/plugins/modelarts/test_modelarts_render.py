@@ -17,8 +17,8 @@ from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_modelarts import sdk
-from cloudtrain_modelarts.standard import KIND
-from conftest import EXAMPLES, run_cli, write_job
+from cloudtrain_modelarts.standard import KIND, UPLOAD_KIND
+from conftest import EXAMPLES, cli_env, run_cli, write_job
 
 SECRET = "s3cr3t-modelarts-render-5521"
 
@@ -31,8 +31,9 @@ def render(options=None, **extra):
     if options is not None:
         data["providers"] = {"modelarts": options}
     rendered = get_provider("modelarts").render(job_from_dict(data))
-    assert [a.kind for a in rendered.artifacts] == [KIND]
-    return rendered, rendered.artifacts[0].content
+    shipped = not (options or {}).get("code_dir")  # else code staged by hand: nothing to upload
+    assert [a.kind for a in rendered.artifacts] == ([UPLOAD_KIND] if shipped else []) + [KIND]
+    return rendered, rendered.artifacts[-1].content
 
 
 def build(body):
@@ -195,33 +196,136 @@ def test_render_from_the_cli_prints_the_envelope(tmp_path):
     build(envelope["artifacts"][0]["content"])
 
 
-def test_stage_writes_code_and_launcher_that_runs_with_modelarts_env(tmp_path):
-    path = write_job(tmp_path, f"""
-        name: stg
-        code: {EXAMPLES / 'digits-ddp'}
-        command: python train.py --epochs 1
-        image: x
-        distribution: {{type: ddp, nodes: 3, procs_per_node: 2}}
-        """)
-    dest = tmp_path / "digits-ddp"
-    proc = subprocess.run([sys.executable, "-m", "cloudtrain_modelarts.stage", str(path), str(dest)],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert (dest / "train.py").is_file() and (dest / ".cloudtrain" / "cloudtrain_modelarts" / "detect.py").is_file()
-    # The rendered node command, run in the staged directory with ModelArts' variables and no
-    # cloudtrain installed (python -S: no site-packages), resolves this node's place.
-    _, body = render({"code_dir": "obs://b/x/digits-ddp/"}, distribution={"type": "ddp", "nodes": 3, "procs_per_node": 2})
-    env = {"PATH": os.environ["PATH"], **body["algorithm"]["environments"],
-           **get_provider("modelarts").environment(job_from_dict({"name": "stg", "command": "x",
-                                                                   "distribution": {"nodes": 3}}), 1)}
-    command = body["algorithm"]["command"].split(" && ", 1)[1].replace("python3 -m", f"{sys.executable} -S -m")
+def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tmp_path):
+    """ModelArts downloads code_dir (here: the archive alone) into $MA_JOB_DIR/<its last part> and
+    runs the command there (platforms.md 3.2: JobAlgorithm code_dir, working_dir, command).  The
+    rendered command, run in such a directory with ModelArts' variables and no cloudtrain
+    installed (python -S: no site-packages), unpacks the archive and resolves this node's place."""
+    job = job_from_dict({"name": "stg", "code": str(EXAMPLES / "digits-ddp"), "command": "python train.py --epochs 1",
+                         "image": "x", "distribution": {"type": "ddp", "nodes": 3, "procs_per_node": 2},
+                         "providers": {"modelarts": {"code_store": "obs://b/team"}}})
+    provider = get_provider("modelarts")
+    rendered = provider.render(job)
+    upload, request = (a.content for a in rendered.artifacts)
+    data, sha = provider.code_archive(job)
+    code_dir = request["algorithm"]["code_dir"].replace("<code-sha256>", sha)
+    assert "/" + upload["Bucket"] + "/" + upload["Key"].replace("<code-sha256>", sha) == code_dir + "code.tar.gz"
+    workdir = tmp_path / code_dir.rstrip("/").rsplit("/", 1)[1]   # $MA_JOB_DIR/code
+    assert request["algorithm"]["working_dir"].endswith("/" + workdir.name)
+    workdir.mkdir()
+    (workdir / "code.tar.gz").write_bytes(data)
+    env = {"PATH": os.environ["PATH"], **request["algorithm"]["environments"],
+           **provider.environment(job_from_dict({"name": "stg", "command": "x", "distribution": {"nodes": 3}}), 1)}
+    command = request["algorithm"]["command"].split(" && ", 1)[1].replace("python3 -m", f"{sys.executable} -S -m")
     command = command.replace("cloudtrain.launch", "cloudtrain.launch --print", 1)
-    out = subprocess.run(["/bin/sh", "-c", command], cwd=dest, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--node-rank 1 --master-addr stg-0 --master-port 29500" in out.stdout
-    assert run_cli_stage_refuses_non_empty(path, dest).returncode == 2
+    assert (workdir / "train.py").is_file() and (workdir / ".cloudtrain" / "cloudtrain_modelarts" / "detect.py").is_file()
 
 
-def run_cli_stage_refuses_non_empty(path, dest):
-    return subprocess.run([sys.executable, "-m", "cloudtrain_modelarts.stage", str(path), str(dest)],
-                          capture_output=True, text=True, timeout=60)
+def test_code_dir_is_a_directory_that_modelarts_downloads():
+    """The SDK's JobAlgorithm: code_dir is "the training job's code directory" (训练作业的代码目录,
+    e.g. "/usr/app/"), and local_code_dir "the local path in the training container the code
+    directory is downloaded to" (算法的代码目录下载到训练容器内的本地路径): ModelArts downloads a
+    directory, it unpacks no archive.  So the archive goes alone into a directory of its own, and
+    the command unpacks it."""
+    doc = v1.JobAlgorithm.__init__.__doc__
+    assert "训练作业的代码目录。如：“/usr/app/”" in doc and "算法的代码目录下载到训练容器内的本地路径" in doc
+    _, body = render({"code_store": "obs://b/team"})
+    assert body["algorithm"]["code_dir"].endswith("/code/")
+    assert body["algorithm"]["command"].startswith("cd /home/ma-user/modelarts/user-job-dir/code && tar -xzf code.tar.gz && ")
+
+
+def test_without_code_store_the_render_names_the_option_in_its_placeholders():
+    rendered, body = render()
+    upload = rendered.artifacts[0].content
+    assert upload == {"Bucket": "<providers.modelarts.code_store>",
+                      "Key": "cloudtrain-code/<code-sha256>/code/code.tar.gz", "ContentType": "application/gzip"}
+    assert body["algorithm"]["code_dir"] == "/<providers.modelarts.code_store>/cloudtrain-code/<code-sha256>/code/"
+
+
+def test_code_dir_and_code_store_together_are_refused_at_the_line(tmp_path):
+    path = write_job(tmp_path, """
+        name: both
+        command: python t.py
+        image: x
+        providers:
+          modelarts:
+            code_store: obs://b/team
+            code_dir: obs://b/team/staged/
+        """)
+    with pytest.raises(JobFileError, match=r"job.yaml:7: providers.modelarts.code_dir: and code_store are both set"):
+        get_provider("modelarts").render(load_job(path))
+    bad = write_job(tmp_path, """
+        name: s3
+        command: python t.py
+        image: x
+        providers: {modelarts: {code_store: "s3://b/team"}}
+        """)
+    with pytest.raises(JobFileError, match=r"job.yaml:4: providers.modelarts.code_store: .*not an obs://BUCKET/PREFIX URL"):
+        get_provider("modelarts").render(load_job(bad))
+
+
+# -- storage.inputs / storage.output -----------------------------------------------------------------
+def test_storage_maps_to_the_jobs_obs_inputs_and_outputs():
+    """The SDK's JobAlgorithm.inputs/outputs (huaweicloudsdkmodelarts.v1 Input, Output: name,
+    local_dir, access_method "parameter"|"env", remote.obs.obs_url; Input.local_dir's example
+    "/home/ma-user/modelarts/inputs/data_url_0").  access_method env: ModelArts appends nothing
+    to the command (parameter would add --<name>=<dir> to the user's script's arguments)."""
+    assert v1.Input.openapi_types["remote"] == "InputDataInfo" and v1.InputDataInfo.openapi_types["obs"] == "InputDataInfoObs"
+    assert v1.Output.openapi_types["remote"] == "Remote" and v1.Remote.openapi_types["obs"] == "RemoteObs"
+    assert "env" in v1.Input.__init__.__doc__ and "/home/ma-user/modelarts/inputs/data_url_0" in v1.Input.__init__.__doc__
+    _, body = render(storage={"inputs": {"train": "obs://data/digits/train/", "vocab": "obs://data/vocab.txt"},
+                              "output": "obs://data/runs"})
+    algo = body["algorithm"]
+    assert algo["inputs"] == [
+        {"name": "train", "access_method": "env", "local_dir": "/home/ma-user/modelarts/inputs/train",
+         "remote": {"obs": {"obs_url": "/data/digits/train/"}}},
+        {"name": "vocab", "access_method": "env", "local_dir": "/home/ma-user/modelarts/inputs/vocab",
+         "remote": {"obs": {"obs_url": "/data/vocab.txt"}}}]
+    assert algo["outputs"] == [{"name": "cloudtrain_output", "access_method": "env",
+                                "local_dir": "/home/ma-user/modelarts/outputs/cloudtrain_output",
+                                "remote": {"obs": {"obs_url": "/data/runs/"}}}]
+    env = algo["environments"]
+    assert env["CLOUDTRAIN_INPUT_TRAIN"] == "/home/ma-user/modelarts/inputs/train"
+    assert env["CLOUDTRAIN_INPUT_VOCAB"] == "/home/ma-user/modelarts/inputs/vocab"
+    assert env["CLOUDTRAIN_OUTPUT_DIR"] == "/home/ma-user/modelarts/outputs/cloudtrain_output"
+    build(body)
+
+
+def test_storage_of_another_scheme_is_refused_at_its_line_naming_obs(tmp_path):
+    path = write_job(tmp_path, """
+        name: st
+        command: python t.py
+        image: x
+        storage:
+          inputs: {train: "s3://data/train"}
+          output: obs://data/runs/
+        """)
+    with pytest.raises(JobFileError, match=r"job.yaml:5: storage.inputs.train: modelarts cannot take 's3://data/train' "
+                                           r"\(scheme s3\); it takes obs://"):
+        get_provider("modelarts").render(load_job(path))
+    clash = write_job(tmp_path, """
+        name: st
+        command: python t.py
+        image: x
+        storage:
+          inputs: {data: "obs://data/train/"}
+        providers:
+          modelarts:
+            inputs: [{name: data, obs_url: "obs://other/"}]
+        """)
+    with pytest.raises(JobFileError, match=r"job.yaml:5: storage.inputs.data: becomes the ModelArts input 'data'"):
+        get_provider("modelarts").render(load_job(clash))
+
+
+def test_render_imports_no_sdk(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: pure\ncode: .\ncommand: python t.py\nimage: i\nstorage: {output: obs://b/runs/}\n"
+                   "providers: {modelarts: {code_store: obs://b/team}}\n")
+    code = ("import sys\nfrom cloudtrain.cli import main\nmain(sys.argv[1:])\n"
+            "print('LOADED', sorted(m for m in sys.modules if m == 'obs' or m.startswith(('obs.', 'huaweicloud'))))")
+    proc = subprocess.run([sys.executable, "-c", code, "render", "-p", "modelarts", str(job)], capture_output=True,
+                          text=True, env=cli_env(), timeout=60)
+    assert "obs/PutObject" in proc.stdout and "LOADED []" in proc.stdout, proc.stderr

@@ -37,7 +37,7 @@ def job_file(tmp_path, resources: str, options: str = "{}"):
 
 
 def flavor(path, **overrides):
-    body = get_provider("modelarts").render(load_job(path, overrides or None)).artifacts[0].content
+    body = get_provider("modelarts").render(load_job(path, overrides or None)).artifacts[-1].content
     return body["spec"]["resource"].get("flavor_id")
 
 
