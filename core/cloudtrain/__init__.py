@@ -17,7 +17,7 @@ _API = {
     "load_job": "api", "render": "api", "submit": "api", "validate": "api", "attach": "api",
     "status": "api", "cancel": "api", "list_jobs": "api",
     "JobSpec": "job", "Provider": "provider", "Rendered": "provider", "Artifact": "provider",
-    "Run": "provider", "JobStatus": "provider", "State": "provider", "Cluster": "provider",
+    "Run": "provider", "JobStatus": "provider", "State": "states", "Cluster": "provider",
     "hookimpl": "hookspecs", "CloudtrainError": "errors", "BadInput": "errors", "PlatformError": "errors",
 }
 __all__ = sorted(_API)

@@ -11,7 +11,8 @@ from queue import Empty, Queue
 from typing import List, Optional
 
 from . import __version__
-from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CloudtrainError
+from .errors import CloudtrainError
+from .exitcodes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_JOB_FAILED
 
 PROVIDER_HELP = ("provider name (default: the config's `provider`, $CLOUDTRAIN_PROVIDER, else local); "
                  "cloudtrain providers lists them")
@@ -205,7 +206,7 @@ def follow(run) -> int:
     final = run.status()
     line.update(final)
     line.close()
-    return final.state.exit_code if final.state.exit_code is not None else 1
+    return final.state.exit_code if final.state.exit_code is not None else EXIT_JOB_FAILED
 
 
 def _print_status(status, output: str) -> None:
@@ -232,7 +233,7 @@ def cmd_wait(args) -> int:
     except TimeoutError as exc:
         line.close()
         print(f"cloudtrain: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_JOB_FAILED
     line.close()
     if args.output == "json" or line.live:
         _print_status(final, args.output)
@@ -381,7 +382,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .suggest import did_you_mean
         hint = did_you_mean(argv[0], [*COMMANDS, "launch"]) or "; cloudtrain --help lists the commands"
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
@@ -391,7 +392,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     _print_warnings()
     if not args.cmd:
         parser.print_help()
-        return 2
+        return EXIT_BAD_INPUT
     try:
         return COMMANDS[args.cmd](args)
     except CloudtrainError as exc:

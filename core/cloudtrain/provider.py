@@ -1,4 +1,5 @@
-"""The provider base class, neutral states, handles and the ``Rendered`` request.
+"""The provider base class, job statuses, handles and the ``Rendered`` request (the neutral
+states are ``cloudtrain.states``).
 
 The flow is render-first: ``submit(job) = schedule(render(job))``.  ``render`` is pure (no
 network, no clock, no credentials), so ``--dry-run`` shows exactly what ``submit`` sends.
@@ -10,38 +11,18 @@ import importlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict
 
 from . import yamlio
-from .errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, BadInput, MissingExtra
+from .errors import BadInput, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
 from .secrets import MASK, resolve_secrets
-
-
-class State(str, Enum):
-    PENDING = "PENDING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
-
-    @property
-    def exit_code(self) -> Optional[int]:
-        """The CLI's exit code for a job that ended in this state (None while it runs)."""
-        return {State.SUCCEEDED: EXIT_OK, State.FAILED: EXIT_JOB_FAILED,
-                State.CANCELLED: EXIT_INTERRUPTED}.get(self)
+from .states import State  # noqa: F401  (re-exported: plugins import it from here)
 
 
 @dataclass

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from cloudtrain.exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_PLATFORM  # shipped in the bundle too
+
 
 def parse_ids(text):
     ids = json.loads(text or "{}")
@@ -94,11 +96,11 @@ def main(argv=None):
             sshd = True
         else:
             print("usage: python3 -m cloudtrain_aws.node [--sshd] -- COMMAND ...", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
     command = args[1:]
     if not command:
         print("cloudtrain_aws.node: no command after --", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     env = os.environ
     if not env.get("CLOUDTRAIN_JOB_ID") and env.get("TRAINING_JOB_NAME"):
         env["CLOUDTRAIN_JOB_ID"] = env["TRAINING_JOB_NAME"]
@@ -107,7 +109,7 @@ def main(argv=None):
             env["CLOUDTRAIN_SECRETS_FILE"] = secrets_file(env)
         except (RuntimeError, ValueError) as exc:
             print("cloudtrain: %s" % exc, file=sys.stderr)
-            return 3
+            return EXIT_PLATFORM
     if sshd:
         from cloudtrain.launch.sshd import start_sshd  # the shipped launcher's, next to this module
         start_sshd()
@@ -116,7 +118,7 @@ def main(argv=None):
         os.execvp(command[0], command)
     except FileNotFoundError:
         print("cloudtrain: %s: command not found" % command[0], file=sys.stderr)
-        return 127
+        return EXIT_COMMAND_NOT_FOUND
 
 
 if __name__ == "__main__":
