@@ -166,7 +166,7 @@ def follow(run) -> int:
 
     def pump():
         try:
-            for item in run.stream_logs(follow=True):
+            for item in run.logs(follow=True):
                 lines.put(item)
         finally:
             lines.put(None)
@@ -259,13 +259,13 @@ def cmd_logs(args) -> int:
     from .api import attach
     if args.check_rdma:
         from .rdma_check import analyse
-        report = analyse(attach(args.handle).stream_logs(follow=args.follow))
+        report = analyse(attach(args.handle).logs(follow=args.follow))
         print(report.summary())
         for line in report.evidence:
             print(f"  {line}")
         return 0 if report.ok else 1
-    for item in attach(args.handle).stream_logs(follow=args.follow):
-        sys.stdout.write(item if item.endswith("\n") else item + "\n")
+    for line in attach(args.handle).logs(follow=args.follow):
+        sys.stdout.write(line)
         sys.stdout.flush()
     return 0
 

@@ -118,17 +118,17 @@ def test_failures_are_failed_with_the_reason(aws, status, secondary, failure, st
 def test_logs_read_one_stream_per_host_and_follow_until_the_end(aws):
     run = provider(aws).submit(digits())
     name = only_job(aws)
-    assert list(run.stream_logs(follow=False)) == []  # no log group yet: no lines, no error
+    assert list(run.logs(follow=False)) == []  # no log group yet: no lines, no error
     aws.set_training(name, "InProgress", "Training")
     aws.emit_logs(name, "algo-1", ["rank 0/4 local_rank 0 on node 0", "epoch 1/10 loss 1.2"])
     aws.emit_logs(name, "algo-2", ["rank 2/4 local_rank 0 on node 1"])
-    lines = run.logs().splitlines()  # oldest first; each host's lines in their order
+    lines = "".join(run.logs()).splitlines()  # oldest first; each host's lines in their order
     assert [x for x in lines if x.startswith("[algo-1] ")] == ["[algo-1] rank 0/4 local_rank 0 on node 0",
                                                              "[algo-1] epoch 1/10 loss 1.2"]
     assert [x for x in lines if x.startswith("[algo-2] ")] == ["[algo-2] rank 2/4 local_rank 0 on node 1"]
     assert len(lines) == 3
     seen = []
-    follower = threading.Thread(target=lambda: seen.extend(run.stream_logs(follow=True)))
+    follower = threading.Thread(target=lambda: seen.extend(run.logs(follow=True)))
     follower.start()
     time.sleep(0.2)
     aws.emit_logs(name, "algo-1", ["test_accuracy 0.9611"])
