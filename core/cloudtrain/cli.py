@@ -23,14 +23,15 @@ def _profile_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
 
 
-def _job_args(p: argparse.ArgumentParser) -> None:
+def _job_args(p: argparse.ArgumentParser, emulate: bool = True) -> None:
     p.add_argument("-p", "--provider", help=PROVIDER_HELP)
     _profile_arg(p)
     p.add_argument("job", help="path to job.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
-    p.add_argument("--emulate", metavar="PLATFORM",
-                   help="local/docker: inject PLATFORM's node environment (e.g. tione)")
+    if emulate:
+        p.add_argument("--emulate", metavar="PLATFORM",
+                       help="local/docker: inject PLATFORM's node environment (e.g. tione)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="every check submit makes before it sends anything; all problems at once")
     _job_args(p)
+
+    p = sub.add_parser("stage", help="upload the job's code where the provider's nodes read it; send no job")
+    _job_args(p, emulate=False)
 
     p = sub.add_parser("config", help="the settings files: merged settings and their sources, path, set")
     p.add_argument("action", nargs="?", choices=("show", "path", "set"), default="show",
@@ -116,7 +120,7 @@ def _load(args):
     overrides = list(args.overrides)
     settings = Settings.load(args.job, args.profile)
     provider = args.provider or settings.default_provider()
-    if args.emulate:
+    if getattr(args, "emulate", None):
         overrides.append(f"providers.{provider}.emulate={args.emulate}")
     return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
@@ -139,6 +143,14 @@ def cmd_validate(args) -> int:
     get_provider(provider).validate(job, submit=True)
     print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
           f"{job.procs_per_node} process(es))")
+    return 0
+
+
+def cmd_stage(args) -> int:
+    from .api import stage
+    job, provider = _load(args)
+    for url in stage(job, provider):
+        print(url)
     return 0
 
 
@@ -339,7 +351,8 @@ def _table(rows) -> None:
 
 COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
-            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config}
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config,
+            "stage": cmd_stage}
 
 
 def entry() -> None:

@@ -293,6 +293,18 @@ class SageMakerProvider(AwsProvider):
         return out + ([secrets] if secrets else [])
 
     # -- submit --------------------------------------------------------------------------------
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        """The code archive to the rendered ``s3/PutObject``'s bucket and key (its digest filled
+        in), unless it is there already: what ``schedule`` uploads before it creates the job."""
+        job, options = rendered.job, rendered.options
+        digest = shipping.code_digest(job)
+        targets = [self.detector_target(), NODE_MODULE]
+        from .common import code_archive
+        _, archive_sha = code_archive(job, targets, digest)
+        upload = fill(next(a.content for a in rendered.artifacts if a.kind == "s3/PutObject"), {CODE_DIGEST: archive_sha})
+        self.upload_code(job, upload["Bucket"], upload["Key"], targets, digest, self.region_of(options.region, job))
+        return [f"s3://{upload['Bucket']}/{upload['Key']}"]
+
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         job, options = rendered.job, rendered.options  # preflight checked the options submit needs
         region = self.region_of(options.region, job)

@@ -262,6 +262,33 @@ def test_cli_submit_follows_to_the_end_and_the_other_commands_work(aws, tmp_path
     assert run_cli("status", "sagemaker://us-east-1/nope-0123456789ab", env=aws.env()).returncode == 2
 
 
+def test_cli_stage_uploads_the_code_once_and_submit_then_finds_it(aws):
+    job = EXAMPLES / "digits-ddp" / "job.yaml"
+    sets = [f"--set={k}={v}" for k, v in SETS.items()]
+    proc = run_cli("stage", "-p", "sagemaker", job, *sets, env=aws.env(), check=0)
+    (url,) = proc.stdout.splitlines()
+    assert url.startswith(f"s3://{BUCKET}/runs/cloudtrain-code/") and url.endswith("/code.tar.gz")
+    data = aws.client("s3").get_object(Bucket=BUCKET, Key=url[len(f"s3://{BUCKET}/"):])["Body"].read()
+    assert hashlib.sha256(data).hexdigest() == url.split("/")[-2]  # content-addressed
+    assert aws.count("S3.PUT") == 1 and aws.count("CreateTrainingJob") == 0  # no job was sent
+    # a second stage (another process: nothing remembered) finds the object and uploads nothing
+    assert run_cli("stage", "-p", "sagemaker", job, *sets, env=aws.env(), check=0).stdout == proc.stdout
+    assert aws.count("S3.PUT") == 1
+    # the Python API says the same, and a submit of the same code sends no second copy
+    assert cloudtrain.stage(digits(), provider(aws)) == [url]
+    provider(aws).submit(digits())
+    assert aws.count("S3.PUT") == 1 and aws.count("CreateTrainingJob") == 1
+    request = sent(aws)[0]
+    assert request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == url
+
+
+def test_cli_stage_checks_offline_first_and_sends_nothing_on_bad_input(aws):
+    job = EXAMPLES / "digits-ddp" / "job.yaml"
+    proc = run_cli("stage", "-p", "sagemaker", job, f"--set=providers.sagemaker.role_arn={ROLE}", env=aws.env())
+    assert proc.returncode == 2 and "providers.sagemaker.output_s3: is not set" in proc.stderr, proc.stderr
+    assert sum(aws.calls.values()) == 0
+
+
 def test_cli_exit_code_follows_a_failed_job(aws):
     player = threading.Thread(target=drive, args=(aws, ["x", "y"], ("Failed", "Failed", "AlgorithmError: exit 3")))
     player.start()
