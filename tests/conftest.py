@@ -29,9 +29,10 @@ def home(tmp_path, monkeypatch):
     yield path
     if (path / "state.db").exists():
         from cloudtrain.plugins import get_provider
+        from cloudtrain.states import TERMINAL
         from cloudtrain.store import Store
         for row in Store(path / "state.db").list_jobs():
-            if row["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            if row["state"] not in TERMINAL:
                 get_provider(row["provider"]).cancel(row["id"])
 
 

@@ -7,7 +7,7 @@ cloudtrain.launch`` (standard library only, Python >= 3.8) does not pull pydanti
     job = cloudtrain.load_job("job.yaml", overrides={"distribution.nodes": 4}, provider="azure")
     print(cloudtrain.render(job, provider="azure").to_yaml())   # with azure's settings (config.yaml)
     run = cloudtrain.submit(job, provider="local")
-    run.wait(); print(run.status(), run.logs())
+    run.wait(); print(run.status(), "".join(run.logs()))
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ __version__ = "0.1.0"
 
 _API = {
     "load_job": "api", "render": "api", "submit": "api", "validate": "api", "attach": "api",
-    "status": "api", "cancel": "api", "list_jobs": "api",
+    "status": "api", "cancel": "api", "list_jobs": "api", "stage": "api",
     "JobSpec": "job", "Provider": "provider", "Rendered": "provider", "Artifact": "provider",
-    "Run": "provider", "JobStatus": "provider", "State": "provider", "Cluster": "provider",
+    "Run": "provider", "JobStatus": "provider", "State": "states", "Cluster": "provider",
     "hookimpl": "hookspecs", "CloudtrainError": "errors", "BadInput": "errors", "PlatformError": "errors",
 }
 __all__ = sorted(_API)

@@ -75,6 +75,16 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
     return chosen.submit(job, secrets=secrets)
 
 
+def stage(job: JobLike, provider: Union[str, Provider, None] = None, *, profile: Optional[str] = None) -> List[str]:
+    """Upload the job's code (with the launcher) to where ``provider``'s nodes will read it, and
+    send no job: after every check ``submit`` makes first (offline), the provider's
+    ``ship_code``.  Returns the URLs written or found there already (the code is
+    content-addressed: staging it again, or submitting it, uploads nothing).  ``BadInput`` for a
+    provider whose code travels inside its request (local, docker, Kubernetes)."""
+    chosen = _provider(provider, job, profile)
+    return chosen.ship_code(chosen.render(as_job(job, "stage", chosen, profile), submit=True))
+
+
 def attach(handle: str) -> Run:
     """A ``Run`` for an existing job handle ``PROVIDER://ID``."""
     name, job_id = parse_handle(handle)

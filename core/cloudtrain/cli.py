@@ -11,7 +11,8 @@ from queue import Empty, Queue
 from typing import List, Optional
 
 from . import __version__
-from .errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, CloudtrainError
+from .errors import CloudtrainError
+from .exitcodes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_JOB_FAILED
 
 PROVIDER_HELP = ("provider name (default: the config's `provider`, $CLOUDTRAIN_PROVIDER, else local); "
                  "cloudtrain providers lists them")
@@ -22,14 +23,15 @@ def _profile_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
 
 
-def _job_args(p: argparse.ArgumentParser) -> None:
+def _job_args(p: argparse.ArgumentParser, emulate: bool = True) -> None:
     p.add_argument("-p", "--provider", help=PROVIDER_HELP)
     _profile_arg(p)
     p.add_argument("job", help="path to job.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
-    p.add_argument("--emulate", metavar="PLATFORM",
-                   help="local/docker: inject PLATFORM's node environment (e.g. tione)")
+    if emulate:
+        p.add_argument("--emulate", metavar="PLATFORM",
+                       help="local/docker: inject PLATFORM's node environment (e.g. tione)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="every check submit makes before it sends anything; all problems at once")
     _job_args(p)
+
+    p = sub.add_parser("stage", help="upload the job's code where the provider's nodes read it; send no job")
+    _job_args(p, emulate=False)
 
     p = sub.add_parser("config", help="the settings files: merged settings and their sources, path, set")
     p.add_argument("action", nargs="?", choices=("show", "path", "set"), default="show",
@@ -115,7 +120,7 @@ def _load(args):
     overrides = list(args.overrides)
     settings = Settings.load(args.job, args.profile)
     provider = args.provider or settings.default_provider()
-    if args.emulate:
+    if getattr(args, "emulate", None):
         overrides.append(f"providers.{provider}.emulate={args.emulate}")
     return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
@@ -138,6 +143,14 @@ def cmd_validate(args) -> int:
     get_provider(provider).validate(job, submit=True)
     print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
           f"{job.procs_per_node} process(es))")
+    return 0
+
+
+def cmd_stage(args) -> int:
+    from .api import stage
+    job, provider = _load(args)
+    for url in stage(job, provider):
+        print(url)
     return 0
 
 
@@ -165,7 +178,7 @@ def follow(run) -> int:
 
     def pump():
         try:
-            for item in run.stream_logs(follow=True):
+            for item in run.logs(follow=True):
                 lines.put(item)
         finally:
             lines.put(None)
@@ -205,7 +218,7 @@ def follow(run) -> int:
     final = run.status()
     line.update(final)
     line.close()
-    return final.state.exit_code if final.state.exit_code is not None else 1
+    return final.state.exit_code if final.state.exit_code is not None else EXIT_JOB_FAILED
 
 
 def _print_status(status, output: str) -> None:
@@ -232,7 +245,7 @@ def cmd_wait(args) -> int:
     except TimeoutError as exc:
         line.close()
         print(f"cloudtrain: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_JOB_FAILED
     line.close()
     if args.output == "json" or line.live:
         _print_status(final, args.output)
@@ -258,13 +271,13 @@ def cmd_logs(args) -> int:
     from .api import attach
     if args.check_rdma:
         from .rdma_check import analyse
-        report = analyse(attach(args.handle).stream_logs(follow=args.follow))
+        report = analyse(attach(args.handle).logs(follow=args.follow))
         print(report.summary())
         for line in report.evidence:
             print(f"  {line}")
         return 0 if report.ok else 1
-    for item in attach(args.handle).stream_logs(follow=args.follow):
-        sys.stdout.write(item if item.endswith("\n") else item + "\n")
+    for line in attach(args.handle).logs(follow=args.follow):
+        sys.stdout.write(line)
         sys.stdout.flush()
     return 0
 
@@ -338,7 +351,8 @@ def _table(rows) -> None:
 
 COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
-            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config}
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config,
+            "stage": cmd_stage}
 
 
 def entry() -> None:
@@ -381,7 +395,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .suggest import did_you_mean
         hint = did_you_mean(argv[0], [*COMMANDS, "launch"]) or "; cloudtrain --help lists the commands"
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
@@ -391,7 +405,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     _print_warnings()
     if not args.cmd:
         parser.print_help()
-        return 2
+        return EXIT_BAD_INPUT
     try:
         return COMMANDS[args.cmd](args)
     except CloudtrainError as exc:

@@ -5,12 +5,8 @@ Only genuine bugs (anything else) show a traceback.
 """
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_JOB_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_PLATFORM = 3
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a command killed by a closed pipe exits
+from .exitcodes import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_JOB_FAILED,  # noqa: F401
+                        EXIT_OK, EXIT_PLATFORM)
 
 
 class CloudtrainError(Exception):

@@ -19,11 +19,12 @@ from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
 from .errors import BadInput, JobNotFound
 from .job import JobSpec
 from .launch.platform import installed as installed_platforms
-from .provider import JobStatus, Provider, State
+from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED
+from .provider import JobStatus, Provider
+from .states import TERMINAL, State
 from .store import Store, home
 from .survival import host_checkpoint_dir
 
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 # A render knows neither the run's id nor its directory: it shows these, submit fills them in.
 RUN_ID = "<run-id>"
 
@@ -205,7 +206,7 @@ class HostedProvider(Provider):
             time.sleep(0.2)
             if self.store.get_job(row["id"])["state"] not in TERMINAL:
                 self.release(row["id"])
-                self.store.finish_job(row["id"], "FAILED", exit_code=1,
+                self.store.finish_job(row["id"], State.FAILED.value, exit_code=EXIT_JOB_FAILED,
                                       message=f"the {self.name} supervisor died; see supervisor.log")
             return self.store.get_job(row["id"])
         return row
@@ -239,7 +240,7 @@ class HostedProvider(Provider):
             while time.monotonic() < deadline and alive(pid):
                 time.sleep(0.05)
         self.release(job_id)
-        self.store.finish_job(job_id, "CANCELLED", message="cancelled", exit_code=130)
+        self.store.finish_job(job_id, State.CANCELLED.value, message="cancelled", exit_code=EXIT_INTERRUPTED)
         return self.status(job_id)
 
     def list(self) -> List[JobStatus]:

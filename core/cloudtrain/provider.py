@@ -1,4 +1,5 @@
-"""The provider base class, neutral states, handles and the ``Rendered`` request.
+"""The provider base class, job statuses, handles and the ``Rendered`` request (the neutral
+states are ``cloudtrain.states``).
 
 The flow is render-first: ``submit(job) = schedule(render(job))``.  ``render`` is pure (no
 network, no clock, no credentials), so ``--dry-run`` shows exactly what ``submit`` sends.
@@ -6,42 +7,23 @@ network, no clock, no credentials), so ``--dry-run`` shows exactly what ``submit
 from __future__ import annotations
 
 import abc
+import functools
 import importlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict
 
 from . import yamlio
-from .errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK, BadInput, MissingExtra
+from .errors import BadInput, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
 from .secrets import MASK, resolve_secrets
-
-
-class State(str, Enum):
-    PENDING = "PENDING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
-
-    @property
-    def exit_code(self) -> Optional[int]:
-        """The CLI's exit code for a job that ended in this state (None while it runs)."""
-        return {State.SUCCEEDED: EXIT_OK, State.FAILED: EXIT_JOB_FAILED,
-                State.CANCELLED: EXIT_INTERRUPTED}.get(self)
+from .states import State  # noqa: F401  (re-exported: plugins import it from here)
 
 
 @dataclass
@@ -68,6 +50,23 @@ class JobStatus:
         d = asdict(self)
         d["state"] = self.state.value
         return d
+
+
+def log_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """One line per item, each ending with exactly one ``"\n"`` (as reading a text file gives
+    them): a chunk holding several lines is split, a line without its ending gets one, and
+    ``"\r\n"`` becomes ``"\n"``.  ``"".join`` of the lines is the log's text."""
+    for chunk in chunks:
+        for line in (chunk[:-1] if chunk.endswith("\n") else chunk).split("\n"):
+            yield (line[:-1] if line.endswith("\r") else line) + "\n"
+
+
+def _yielding_lines(logs: Callable[..., Iterable[str]]) -> Callable[..., Iterator[str]]:
+    @functools.wraps(logs)
+    def wrapper(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        return log_lines(logs(self, job_id, follow=follow))
+    wrapper.yields_lines = True
+    return wrapper
 
 
 def make_handle(provider: str, job_id: str) -> str:
@@ -165,6 +164,14 @@ class Provider(abc.ABC):
 
     def __init__(self, **clients: Any):
         self.clients = clients
+
+    def __init_subclass__(cls, **kwargs: Any):
+        """Every provider's ``logs`` yields what ``log_lines`` makes of its chunks, so the lines
+        of every provider (and of ``Run.logs``) read alike whatever the platform's API returns."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("logs")
+        if callable(own) and not getattr(own, "yields_lines", False):
+            cls.logs = _yielding_lines(own)
 
     # -- validation and rendering (pure) -----------------------------------------------
     @classmethod
@@ -299,6 +306,9 @@ class Provider(abc.ABC):
 
     @abc.abstractmethod
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """The job's log lines so far, oldest first; ``follow``: then every new line until the
+        job ends.  A provider may yield chunks of text, each ending at a line's end: callers get
+        them as ``log_lines`` (one line per item, ending with ``"\n"``)."""
         ...
 
     @abc.abstractmethod
@@ -406,11 +416,9 @@ class Run:
     def status(self) -> JobStatus:
         return self.provider.status(self.id)
 
-    def logs(self) -> str:
-        """Everything logged so far, as one string."""
-        return "".join(line if line.endswith("\n") else line + "\n" for line in self.provider.logs(self.id))
-
-    def stream_logs(self, follow: bool = True) -> Iterator[str]:
+    def logs(self, follow: bool = False) -> Iterator[str]:
+        """``Provider.logs`` of this job: its lines so far, each ending with ``"\n"``
+        (``"".join(run.logs())`` is the text); ``follow``: then every new line until it ends."""
         return self.provider.logs(self.id, follow=follow)
 
     def wait(self, timeout: Optional[float] = None, on_status=None, poll: Optional[float] = None) -> JobStatus:

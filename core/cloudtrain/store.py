@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from .states import TERMINAL
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -122,8 +124,8 @@ class Store:
         with self._connect() as db:
             cur = db.execute(
                 "UPDATE jobs SET state = ?, raw_state = ?, message = ?, exit_code = ?, ended_at = ?, nodes_up = 0 "
-                "WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
-                (state, state, message, exit_code, time.time(), job_id))
+                f"WHERE id = ? AND state NOT IN ({', '.join('?' * len(TERMINAL))})",
+                (state, state, message, exit_code, time.time(), job_id, *TERMINAL))
             return cur.rowcount == 1
 
     def get_job(self, job_id: str) -> Optional[Dict[str, Any]]:

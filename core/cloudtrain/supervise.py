@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from .secrets import Masker
+from .states import State
 from .store import Store
 
 # torchrun --tee prefixes "[default<local_rank>]:", mpirun --tag-output "[<job>,<rank>]<stdout>:"
@@ -27,6 +29,8 @@ MPI_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
 STOP_GRACE = 5.0
 RECHECK = 1.0         # seconds: the longest the monitor sleeps without being woken
 OUTPUT_TO_EXIT = 0.5  # seconds: from a node closing its output to its exit status
+# how a cancelled job ends: (state, message, exit code)
+CANCELLED = (State.CANCELLED.value, "cancelled", EXIT_INTERRUPTED)
 
 
 class LogSink:
@@ -163,8 +167,8 @@ class Supervisor(abc.ABC):
             node = self.start_node(spec, attempt)
             self.nodes.append(node)
             threading.Thread(target=self._pump, args=(node, self.output_ended), daemon=True).start()
-        self.store.update_job(self.job_id, state="RUNNING", raw_state="RUNNING", nodes_up=len(self.nodes),
-                              started_at=time.time())
+        self.store.update_job(self.job_id, state=State.RUNNING.value, raw_state=State.RUNNING.value,
+                              nodes_up=len(self.nodes), started_at=time.time())
 
     def _pump(self, node: Node, ended: set) -> None:
         try:
@@ -186,10 +190,10 @@ class Supervisor(abc.ABC):
             self.wake.wait(RECHECK if self.deadline is None else max(0.0, min(RECHECK, self.deadline - time.monotonic())))
             self.wake.clear()
             if self.done.is_set():
-                return "CANCELLED", "cancelled", 130
+                return CANCELLED
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.timed_out = True  # a limit is not a failure to retry
-                return "FAILED", f"max_runtime {self.plan.get('max_runtime_text')} reached", 1
+                return State.FAILED.value, f"max_runtime {self.plan.get('max_runtime_text')} reached", EXIT_JOB_FAILED
             for i in sorted(remaining):
                 code = self.nodes[i].poll()
                 if code is None and i in self.output_ended:
@@ -201,8 +205,8 @@ class Supervisor(abc.ABC):
                 self.store.update_job(self.job_id, nodes_up=len(remaining))
                 if code != 0:
                     reason = f"node {i} exited with code {code}" if code > 0 else f"node {i} was killed by signal {-code}"
-                    return "FAILED", reason + f"; see {self.run_dir / f'node-{i}.log'}", 1
-        return "SUCCEEDED", "", 0
+                    return State.FAILED.value, reason + f"; see {self.run_dir / f'node-{i}.log'}", EXIT_JOB_FAILED
+        return State.SUCCEEDED.value, "", EXIT_OK
 
     def stop_all(self) -> None:
         threads = [threading.Thread(target=n.stop, args=(STOP_GRACE,)) for n in self.nodes]
@@ -218,7 +222,7 @@ class Supervisor(abc.ABC):
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
-        state, message, code = "FAILED", "", 1
+        state, message, code = State.FAILED.value, "", EXIT_JOB_FAILED
         try:
             self.prepare()
             attempts = 1 + int(self.plan.get("max_restarts") or 0)
@@ -226,22 +230,22 @@ class Supervisor(abc.ABC):
                 self.deadline = time.monotonic() + float(self.plan["max_runtime"])
             for attempt in range(attempts):
                 if self.done.is_set():
-                    state, message, code = "CANCELLED", "cancelled", 130
+                    state, message, code = CANCELLED
                     break
                 self.start(attempt)
                 state, message, code = self.monitor()
-                if state != "FAILED" or attempt + 1 == attempts or self.timed_out:
+                if state != State.FAILED.value or attempt + 1 == attempts or self.timed_out:
                     break
                 self.store.add_restart(self.job_id, attempt + 1, message)
                 self.sink.note(f"{message}; restarting every node (restart {attempt + 1} of {attempts - 1})")
                 self.stop_all()
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
-            state, message, code = "FAILED", f"could not start the job: {exc}", 1
+            state, message, code = State.FAILED.value, f"could not start the job: {exc}", EXIT_JOB_FAILED
             if self.done.is_set():
-                state, message, code = "CANCELLED", "cancelled", 130
+                state, message, code = CANCELLED
         finally:
-            if state != "SUCCEEDED":
+            if state != State.SUCCEEDED.value:
                 self.sink.note(f"stopping every node: {message or state.lower()}")
             self.stop_all()
             for t in threading.enumerate():

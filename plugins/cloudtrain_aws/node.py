@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from cloudtrain.exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_PLATFORM  # shipped in the bundle too
+
 
 def parse_ids(text):
     ids = json.loads(text or "{}")
@@ -157,7 +159,7 @@ def copy(args):
     if len(args) != 2 or args[0].startswith("s3://") == args[1].startswith("s3://"):
         print("usage: python3 -m cloudtrain_aws.node copy s3://BUCKET/PREFIX DIR | DIR s3://BUCKET/PREFIX",
               file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     source, dest = args
     try:
         import boto3
@@ -165,7 +167,7 @@ def copy(args):
         print("cloudtrain: storage.inputs and storage.output are copied with boto3, which this node's Python "
               "does not have; install boto3 on the AMI or activate an environment that has it "
               "(providers.ec2.setup)", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     try:
         client = boto3.client("s3")
         if source.startswith("s3://"):
@@ -192,11 +194,11 @@ def main(argv=None):
             sshd = True
         else:
             print("usage: python3 -m cloudtrain_aws.node [--sshd] -- COMMAND ... | copy SRC DEST", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
     command = args[1:]
     if not command:
         print("cloudtrain_aws.node: no command after --", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     env = os.environ
     if not env.get("CLOUDTRAIN_JOB_ID") and env.get("TRAINING_JOB_NAME"):
         env["CLOUDTRAIN_JOB_ID"] = env["TRAINING_JOB_NAME"]
@@ -205,7 +207,7 @@ def main(argv=None):
             env["CLOUDTRAIN_SECRETS_FILE"] = secrets_file(env)
         except (RuntimeError, ValueError) as exc:
             print("cloudtrain: %s" % exc, file=sys.stderr)
-            return 3
+            return EXIT_PLATFORM
     if sshd:
         from cloudtrain.launch.sshd import start_sshd  # the shipped launcher's, next to this module
         start_sshd()
@@ -214,7 +216,7 @@ def main(argv=None):
         os.execvp(command[0], command)
     except FileNotFoundError:
         print("cloudtrain: %s: command not found" % command[0], file=sys.stderr)
-        return 127
+        return EXIT_COMMAND_NOT_FOUND
 
 
 if __name__ == "__main__":

@@ -289,6 +289,15 @@ class SageMakerProvider(AwsProvider):
         return out + ([secrets] if secrets else [])
 
     # -- submit --------------------------------------------------------------------------------
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        """The code archive to the rendered ``s3/PutObject``'s bucket and key (its digest filled
+        in), unless it is there already: what ``_create`` uploads before it creates the job."""
+        job, options = rendered.job, rendered.options
+        targets = [self.detector_target(), NODE_MODULE]
+        upload = fill(artifact(rendered, "s3/PutObject"), self.code_values(job, "", targets))
+        self.upload_code(job, upload, targets, self.region_of(options.region, job))
+        return [f"s3://{upload['Bucket']}/{upload['Key']}"]
+
     # states in which SageMaker is stopping the job already (cancel then sends nothing)
     stopping = ("Stopping", "Stopping/Stopping", "InProgress/Stopping")
 
@@ -303,7 +312,6 @@ class SageMakerProvider(AwsProvider):
         region = self.region_of(options.region, job)
         targets = [self.detector_target(), NODE_MODULE]
         values = self.code_values(job, spec, targets)
-        upload = fill(artifact(rendered, "s3/PutObject"), values)
         request = fill(artifact(rendered, "sagemaker/CreateTrainingJob"), values)
         request["TrainingJobName"] = name = job_name(job, spec)
         # a type the catalog knows had its EFA presets at render; a newer one is looked up in EC2
@@ -312,7 +320,7 @@ class SageMakerProvider(AwsProvider):
         if efa:
             for key, value in EFA_ENV.items():
                 request.setdefault("Environment", {}).setdefault(key, value)
-        self.upload_code(job, upload, targets, region)
+        self.ship_code(rendered)
         from botocore.exceptions import ClientError
         with self.api(f"create the SageMaker training job {name}"):
             try:

@@ -3,7 +3,7 @@
 Standard library only, Python >= 3.8: ``cloudtrain launch`` imports this inside the training
 image (the azure provider ships it with the code).
 
-What Azure ML injects (seed 002; MicrosoftDocs how-to-train-distributed-gpu):
+What Azure ML injects (Microsoft's distributed GPU training guide, how-to-train-distributed-gpu):
 
 - PyTorch distribution: ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``NODE_RANK`` per
   node and ``RANK``, ``LOCAL_RANK`` per process.  ``WORLD_SIZE`` counts *processes*.  cloudtrain

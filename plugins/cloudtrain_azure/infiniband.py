@@ -1,8 +1,8 @@
 """Which Azure VM sizes have InfiniBand, and the NCCL/UCX settings cloudtrain applies on them.
 
-The rule (seed 002, Azure's "Accelerate GPU training with InfiniBand"): only VM sizes with an
-``r`` (RDMA) among the letters after the size number have the InfiniBand hardware:
-``Standard_NC24rs_v3`` has it, ``Standard_NC24s_v3`` (same cores, memory and GPUs) does not.
+The rule (Azure ML's distributed GPU training guide, "Accelerate GPU training with InfiniBand"):
+only VM sizes with an ``r`` (RDMA) among the letters after the size number have the InfiniBand
+hardware: ``Standard_NC24rs_v3`` has it, ``Standard_NC24s_v3`` (same cores, memory and GPUs) does not.
 The old ``Standard_NC24r`` is RDMA-capable but lacks SR-IOV, which InfiniBand needs in Azure ML
 images, so it does not count.  Pure functions, no SDK.
 """

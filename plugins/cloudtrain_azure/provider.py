@@ -162,14 +162,6 @@ class AzureProvider(CloudProvider):
         self._ml_client, self._credential, self._client_kwargs = ml_client, credential, dict(client_kwargs or {})
         self._ml_clients: Dict[Any, Any] = {}
 
-    @staticmethod
-    def _line(job: JobSpec, *loc) -> Tuple[Optional[str], Optional[int]]:
-        where = job.source.locate(loc) if job.source is not None else {}
-        return where.get("file"), where.get("line")
-
-    def _error(self, job: JobSpec, loc: tuple, message: str) -> JobFileError:
-        return self.job_error(job, loc, message)
-
     # -- what submit needs before it sends anything ------------------------------------------
     required = {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "my-resource-group",
                 "workspace": "my-workspace"}
@@ -189,11 +181,11 @@ class AzureProvider(CloudProvider):
     def preflight(self, job: JobSpec, options: AzureOptions, problems) -> None:
         super().preflight(job, options, problems)
         if job.secrets:
-            problems.add(self._error(job, ("secrets",), f"{', '.join(sorted(job.secrets))} cannot be sent to Azure ML: "
-                                     "a command job's environment variables are stored and shown in clear. Put the "
-                                     "value in the workspace's Key Vault and read it in the script with "
-                                     "azure-keyvault-secrets and the compute's managed identity, then drop it from "
-                                     "`secrets`"))
+            problems.add(self.job_error(job, ("secrets",), f"{', '.join(sorted(job.secrets))} cannot be sent to Azure ML: "
+                                        "a command job's environment variables are stored and shown in clear. Put "
+                                        "the value in the workspace's Key Vault and read it in the script with "
+                                        "azure-keyvault-secrets and the compute's managed identity, then drop it "
+                                        "from `secrets`"))
 
     @classmethod
     def instance_rules(cls):

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
+from cloudtrain.exitcodes import EXIT_KILLED
 from cloudtrain.supervise import Node, Supervisor
 from cloudtrain.codetree import working_copies
 
@@ -30,7 +31,7 @@ class ContainerNode(Node):
         try:
             self.code = int(self.client.api.wait(self.id)["StatusCode"])
         except Exception:  # the container vanished (removed by cancel)
-            self.code = 137
+            self.code = EXIT_KILLED
 
     def lines(self) -> Iterator[str]:
         pending = b""

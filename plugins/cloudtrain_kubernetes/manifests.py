@@ -109,9 +109,10 @@ RDMA_ENV_PRESETS: Dict[str, Dict[str, str]] = {
 }
 DEFAULT_RDMA_RESOURCE = "rdma/hca"
 
-# mpirun reaches the other nodes over ssh.  Seed 003's lessons: the keys come from a mounted
-# Secret (read-only, group-readable), so sshd must not check modes and the client must neither
-# ask about nor record host keys.  Done at start-up so any image with sshd works.
+# mpirun reaches the other nodes over ssh.  What AWS's post on Horovod/PyTorch training across
+# EC2 GPU nodes (with mpi-operator) learnt: the keys come from a mounted Secret (read-only,
+# group-readable), so sshd must not check modes and the client must neither ask about nor record
+# host keys.  Done at start-up so any image with sshd works.
 SSH_CLIENT_PREP = ('printf "Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n" '
                    '>> /etc/ssh/ssh_config 2>/dev/null || true')
 SSHD_START = "mkdir -p /run/sshd && /usr/sbin/sshd -o StrictModes=no"
@@ -535,8 +536,9 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     name = object_name(job, options)
     env = {"CLOUDTRAIN_KUBEFLOW_KIND": "MPIJob"}
     # launcherCreationPolicy (mpi-operator >= 0.5.0) makes the operator create the launcher once
-    # the workers are ready; older CRDs (0.4.0, seed 003's) prune it and the launcher starts at
-    # once, so the launcher itself also waits until every worker's sshd answers (port 22).
+    # the workers are ready; older CRDs (0.4.0, the one AWS's Horovod/PyTorch post installs) prune
+    # it and the launcher starts at once, so the launcher itself also waits until every worker's
+    # sshd answers (port 22).
     launcher = container(job, options, "launcher", node_shell(launch_command(job, options), ssh=True, options=options),
                          compute=False, extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher",
                                                    SSH_WAIT: str(SSHD_PORT)})

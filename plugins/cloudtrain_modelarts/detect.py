@@ -9,7 +9,7 @@ names; the master is the first), ``VC_WORKER_NUM``, ``MA_NUM_GPUS`` (cards in th
 ``MA_TASK_NAME`` (``worker``), ``MA_CURRENT_IP``.  ModelArts gives no master port: cloudtrain's
 request sets ``CLOUDTRAIN_MASTER_PORT``.
 
-ModelArts Lite (a Volcano Job on the pool's CCE cluster, seed 001): the ``svc``/``env`` Volcano
+ModelArts Lite (a Volcano Job on the pool's CCE cluster, as Huawei's ranktable-routing guide runs it): the ``svc``/``env`` Volcano
 plugins inject ``VC_TASK_INDEX``, ``VC_<TASK>_HOSTS`` and ``VC_<TASK>_NUM``; the manifest sets
 ``MA_NUM_HOSTS``, ``MA_NUM_GPUS``, ``MA_VJ_NAME``/``MA_TASK_NAME`` (downward API) and
 ``CLOUDTRAIN_MASTER_PORT``; the container's start line runs the routing bootstrap and exports
@@ -108,7 +108,7 @@ def detect_lite(environ: Mapping[str, str]) -> Optional[Topology]:
     job = environ.get("MA_VJ_NAME")
     if pods:
         master = pods[master_index]
-    elif job:  # the svc plugin's naming, as seed 001's launch script builds it
+    elif job:  # the svc plugin's naming, as the launch script of Huawei's ranktable-routing guide builds it
         master = "%s-%s-%d.%s" % (job, task, master_index, job)
     elif nodes == 1:
         master = "127.0.0.1"

@@ -1,4 +1,5 @@
-"""Seed 001's ranktable-routing constraints that can be checked before submitting.
+"""The constraints of ranktable routing that can be checked before submitting (Huawei's guide
+"Using ranktable routing to train PyTorch on NPUs in a Lite Cluster resource pool").
 
 Pure: reads the job's own files (its entry script and the local modules it imports), nothing else.
 """

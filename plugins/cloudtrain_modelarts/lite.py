@@ -1,8 +1,9 @@
 """``modelarts-lite``: a Volcano Job with ranktable routing on a ModelArts Lite (CCE) pool.
 
 The manifest starts from the kubernetes plugin's pure builder
-(``cloudtrain_kubernetes.manifests.build_volcano``) and reproduces seed 001 ("ranktable routing
-on a Lite Cluster pool") by post-processing its objects here:
+(``cloudtrain_kubernetes.manifests.build_volcano``) and reproduces the manifest of Huawei's guide
+"Using ranktable routing to train PyTorch on NPUs in a Lite Cluster resource pool" (the
+ranktable-routing guide below) by post-processing its objects here:
 
 - one task ``worker`` with every node (routing renumbers the pods of one task; the master is
   ``<job>-worker-<MA_MASTER_INDEX>.<job>``), pod anti-affinity on ``volcano.sh/job-name`` per
@@ -18,7 +19,7 @@ on a Lite Cluster pool") by post-processing its objects here:
   ``NAME``) and ``MA_NUM_HOSTS``/``MA_NUM_GPUS``;
 - the start line: the routing bootstrap (``${OPEN_SCRIPT_ADDRESS}/bootstrap.sh``), then
   ``RANK_AFTER_ACC`` (``/tmp/RANK_AFTER_ACC`` or ``VC_TASK_INDEX``) and ``MA_MASTER_INDEX``
-  (``/tmp/MASTER_INDEX`` or 0) exactly as seed 001 exports them, then ``exec`` of
+  (``/tmp/MASTER_INDEX`` or 0) exactly as the guide exports them, then ``exec`` of
   ``cloudtrain launch --platform modelarts-lite``, whose detector makes the node rank follow
   ``RANK_AFTER_ACC`` and the master follow ``MA_MASTER_INDEX``.
 
@@ -51,12 +52,12 @@ ASCEND = "ascend-1980"
 NPU_RESOURCE = "huawei.com/" + ASCEND
 NPU_SELECTOR = {"accelerator/huawei-npu": ASCEND}
 CABINET = {"cabinet": "cabinet"}
-DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (seed 001)
+DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (the guide's)
 OPEN_SCRIPT = "https://mtest-bucket.obs.{region}.myhuaweicloud.com/acc/rank"
 ROUTING_PYTHONS = ("3.7", "3.9")
 MIN_ROUTED_NODES = 3
 TYPES = ("ddp", "deepspeed", "none")
-# The Ascend host paths every NPU pod mounts (seed 001).
+# The Ascend host paths every NPU pod mounts (the ranktable-routing guide's manifest).
 ASCEND_MOUNTS = [
     ("ascend-driver", "/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
     ("ascend-add-ons", "/usr/local/Ascend/add-ons", "/usr/local/Ascend/add-ons"),
@@ -117,7 +118,7 @@ class LiteOptions(VolcanoOptions):
     emulate_rank_after_acc: Optional[List[int]] = Field(
         None, description="--emulate modelarts-lite only: RANK_AFTER_ACC of pod i (a permutation of 0..nodes-1), "
                           "to rehearse routing's renumbering on this machine")
-    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (seed 001: a fixed port >= 10000)")
+    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (Huawei's ranktable-routing guide: a fixed port >= 10000)")
     image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
 
     def routed(self) -> bool:
@@ -136,7 +137,7 @@ def launch_line(job: JobSpec, options: LiteOptions) -> str:
 
 
 def start_line(job: JobSpec, options: LiteOptions) -> str:
-    """Seed 001's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
+    """The ranktable-routing guide's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
     if options.routed():
         return ("wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q && bash bootstrap.sh; "
                 "export RANK_AFTER_ACC=${VC_TASK_INDEX}; "
@@ -148,7 +149,7 @@ def start_line(job: JobSpec, options: LiteOptions) -> str:
 
 
 def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
-    """The variables seed 001 gives every pod (downward API for the pod's own names)."""
+    """The variables the ranktable-routing guide gives every pod (downward API for the pod's own names)."""
     def field(path):
         return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
     env: List[dict] = []
@@ -169,7 +170,7 @@ def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
 
 
 def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> List[dict]:
-    """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into seed 001's Job."""
+    """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into the ranktable-routing guide's Job."""
     objects = copy.deepcopy(m.build_volcano(job, mopts))
     vcjob = next(o for o in objects if o["kind"] == "Job")
     name = vcjob["metadata"]["name"]
@@ -246,7 +247,7 @@ class ModelartsLiteProvider(VolcanoProvider):
         return options.model_copy(update={"accelerator": options.accelerator or kind or "ascend"})
 
     def gpu_selection(self, job: JobSpec, options: LiteOptions):
-        # Ascend nodes are chosen by seed 001's nodeSelector accelerator/huawei-npu: ascend-1980
+        # Ascend nodes are chosen by the routing guide's nodeSelector accelerator/huawei-npu: ascend-1980
         return None if options.accelerator == "ascend" else super().gpu_selection(job, options)
 
     def manifest_options(self, job: JobSpec, options: LiteOptions) -> m.ManifestOptions:
@@ -258,7 +259,7 @@ class ModelartsLiteProvider(VolcanoProvider):
         plugins.update({k: list(v) for k, v in options.plugins.items()})
         annotations = {**(CABINET if options.routed() else {}), **options.pod_annotations}
         # Ascend nodes reach each other over RoCE through the NPUs' own ports, configured by the
-        # mounted /etc/hccn.conf: seed 001's manifest asks for the NPUs only, no RDMA device.
+        # mounted /etc/hccn.conf: the routing guide's manifest asks for the NPUs only, no RDMA device.
         return replace(mopts, volcano_plugins=plugins, pod_annotations=annotations, rdma_device=not ascend,
                        gpu_resource=options.npu_resource if ascend else options.gpu_resource,
                        node_selector={**(NPU_SELECTOR if ascend else {}), **mopts.node_selector})
@@ -282,7 +283,7 @@ class ModelartsLiteProvider(VolcanoProvider):
                                  f"{options.emulate_rank_after_acc}")
         if not options.routed():
             return
-        # Seed 001's constraints of ranktable routing.
+        # The ranktable-routing guide's constraints.
         workdir = options.workdir
         for volume in options.volumes:
             if workdir and volume.is_shared and lint.under(workdir, volume.mount_path):

@@ -1,4 +1,5 @@
-"""TI-ONE's node environment -> the neutral ``Topology`` (seed 000, the platform's own guide).
+"""TI-ONE's node environment -> the neutral ``Topology`` (as TI-ONE's distributed-training guide
+lists it per training mode).
 
 Standard library only, Python >= 3.8: ``cloudtrain launch`` imports this inside the training
 image (it is shipped with the code, see ``cloudtrain.shipping``).
@@ -31,14 +32,14 @@ PLATFORM = "tione"
 # RDMA flag): the port of cloudtrain's liveness channel, and whether RDMAConfig was enabled.
 PORT_VAR = "CLOUDTRAIN_MASTER_PORT"
 RDMA_VAR = "CLOUDTRAIN_TIONE_RDMA"
-# The job's node count, for Ray mode: seed 000's Ray table gives HEAD_ADDR, HEAD_PORT and RANK
+# The job's node count, for Ray mode: the guide's Ray table gives HEAD_ADDR, HEAD_PORT and RANK
 # only, so without NODE_LIST a node could not tell how many nodes the cluster has.
 NODES_VAR = "CLOUDTRAIN_TIONE_NODES"
 RAY_HEAD_PORT = 6379
 PS_PORT = 2222
 MPI_HOSTFILE = "/etc/mpi/hostfile"
 
-# Seed 000: what TI-ONE presets on HCC types for multi-node RDMA training.
+# What TI-ONE presets on HCC types for multi-node RDMA training (the guide's RDMA section).
 NCCL_PRESET = {
     "NCCL_IB_GID_INDEX": "3",
     "NCCL_IB_SL": "3",
@@ -191,9 +192,10 @@ def _this_node(environ: Mapping[str, str], names: List[List[str]]) -> Optional[i
 def _launcher_first(entries: List[Tuple[str, int]]) -> Optional[List[Tuple[str, int]]]:
     """The hostfile's entries with the Launcher's first (None when no entry is the Launcher).
 
-    Seed 000 (lines 42-43, 54): MPI and Horovod jobs have a Launcher and Workers, the hostfile
-    names them (``<task>-launcher slots=1 <task>-worker-0 slots=1``), and in Horovod mode only the
-    Launcher runs the start command.  So the Launcher is node 0, whatever the order of the list."""
+    TI-ONE's distributed-training guide (its MPI and Horovod sections): MPI and Horovod jobs have
+    a Launcher and Workers, the hostfile names them (``<task>-launcher slots=1 <task>-worker-0
+    slots=1``), and in Horovod mode only the Launcher runs the start command.  So the Launcher is
+    node 0, whatever the order of the list."""
     launchers = [i for i, (host, _) in enumerate(entries) if _short(host).endswith("-launcher")]
     if len(launchers) != 1:
         return None

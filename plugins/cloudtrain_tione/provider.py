@@ -390,7 +390,7 @@ class TioneProvider(CloudProvider):
 
 
 def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
-    """Seed 000's variables of node ``node_index`` in the job's training mode (plus the two
+    """The variables TI-ONE's distributed-training guide lists for node ``node_index`` in the job's training mode (plus the two
     that the request's Envs carry for cloudtrain: the channel port and the RDMA flag)."""
     options = TioneProvider.options(job)
     hosts, nodes = cluster.hosts, job.distribution.nodes
@@ -414,7 +414,7 @@ def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
                                        "environment": "cloud"})
         env[PORT_VAR] = str(cluster.master_port)
     elif mode == "RAY":
-        # seed 000's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
+        # the guide's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
         del env["NODE_LIST"]
         env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
                     NODES_VAR: str(nodes)})

@@ -267,8 +267,8 @@ def is_hcc(job: JobSpec, options: TioneOptions) -> bool:
     return "HCC" in (instance_type(job, options) or "").upper()
 
 
-# Why RDMA is a resource-group feature here (issue 21 #5): seed 000 line 94 puts "a resource
-# group holding at least 2 RDMA-capable high-performance GPU nodes" first among RDMA's
+# Why RDMA is a resource-group feature here: TI-ONE's distributed-training guide (its RDMA
+# section) puts "a resource group holding at least 2 RDMA-capable high-performance GPU nodes" first among RDMA's
 # prerequisites, and the SDK's ResourceConfigInfo.InstanceType lists the pay-as-you-go
 # ("for后付费") specs -- TI.S.*, TI.GN10 (V100), TI.GN7 (T4) -- none of them RDMA-capable.
 # Neither the API reference nor the SDK model (RDMAConfig.Enable: "是否开启RDMA") says that

@@ -45,6 +45,21 @@ def test_help_does_not_import_pydantic():
     assert proc.stdout.strip().endswith("False")
 
 
+def test_command_help_imports_no_cloud_sdk_nor_pydantic():
+    code = ("import sys\nfrom cloudtrain.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n"
+            "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & set(%r + ('pydantic',))))" % (CLOUD_SDKS,))
+    for args in (["--help"], ["stage", "--help"], ["submit", "--help"]):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=cli_env())
+        assert "usage: cloudtrain" in proc.stdout and proc.stdout.strip().endswith("LOADED []"), (args, proc.stdout[-300:])
+
+
+def test_stage_on_a_provider_whose_code_travels_in_its_request_is_bad_input(tmp_path):
+    job = write_job(tmp_path, JOB)
+    proc = run_cli("stage", "-p", "local", job, env={"CT_TEST_TOKEN": "x"})
+    assert_one_line_error(proc, 2, "local sends the code inside its request")
+    assert "cloudtrain submit ships it" in proc.stderr
+
+
 def test_render_yaml_and_json_envelope(tmp_path):
     job = write_job(tmp_path, JOB)
     proc = run_cli("render", "-p", "local", job, "-o", "json", env={"CT_TEST_TOKEN": "tok-123456"}, check=0)

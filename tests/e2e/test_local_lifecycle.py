@@ -129,7 +129,7 @@ def test_python_api_submit_wait_logs(tmp_path, home):
     final = run.wait(timeout=180)
     assert final.state.value == "SUCCEEDED" and final.exit_code == 0
     assert run.status().state is cloudtrain.State.SUCCEEDED
-    assert len(probes(run.logs())) == 2
+    assert len(probes("".join(run.logs()))) == 2
     assert cloudtrain.attach(run.handle).status().state.value == "SUCCEEDED"
     assert run.cancel().state.value == "SUCCEEDED"  # cancel after the end changes nothing
     assert any(j.handle == run.handle for j in cloudtrain.list_jobs("local"))

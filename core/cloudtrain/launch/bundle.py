@@ -25,6 +25,10 @@ fi
 exec "$@"
 """
 
+# Modules of cloudtrain outside ``cloudtrain.launch`` that the launcher (or a platform's node
+# module) imports: standard library only as well.
+SHARED = ("cloudtrain.exitcodes",)
+
 
 def _sources(module: str) -> List[tuple]:
     """(file, path under the bundle) for ``module`` and every package above it."""
@@ -42,11 +46,12 @@ def _sources(module: str) -> List[tuple]:
 
 
 def write_bundle(dest, platforms: Iterable = ()) -> Path:
-    """Copy ``cloudtrain.launch`` (with the generic platform) and the modules of ``platforms``
-    (``Platform`` objects, or ``module:function`` detector targets) under ``dest``; add
-    ``entry.sh``."""
+    """Copy ``cloudtrain.launch`` (with the generic platform), the ``SHARED`` modules it imports
+    and the modules of ``platforms`` (``Platform`` objects, or ``module:function`` detector
+    targets) under ``dest``; add ``entry.sh``."""
     dest = Path(dest)
     modules = ["cloudtrain.launch." + p.stem for p in sorted(Path(__file__).parent.glob("*.py")) if p.stem != "__init__"]
+    modules += SHARED
     for platform in platforms:
         modules += [platform.partition(":")[0]] if isinstance(platform, str) else list(platform.modules)
     for module in modules:

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import List, Optional
 
+from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
 from . import detectors, liveness, netif, plans, sshd
 from .parent import die_with_parent
 from .topology import Topology
@@ -151,7 +152,7 @@ class _Children:
 
     def _on_signal(self, signum, frame):
         self.stop_all()
-        raise SystemExit(128 + signum)
+        raise SystemExit(killed_by(signum))
 
     def start(self, argv, env) -> subprocess.Popen:
         proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent())
@@ -238,16 +239,16 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
         topology.output_dir = topology.output_dir or environ.get("CLOUDTRAIN_OUTPUT_DIR") or None
         if args.show_topology:
             print(topology.to_json())
-            return 0
+            return EXIT_OK
         settings = settings_for(args, topology, environ)
         plan = plans.plan(topology, settings, environ)
     except (ValueError, OSError, detectors.DetectionError) as exc:
         print("cloudtrain launch: %s" % exc, file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     env = plans.final_environment(plan.env, topology, settings, environ)
     if args.print_only:
         print(plan.shell_line(topology))
-        return 0
+        return EXIT_OK
     if args.sshd:
         sshd.start_sshd()
     os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
@@ -258,19 +259,19 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
         wait_ports(plan.wait_ports, PEER_TIMEOUT)
     except RuntimeError as exc:
         print("cloudtrain launch: %s; are the other nodes' ssh servers running?" % exc, file=sys.stderr)
-        return 1
+        return EXIT_JOB_FAILED
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)
         except FileNotFoundError:
             print("cloudtrain launch: %s: command not found; install it in the image or fix the "
                   "job's command" % plan.argv[0], file=sys.stderr)
-            return 127
+            return EXIT_COMMAND_NOT_FOUND
     try:
         return run(plan, topology, env)
     except (RuntimeError, TimeoutError) as exc:
         print("cloudtrain launch: %s" % exc, file=sys.stderr)
-        return 1
+        return EXIT_JOB_FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Dict, List, Mapping, Optional
 
+from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND
+
 SOURCES = {
     "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"),
     "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
@@ -39,14 +41,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv = argv[1:]
     if not argv:
         print("usage: python -m cloudtrain.launch.mpirank -- COMMAND ...", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     env = dict(os.environ)
     env.update(rank_environment(env))
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:
         print("cloudtrain launch: %s: command not found on this node" % argv[0], file=sys.stderr)
-        return 127
+        return EXIT_COMMAND_NOT_FOUND
 
 
 if __name__ == "__main__":  # pragma: no cover

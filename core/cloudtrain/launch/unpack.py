@@ -13,6 +13,8 @@ import sys
 import tarfile
 from typing import List, Optional
 
+from ..exitcodes import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
+
 
 class UnsafeArchive(ValueError):
     pass
@@ -50,15 +52,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not 1 <= len(args) <= 2:
         print("usage: python3 -m cloudtrain.launch.unpack ARCHIVE [DEST]", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     try:
         count = unpack(*args)
     except (OSError, tarfile.TarError, UnsafeArchive) as exc:
         print(f"cloudtrain: cannot unpack the code archive {args[0]}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_JOB_FAILED
     print(f"cloudtrain: unpacked {count} code files into {os.path.abspath(args[1] if len(args) > 1 else '.')}",
           file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

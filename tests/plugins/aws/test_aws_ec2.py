@@ -253,7 +253,7 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     aws.finish_command(command_of(nodes[1]), nodes[1]["InstanceId"], "Success", "rank 1/2\n")
     final = run.wait(timeout=10)
     assert final.state is State.SUCCEEDED and final.exit_code == 0
-    assert run.logs().splitlines() == ["[node0] rank 0/2", "[node0] test_accuracy 0.95", "[node1] rank 1/2"]
+    assert "".join(run.logs()).splitlines() == ["[node0] rank 0/2", "[node0] test_accuracy 0.95", "[node1] rank 1/2"]
     assert [s.handle for s in provider(aws).list()] == [run.handle]
     with pytest.raises(BadInput, match=f"{name} has no storage.output: its nodes kept their output in"):
         provider(aws).outputs(run.id, Path("unused"))

@@ -27,7 +27,8 @@ def aws():
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CLOUDTRAIN_", "PET_", "SM_", "AWS_")) and k not in ("RANK", "WORLD_SIZE")}
-    env.update(PATH=VENV_PATH, PYTHONPATH=str(Path(plugins.__file__).resolve().parents[2] / "plugins"))
+    root = Path(plugins.__file__).resolve().parents[2]  # this checkout's core and plugins, not the venv's
+    env.update(PATH=VENV_PATH, PYTHONPATH=os.pathsep.join(str(root / d) for d in ("core", "plugins")))
     env.update(extra)
     return env
 

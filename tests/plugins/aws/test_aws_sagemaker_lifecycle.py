@@ -118,17 +118,17 @@ def test_failures_are_failed_with_the_reason(aws, status, secondary, failure, st
 def test_logs_read_one_stream_per_host_and_follow_until_the_end(aws):
     run = provider(aws).submit(digits())
     name = only_job(aws)
-    assert list(run.stream_logs(follow=False)) == []  # no log group yet: no lines, no error
+    assert list(run.logs(follow=False)) == []  # no log group yet: no lines, no error
     aws.set_training(name, "InProgress", "Training")
     aws.emit_logs(name, "algo-1", ["rank 0/4 local_rank 0 on node 0", "epoch 1/10 loss 1.2"])
     aws.emit_logs(name, "algo-2", ["rank 2/4 local_rank 0 on node 1"])
-    lines = run.logs().splitlines()  # oldest first; each host's lines in their order
+    lines = "".join(run.logs()).splitlines()  # oldest first; each host's lines in their order
     assert [x for x in lines if x.startswith("[algo-1] ")] == ["[algo-1] rank 0/4 local_rank 0 on node 0",
                                                              "[algo-1] epoch 1/10 loss 1.2"]
     assert [x for x in lines if x.startswith("[algo-2] ")] == ["[algo-2] rank 2/4 local_rank 0 on node 1"]
     assert len(lines) == 3
     seen = []
-    follower = threading.Thread(target=lambda: seen.extend(run.stream_logs(follow=True)))
+    follower = threading.Thread(target=lambda: seen.extend(run.logs(follow=True)))
     follower.start()
     time.sleep(0.2)
     aws.emit_logs(name, "algo-1", ["test_accuracy 0.9611"])
@@ -260,6 +260,33 @@ def test_cli_submit_follows_to_the_end_and_the_other_commands_work(aws, tmp_path
     assert handle in run_cli("list", "-p", "sagemaker", env=aws.env(), check=0).stdout
     assert "SUCCEEDED" in run_cli("cancel", handle, env=aws.env(), check=0).stdout
     assert run_cli("status", "sagemaker://us-east-1/nope-0123456789ab", env=aws.env()).returncode == 2
+
+
+def test_cli_stage_uploads_the_code_once_and_submit_then_finds_it(aws):
+    job = EXAMPLES / "digits-ddp" / "job.yaml"
+    sets = [f"--set={k}={v}" for k, v in SETS.items()]
+    proc = run_cli("stage", "-p", "sagemaker", job, *sets, env=aws.env(), check=0)
+    (url,) = proc.stdout.splitlines()
+    assert url.startswith(f"s3://{BUCKET}/runs/cloudtrain-code/") and url.endswith("/code.tar.gz")
+    data = aws.client("s3").get_object(Bucket=BUCKET, Key=url[len(f"s3://{BUCKET}/"):])["Body"].read()
+    assert hashlib.sha256(data).hexdigest() == url.split("/")[-2]  # content-addressed
+    assert aws.count("S3.PUT") == 1 and aws.count("CreateTrainingJob") == 0  # no job was sent
+    # a second stage (another process: nothing remembered) finds the object and uploads nothing
+    assert run_cli("stage", "-p", "sagemaker", job, *sets, env=aws.env(), check=0).stdout == proc.stdout
+    assert aws.count("S3.PUT") == 1
+    # the Python API says the same, and a submit of the same code sends no second copy
+    assert cloudtrain.stage(digits(), provider(aws)) == [url]
+    provider(aws).submit(digits())
+    assert aws.count("S3.PUT") == 1 and aws.count("CreateTrainingJob") == 1
+    request = sent(aws)[0]
+    assert request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == url
+
+
+def test_cli_stage_checks_offline_first_and_sends_nothing_on_bad_input(aws):
+    job = EXAMPLES / "digits-ddp" / "job.yaml"
+    proc = run_cli("stage", "-p", "sagemaker", job, f"--set=providers.sagemaker.role_arn={ROLE}", env=aws.env())
+    assert proc.returncode == 2 and "providers.sagemaker.output_s3: is not set" in proc.stderr, proc.stderr
+    assert sum(aws.calls.values()) == 0
 
 
 def test_cli_exit_code_follows_a_failed_job(aws):

@@ -130,7 +130,7 @@ def test_submit_status_logs_cancel_list(tmp_path, cloud, home):
     assert run.status().state is State.PENDING
     kube.start_pods("ml", "ekjob")
     kube.log("ml", "ekjob-master-0", "loss 0.1")
-    assert run.logs() == "[node0] loss 0.1\n"
+    assert list(run.logs()) == ["[node0] loss 0.1\n"]
     assert [s.handle for s in provider.list()] == ["eks://ml/ekjob"]
     assert run.cancel().state is State.CANCELLED
     assert len(described) == 1                                   # one client per cluster, reused
@@ -180,7 +180,7 @@ def test_api_trainer_submits_a_trainjob_with_efa_and_follows_it(tmp_path, cloud,
     assert (run.status().state, run.status().message) == (State.PENDING, "queued (Kueue LocalQueue team-q)")
     pods = kube.start_pods("ml", "ekjob")
     kube.log("ml", pods[1], "node 1 loss 0.2")
-    assert run.logs() == "[node1] node 1 loss 0.2\n"
+    assert list(run.logs()) == ["[node1] node 1 loss 0.2\n"]
     kube.finish("ml", "ekjob", "Complete")
     assert run.status().state is State.SUCCEEDED
 

@@ -179,12 +179,13 @@ def test_logs_follow_until_the_job_ends(fake, provider, tmp_path):
         ("Running", {log0: "epoch 2\ntest_acc"}),          # a line still being written
         ("Completed", {log0: "uracy 0.95\n"}),
     ]
-    lines = list(run.stream_logs(follow=True))
+    lines = list(run.logs(follow=True))
     assert lines == ["[std_log_process_0] epoch 1\n", "[std_log_process_1] node 1 up\n",
                      "[std_log_process_0] epoch 2\n", "[std_log_process_0] test_accuracy 0.95\n"]
     assert run.status().state is State.SUCCEEDED
     # without -f: what is there now, once; system logs are not user output
-    assert run.logs().count("test_accuracy 0.95") == 1 and "system log line" not in run.logs()
+    text = "".join(run.logs())
+    assert text.count("test_accuracy 0.95") == 1 and "system log line" not in text
     discovery = fake.calls("fakeregion.api.azureml.ms", "GET", "/discovery")
     assert discovery and discovery[0]["auth"] is None
 

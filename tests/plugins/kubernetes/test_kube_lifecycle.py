@@ -115,7 +115,7 @@ def test_logs_per_node_in_node_order(tmp_path, kube, monkeypatch, home):
     kube.start_pods("team-a", "kjob")
     kube.log("team-a", "kjob-worker-0", "worker says hi")
     kube.log("team-a", "kjob-master-0", "master says hi", "epoch 1")
-    assert run.logs().splitlines() == ["[node0] master says hi", "[node0] epoch 1", "[node1] worker says hi"]
+    assert "".join(run.logs()).splitlines() == ["[node0] master says hi", "[node0] epoch 1", "[node1] worker says hi"]
 
 
 def test_logs_follow_streams_until_the_job_ends(tmp_path, kube, monkeypatch, home):
@@ -132,7 +132,7 @@ def test_logs_follow_streams_until_the_job_ends(tmp_path, kube, monkeypatch, hom
         kube.finish("team-a", "kjob", "Succeeded")
 
     threading.Thread(target=later, daemon=True).start()
-    got = list(run.stream_logs(follow=True))
+    got = [line.rstrip("\n") for line in run.logs(follow=True)]
     assert got.index("[node0] step 1") < got.index("[node0] step 2")      # each node's lines in order
     assert sorted(got) == sorted(set(got)) and set(got) == {"[node0] step 1", "[node0] step 2", "[node1] worker done"}
     assert run.status().state is State.SUCCEEDED
@@ -202,7 +202,7 @@ def test_volcano_lifecycle(tmp_path, kube, monkeypatch, home):
     pods = kube.start_pods("team-a", "kjob")
     assert pods == ["kjob-launcher-0", "kjob-worker-0", "kjob-worker-1"]
     kube.log("team-a", "kjob-launcher-0", "allreduce ok")
-    assert run.logs().splitlines() == ["[node0] allreduce ok"]
+    assert "".join(run.logs()).splitlines() == ["[node0] allreduce ok"]
     kube.finish("team-a", "kjob", "Aborted", exit_codes={"kjob-worker-1": 1})
     status = run.status()
     assert (status.state, status.raw_state, status.exit_code) == (State.FAILED, "Aborted", 1)

@@ -7,6 +7,7 @@ import pytest
 
 from cloudtrain.loading import job_from_dict
 from cloudtrain_kubernetes import manifests as m
+from conftest import EXAMPLES
 # the validators live in tests/support (other plugins' tests use them too); `validate` stays
 # importable from here for tests that load this module by path
 from crd_schemas import K8sValidator, crd_validators, validate  # noqa: F401
@@ -20,7 +21,8 @@ def make_job(type_="ddp", nodes=3, **extra):
     dist = {"type": type_, "nodes": nodes}
     dist.update(extra.pop("distribution", {}))
     data = {"name": "digits", "command": "python train.py --epochs 5", "image": "pytorch/pytorch:2.4.0",
-            "env": {"OMP_NUM_THREADS": "1"}, "distribution": dist}
+            "env": {"OMP_NUM_THREADS": "1"}, "distribution": dist,
+            "code": str(EXAMPLES / "digits-ddp")}  # not `.`: the repository pytest runs in
     data.update(extra)
     return job_from_dict(data)
 

@@ -78,7 +78,7 @@ def test_logs_from_the_jobset_pods_in_node_order(tmp_path, kube, monkeypatch, ho
     kube.log("team-a", pods[2], "node 2 up")
     kube.log("team-a", pods[0], "node 0 up")
     kube.log("team-a", pods[1], "node 1 up")
-    assert run.logs().splitlines() == ["[node0] node 0 up", "[node1] node 1 up", "[node2] node 2 up"]
+    assert "".join(run.logs()).splitlines() == ["[node0] node 0 up", "[node1] node 1 up", "[node2] node 2 up"]
     selectors = [path for method, path in kube.calls if method == "GET" and "/pods?" in path]
     assert unquote(selectors[-1]).endswith("?labelSelector=jobset.sigs.k8s.io/jobset-name=kjob,"
                                            "jobset.sigs.k8s.io/replicatedjob-name in (launcher, node)")
@@ -90,7 +90,7 @@ def test_an_mpi_runtime_lists_its_launcher_first(tmp_path, kube, monkeypatch, ho
     assert kube.find("trainjobs", "team-a", "kjob")["spec"]["runtimeRef"]["name"] == "mpi-openmpi"
     kube.log("team-a", pods[0], "launcher: mpirun")
     kube.log("team-a", pods[1], "node 0-0 sshd")
-    assert run.logs().splitlines() == ["[node0] launcher: mpirun", "[node1] node 0-0 sshd"]
+    assert "".join(run.logs()).splitlines() == ["[node0] launcher: mpirun", "[node1] node 0-0 sshd"]
     assert [n.rsplit("-", 1)[0] for n in pods] == ["kjob-launcher-0-0", "kjob-node-0-0", "kjob-node-0-1"]
 
 

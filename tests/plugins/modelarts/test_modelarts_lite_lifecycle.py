@@ -72,7 +72,7 @@ def test_lifecycle_with_a_kubeconfig(tmp_path, kube, monkeypatch, home):
     status = run.status()
     assert (status.state, status.nodes) == (State.RUNNING, 3)
     kube.log("train", "npu-ddp-worker-1", "rank 0/3 on node 0", "test_accuracy 0.97")
-    assert "[node1] test_accuracy 0.97" in list(run.provider.logs(run.id))
+    assert "[node1] test_accuracy 0.97\n" in list(run.provider.logs(run.id))
     kube.finish("train", "npu-ddp", "Completed")
     assert run.status().state is State.SUCCEEDED
     monkeypatch.setenv("KUBECONFIG", kube.config_path)  # list looks at the current context

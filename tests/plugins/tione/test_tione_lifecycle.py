@@ -141,8 +141,8 @@ def test_logs_are_paged_with_the_context_cursor(fake):
     p = provider(fake)
     p.page_limit = 2
     lines = list(p.logs(f"ap-shanghai/{task}"))
-    assert lines == ["[launcher] line 0", "[worker-0] line 1", "[launcher] line 2", "[worker-0] line 3",
-                     "[launcher] line 4"]
+    assert lines == ["[launcher] line 0\n", "[worker-0] line 1\n", "[launcher] line 2\n", "[worker-0] line 3\n",
+                     "[launcher] line 4\n"]
     calls = fake.bodies("DescribeLogs")
     assert {c["ServiceId"] for c in calls} == {f"{task}-1"}  # the task's LatestInstanceId
     assert all(c["Service"] == "TRAIN" and c["Limit"] == 2 and c["StartTime"] == "2025-11-20T08:00:30Z" for c in calls)
@@ -158,8 +158,8 @@ def test_logs_follow_until_the_task_ends(fake):
     fake.add_log(task, 0, "NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IBext/0/GDRDMA",
                  when="SUCCEED", seconds=21)
     lines = list(provider(fake).logs(f"ap-shanghai/{task}", follow=True))
-    assert lines == ["[launcher] booting", "[worker-0] epoch 1", "[launcher] epoch 2",
-                     "[launcher] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IBext/0/GDRDMA"]
+    assert lines == ["[launcher] booting\n", "[worker-0] epoch 1\n", "[launcher] epoch 2\n",
+                     "[launcher] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IBext/0/GDRDMA\n"]
     # each line once, though the follower asked again from the last timestamp it had seen
     assert len(fake.bodies("DescribeLogs")) > 4
 
@@ -177,7 +177,7 @@ def test_submitting_process_masks_the_secrets_in_logs(fake, tmp_path, monkeypatc
     task = run.id.split("/")[1]
     fake.tasks[task]["script"] = ["RUNNING", "SUCCEED"]
     fake.add_log(task, 0, "token is tok-leaky-value-99")
-    assert list(p.logs(run.id)) == ["[launcher] token is ***"]
+    assert list(p.logs(run.id)) == ["[launcher] token is ***\n"]
 
 
 def test_cancel_is_idempotent(fake):
