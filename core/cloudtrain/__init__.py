@@ -7,7 +7,7 @@ cloudtrain.launch`` (standard library only, Python >= 3.8) does not pull pydanti
     job = cloudtrain.load_job("job.yaml", overrides={"distribution.nodes": 4}, provider="azure")
     print(cloudtrain.render(job, provider="azure").to_yaml())   # with azure's settings (config.yaml)
     run = cloudtrain.submit(job, provider="local")
-    run.wait(); print(run.status(), "".join(run.logs()))
+    run.wait(); print(run.status(), run.logs())
 """
 from __future__ import annotations
 

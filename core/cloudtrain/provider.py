@@ -403,6 +403,14 @@ class Provider(abc.ABC):
         return env
 
 
+class LogLines(list):
+    """A job's lines so far (each ending with ``"\n"``, as ``Provider.logs`` yields them); its
+    ``str`` is the text, so ``print(run.logs())`` prints the log."""
+
+    def __str__(self) -> str:
+        return "".join(self)
+
+
 class Run:
     """A submitted job, as the Python API hands it out."""
 
@@ -416,10 +424,12 @@ class Run:
     def status(self) -> JobStatus:
         return self.provider.status(self.id)
 
-    def logs(self, follow: bool = False) -> Iterator[str]:
-        """``Provider.logs`` of this job: its lines so far, each ending with ``"\n"``
-        (``"".join(run.logs())`` is the text); ``follow``: then every new line until it ends."""
-        return self.provider.logs(self.id, follow=follow)
+    def logs(self, follow: bool = False):
+        """``Provider.logs`` of this job, the same lines: those so far as ``LogLines`` (a list
+        whose ``str`` is the text: ``print(run.logs())``); ``follow``: an iterator that goes on
+        with every new line until the job ends."""
+        lines = self.provider.logs(self.id, follow=follow)
+        return lines if follow else LogLines(lines)
 
     def wait(self, timeout: Optional[float] = None, on_status=None, poll: Optional[float] = None) -> JobStatus:
         return self.provider.wait(self.id, timeout=timeout, on_status=on_status, poll=poll)

@@ -45,4 +45,4 @@ def test_run_logs_and_provider_logs_yield_the_same_lines_for_a_local_job(tmp_pat
     assert lines == list(cloudtrain.attach(run.handle).logs())
     assert "[node0/rank0] first\n" in lines and "[node0/rank0] second\n" in lines
     assert all(line.endswith("\n") and line.count("\n") == 1 for line in lines)
-    assert run_cli("logs", run.handle, check=0).stdout == "".join(lines)
+    assert run_cli("logs", run.handle, check=0).stdout == "".join(lines) == str(run.logs())  # print(run.logs())

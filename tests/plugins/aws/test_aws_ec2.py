@@ -288,7 +288,7 @@ def test_logs_of_a_job_with_two_commands_read_only_its_streams_of_the_log_group(
         aws.emit_logs("", "", [f"rank {index}"], group="/cloudtrain/ec2", stream=stream)
     aws.emit_logs("", "", ["another job's line"], group="/cloudtrain/ec2",
                   stream="0123abcd-other-command/i-0123456789abcdef0/aws-runShellScript/stdout")
-    assert sorted(run.logs().splitlines()) == ["[node0] rank 0", "[node50] rank 50"]
+    assert sorted(str(run.logs()).splitlines()) == ["[node0] rank 0", "[node50] rank 50"]
 
 
 def test_a_failed_node_fails_the_job(aws):
