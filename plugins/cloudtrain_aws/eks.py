@@ -102,8 +102,12 @@ class EksProvider(KubeflowProvider):
     def artifacts(self, job: JobSpec, options: EksOptions) -> List[Artifact]:
         if options.api != "trainer":
             return super().artifacts(job, options)
-        objects = trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
-        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+        mopts = self.manifest_options(job, options)
+        return self.manifest_artifacts(trainjob.build_trainjob(job, mopts, trainer_runtime(self, job, options)), mopts)
+
+    def code_store_settings(self, options: EksOptions) -> Dict[str, Any]:
+        """S3 in the cluster's region (boto3's default chain gives the credentials)."""
+        return {**super().code_store_settings(options), "region": options.region or self._session().region_name}
 
     def target(self, options: EksOptions) -> Dict[str, Any]:
         if not options.cluster:

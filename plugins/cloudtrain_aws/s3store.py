@@ -15,6 +15,7 @@ from .common import hint_for
 
 class S3Store(ObjectStore):
     scheme = "s3"
+    sdk_modules = ("boto3",)
 
     def __init__(self, client: Any = None, region: Optional[str] = None, endpoint_url: Optional[str] = None):
         """``client``: a boto3 S3 client (tests, an AWS provider's own); else one from boto3's

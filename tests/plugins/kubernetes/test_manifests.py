@@ -6,6 +6,7 @@ import re
 import pytest
 
 from cloudtrain.loading import job_from_dict
+from conftest import EXAMPLES
 from cloudtrain_kubernetes import manifests as m
 # the validators live in tests/support (other plugins' tests use them too); `validate` stays
 # importable from here for tests that load this module by path
@@ -19,8 +20,10 @@ TYPES = ["ddp", "mpi", "horovod", "deepspeed", "ps-worker", "ray", "none"]
 def make_job(type_="ddp", nodes=3, **extra):
     dist = {"type": type_, "nodes": nodes}
     dist.update(extra.pop("distribution", {}))
+    # the digits example as the code (not `.`, the directory pytest runs in: the whole repository,
+    # whose archive would not fit a ConfigMap)
     data = {"name": "digits", "command": "python train.py --epochs 5", "image": "pytorch/pytorch:2.4.0",
-            "env": {"OMP_NUM_THREADS": "1"}, "distribution": dist}
+            "env": {"OMP_NUM_THREADS": "1"}, "distribution": dist, "code": str(EXAMPLES / "digits-ddp")}
     data.update(extra)
     return job_from_dict(data)
 

@@ -10,7 +10,7 @@ import yaml
 from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
-from conftest import run_cli, write_job
+from conftest import EXAMPLES, run_cli, write_job
 from crd_schemas import validate as validate_object  # the upstream CRDs, strict (tests/data/crds)
 
 SECRET = "s3cr3t-lite-never-rendered-0915"
@@ -111,6 +111,7 @@ def seed_render(tmp_path_factory):
 
 def render(job_text=NPU_JOB, options=None, **extra):
     data = yaml.safe_load(job_text)
+    data.setdefault("code", str(EXAMPLES / "digits-ddp"))  # not `.` (pytest's directory: the whole repository)
     data.update(extra)
     if options is not None:
         data["providers"] = {"modelarts-lite": options}
