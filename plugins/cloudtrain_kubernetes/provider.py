@@ -55,7 +55,7 @@ class PodOptions(BaseModel):
 
     namespace: str = Field("default", description="namespace of the job and its objects")
     name: Optional[str] = Field(None, description="object name (default: the job's name, shortened to fit pod names)")
-    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it needs Python >= 3.8 (the code is shipped in a ConfigMap unless the job says code: null)")
+    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it needs Python >= 3.8 (the code is shipped in a ConfigMap or through code_store unless the job says code: null)")
     image_pull_policy: Optional[str] = Field(None, pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
     image_pull_secrets: List[str] = Field(default_factory=list, description="names of docker-registry Secrets in the namespace")
     service_account: Optional[str] = Field(None, description="serviceAccountName of the pods")
@@ -78,7 +78,7 @@ class PodOptions(BaseModel):
     code_store: Optional[str] = Field(None, description="object store for code too large for a ConfigMap (over 900 KiB packed), as SCHEME://BUCKET/PREFIX: s3:// (eks; kubeflow, kubeflow-trainer and volcano: any S3-compatible store, see code_store_endpoint), obs:// (modelarts-lite); submit uploads the archive to PREFIX/cloudtrain-code/<sha256>.tar.gz and the pods fetch it through a time-limited URL")
     code_store_endpoint: Optional[str] = Field(None, pattern=r"^https?://[^/\s]+/?$", description="endpoint of an S3-compatible code_store (MinIO, Ceph), e.g. http://minio.example:9000 (default: the store's own: AWS S3, OBS)")
     code_shipping: Literal["auto", "configmap", "store"] = Field("auto", description="how the code reaches the pods: auto (a ConfigMap when the archive fits, else code_store), configmap, or store (always code_store)")
-    code_url_expires: OptionalDuration = Field(7 * 24 * 3600, ge=60, le=7 * 24 * 3600, description="how long the pods' URL of a stored code archive works: 90s, 30m, 8h, 2d (at most 7d, S3's limit for a presigned URL); cover the time the job may wait in a queue, and restarts")
+    code_url_expires: OptionalDuration = Field("7d", validate_default=True, ge=60, le=7 * 24 * 3600, description="how long the pods' URL of a stored code archive works: 90s, 30m, 8h, 2d (at most 7d, S3's limit for a presigned URL); cover the time the job may wait in a queue, and restarts")
 
 
 class KubeOptions(PodOptions):

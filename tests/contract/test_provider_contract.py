@@ -17,6 +17,7 @@ from cloudtrain.errors import JobFileError
 from cloudtrain.launch import detectors
 from cloudtrain.loading import job_from_dict
 from cloudtrain.provider import Cluster, Provider, State
+from conftest import EXAMPLES
 from platform_cases import SEMANTICS, cases_for
 
 PROVIDERS = sorted(plugins.providers())
@@ -29,6 +30,9 @@ def job_for(provider: str, **extra):
         "name": "contract-job", "command": "python train.py --epochs 1", "image": "example/train:1",
         "distribution": {"type": "ddp", "nodes": 3, "procs_per_node": 2},
         "env": {"OMP_NUM_THREADS": "1"}, "secrets": {"API_TOKEN": {"from_env": "CT_CONTRACT_SECRET"}},
+        # the digits example, not `.` (pytest's directory: the whole repository, which would not
+        # fit the Kubernetes providers' ConfigMap)
+        "code": str(EXAMPLES / "digits-ddp"),
     }
     data.update(extra)
     return job_from_dict(data)
