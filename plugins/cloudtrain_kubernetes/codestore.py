@@ -124,9 +124,11 @@ def ship(provider: "KubernetesProvider", rendered: Rendered, store=None) -> List
     """Upload the archive where the render said (once: content-addressed); the URL as a list."""
     target = stored_url(rendered)
     if target is None:
-        raise BadInput(f"{provider.name} sends this job's code inside its request (the code ConfigMap); there is "
-                       f"nothing to stage: set providers.{provider.name}.code_shipping: store (with code_store) to "
-                       "upload it to an object store instead")
+        where = "reads it from the image (code: null)" if rendered.job.code is None else \
+            "sends it inside its request (the code ConfigMap)"
+        raise BadInput(f"{provider.name} {where} for this job; there is nothing to stage: set "
+                       f"providers.{provider.name}.code_shipping: store (with code_store) to upload the code to an "
+                       "object store instead")
     from cloudtrain import shipping
     from cloudtrain.objectstore import ObjectUrl, upload_once
     url = ObjectUrl.parse(target)

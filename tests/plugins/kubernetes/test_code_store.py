@@ -125,6 +125,7 @@ def test_too_large_without_a_store_names_code_store_offline(tmp_path):
     ({"code_shipping": "store"}, "providers.kubeflow.code_shipping", ["is store", "providers.kubeflow.code_store"]),
     ({"code_store": "gs://bucket/code"}, "providers.kubeflow.code_store", ["gs://", "s3://"]),
     ({"code_store": "bucket-without-scheme"}, "providers.kubeflow.code_store", ["SCHEME://BUCKET/PREFIX"]),
+    ({"code_store": STORE, "code_url_expires": "8d"}, "providers.kubeflow.code_url_expires", ["604800"]),
 ])
 def test_bad_code_store_settings_are_exit_2_at_their_line(tmp_path, options, field, words):
     big_code(tmp_path)
