@@ -153,12 +153,29 @@ def fresh_process() -> None:
     objectstore.forget_uploads()
 
 
+def obs_paths(stack: ExitStack, code: Path) -> List[tuple]:
+    from obs_double import AK, SK, ObsDouble
+    from cloudtrain_modelarts.obsstore import ObsStore
+    from cloudtrain.plugins import get_provider
+    obs = stack.enter_context(ObsDouble())
+    obs.create_bucket("team-obs")
+    os.environ.update({"HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK,
+                       "HUAWEICLOUD_SDK_REGION_OBS_CN_NORTH_4": obs.endpoint})
+    provider = get_provider("modelarts")
+    job = job_from_dict({"name": "ship", "code": str(code), "command": "python train.py", "image": "img:1",
+                         "providers": {"modelarts": {"region": "cn-north-4", "flavor_id": "modelarts.vm.cpu.8u",
+                                                     "code_store": "obs://team-obs/ship"}}})
+    store = ObsStore(region="cn-north-4")
+    alt = lambda: per_file(store, ObjectUrl.parse("obs://team-obs/alt"), code)  # noqa: E731
+    return [("modelarts → OBS (esdk-obs-python)", lambda: provider.ship_code(provider.render(job)), alt)]
+
+
 def _base_ship_code():
     from cloudtrain.provider import Provider
     return Provider.ship_code
 
 
-PATHS: Dict[str, Callable] = {"s3": s3_paths, "cos": cos_paths}
+PATHS: Dict[str, Callable] = {"s3": s3_paths, "cos": cos_paths, "obs": obs_paths}
 
 
 def inline(code: Path) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import importlib
+import importlib.util
 import sys
 import threading
 from dataclasses import dataclass
@@ -61,9 +62,14 @@ Progress = Callable[[int], None]  # called with the bytes moved since the last c
 
 class ObjectStore(abc.ABC):
     """One object store, reached through its SDK.  A plugin implements these four (plus
-    ``presign`` where the store can make a time-limited URL); the SDK is imported inside them."""
+    ``presign`` where the store can make a time-limited URL); the SDK is imported inside them.
+    Constructors take keyword arguments ``client`` (an SDK client: tests, a provider's own),
+    ``region`` and ``endpoint`` (an S3-compatible or private endpoint), all optional."""
 
     scheme: ClassVar[str] = ""
+    # The SDK modules the store imports when used; ``usable_store_class`` checks that they are
+    # installed without importing them (validate and render import no SDK).
+    sdk_modules: ClassVar[Tuple[str, ...]] = ()
 
     @property
     def where(self) -> str:
@@ -130,8 +136,27 @@ def store_class(scheme: str) -> type:
     return getattr(importlib.import_module(module), attr)
 
 
+def _installed(module: str) -> bool:
+    if module in sys.modules:
+        return sys.modules[module] is not None  # None: an import of it failed, or was blocked
+    return importlib.util.find_spec(module) is not None
+
+
+def usable_store_class(scheme: str) -> type:
+    """``store_class(scheme)`` whose SDK is installed too (checked offline, nothing imported);
+    bad input with the ``pip install`` that brings the SDK otherwise."""
+    cls = store_class(scheme)
+    missing = [module for module in cls.sdk_modules if not _installed(module)]
+    if missing:
+        extra = INSTALL_HINTS.get(scheme.lower()) or stores()[scheme.lower()][1]
+        raise BadInput(f"{scheme}:// object stores are reached through {missing[0]}, which is not installed; "
+                       f"pip install 'cloudtrain[{extra}]'")
+    return cls
+
+
 def open_store(url: ObjectUrl, **settings) -> ObjectStore:
-    """A store for ``url``'s scheme; ``settings`` go to its constructor (region, endpoint, client)."""
+    """A store for ``url``'s scheme; ``settings`` go to its constructor (``client``, ``region``,
+    ``endpoint``: see ``ObjectStore``)."""
     return store_class(url.scheme)(**settings)
 
 

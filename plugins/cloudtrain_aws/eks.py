@@ -110,6 +110,10 @@ class EksProvider(KubeflowProvider):
             return super().manifests(job, options)
         return trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
 
+    def code_store_settings(self, options: EksOptions) -> Dict[str, Any]:
+        """S3 in the cluster's region (boto3's default chain gives the credentials)."""
+        return {**super().code_store_settings(options), "region": options.region or self._session().region_name}
+
     def target(self, options: EksOptions) -> Dict[str, Any]:
         if not options.cluster:
             raise BadInput("providers.eks.cluster is not set; name the EKS cluster to run on "

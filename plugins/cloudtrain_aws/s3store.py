@@ -1,5 +1,5 @@
 """``s3://`` object stores through boto3: Amazon S3, or any S3-compatible store (MinIO, Ceph,
-OBS's S3 endpoint) named by ``endpoint_url``.  Registered by the aws plugin for every provider
+OBS's S3 endpoint) named by ``endpoint``.  Registered by the aws plugin for every provider
 (``cloudtrain_register_stores``); boto3 is imported when the store is first used."""
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from .common import hint_for
 
 class S3Store(ObjectStore):
     scheme = "s3"
+    sdk_modules = ("boto3",)
 
-    def __init__(self, client: Any = None, region: Optional[str] = None, endpoint_url: Optional[str] = None):
+    def __init__(self, client: Any = None, region: Optional[str] = None, endpoint: Optional[str] = None):
         """``client``: a boto3 S3 client (tests, an AWS provider's own); else one from boto3's
-        default chain for ``region`` and ``endpoint_url``."""
-        self.region, self.endpoint_url = region, endpoint_url
+        default chain for ``region`` and ``endpoint``.  Its time-limited URLs are SigV4 (the
+        signature every S3 region takes; SigV2 is refused by the newer ones), valid up to 7 days."""
+        self.region, self.endpoint = region, endpoint
         self._client = client
 
     @property
@@ -31,11 +33,12 @@ class S3Store(ObjectStore):
     def client(self):
         if self._client is None:
             import boto3
+            from botocore.config import Config
             from .common import AwsProvider, aws_credentials
             session = boto3.session.Session()
             aws_credentials(session)  # MissingCredentials, naming where boto3 looked
-            self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint_url,
-                                          config=AwsProvider.retry_config())
+            config = AwsProvider.retry_config().merge(Config(signature_version="s3v4"))
+            self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint, config=config)
         return self._client
 
     @contextmanager

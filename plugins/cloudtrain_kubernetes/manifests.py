@@ -28,8 +28,19 @@ Shipping the code: a second ConfigMap
     the archive's size and digest in place of its bytes (``CodePayload.placeholder``); the provider
     puts the bytes in at submit, as it does the secrets' values.  Kubernetes caps a ConfigMap's
     ``data`` + ``binaryData`` at 1 MiB (``MaxSecretSize``, checked by ``ValidateConfigMap``), so an
-    archive above ``INLINE_CODE_LIMIT`` (900 KiB packed) is refused at render with the way out.
+    archive above ``INLINE_CODE_LIMIT`` (900 KiB packed) goes through an object store instead.
     ``code: null``: no ConfigMap, no unpack (the image holds the code).
+
+Shipping larger code: an object store and a time-limited URL in a Secret
+    With ``providers.<p>.code_store`` the provider uploads the archive, content-addressed
+    (``<prefix>/cloudtrain-code/<sha256>.tar.gz``), at submit and makes a time-limited GET URL
+    for it (``CodePayload.url`` says where; the render shows the ``<scheme>/PutObject``).  The
+    URL travels in the Secret ``<name>-code-url`` (key ``url``, ``***`` in the render), mounted
+    read-only at ``/opt/cloudtrain-code-url``: a file, not an environment variable, so the
+    training processes never see it.  The node shell runs ``python3 -m cloudtrain.launch.unpack
+    --url-file /opt/cloudtrain-code-url/url --sha256 <digest>``, which fetches the archive with
+    the standard library, checks its sha256 against the one in the pod spec, and unpacks it.  No
+    credential reaches the pod: the URL reads that one object until it expires.
 
 Storage
     ``storage.inputs`` / ``storage.output`` as ``pvc://CLAIM[/PATH]``: each claim is one
@@ -84,6 +95,9 @@ LAUNCHER_VOLUME = "cloudtrain-launcher"
 CODE_DIR = "/opt/cloudtrain-code"
 CODE_VOLUME = "cloudtrain-code"
 CODE_KEY = "code.tar.gz"
+CODE_URL_DIR = "/opt/cloudtrain-code-url"
+CODE_URL_VOLUME = "cloudtrain-code-url"
+CODE_URL_KEY = "url"
 # A ConfigMap holds at most 1 MiB of data + binaryData (Kubernetes: "The data stored in a
 # ConfigMap cannot exceed 1 MiB"; core.MaxSecretSize in ValidateConfigMap); 900 KiB packed
 # leaves room for the object's metadata and the apiserver's own overhead.
@@ -121,11 +135,17 @@ SSHD_PORT = 22
 
 @dataclass(frozen=True)
 class CodePayload:
-    """The job's code archive as the code ConfigMap carries it: its sha256 and packed size (the
-    bytes themselves are added at submit, never rendered)."""
+    """The job's code archive: its sha256 and packed size; the code ConfigMap carries it (its
+    bytes added at submit, never rendered), or, with ``url``, the object store holds it there
+    (``scheme://bucket/key``) and the pods fetch it through a time-limited URL."""
 
     sha256: str
     size: int
+    url: Optional[str] = None
+
+    @property
+    def inline(self) -> bool:
+        return self.url is None
 
     @property
     def placeholder(self) -> str:
@@ -272,7 +292,7 @@ def code_configmap_name(job: JobSpec, options: ManifestOptions) -> str:
 
 def code_configmap(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
     """The job's code as ``binaryData`` (its size and digest in the render; the bytes at submit)."""
-    if options.code is None:
+    if options.code is None or not options.code.inline:
         return None
     return stamp({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": code_configmap_name(job, options)},
                   "binaryData": {CODE_KEY: options.code.placeholder}}, job, options)
@@ -292,14 +312,60 @@ def with_code(job: JobSpec, obj: dict) -> dict:
     return {**obj, "binaryData": {**obj["binaryData"], CODE_KEY: base64.b64encode(data).decode("ascii")}}
 
 
+def code_url_secret_name(job: JobSpec, options: ManifestOptions) -> str:
+    return object_name(job, options) + "-code-url"
+
+
+def code_url_secret(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
+    """The Secret that will hold the stored archive's time-limited URL (``***`` in the render)."""
+    if options.code is None or options.code.inline:
+        return None
+    return stamp({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": code_url_secret_name(job, options)},
+                  "stringData": {CODE_URL_KEY: MASK}}, job, options)
+
+
+def code_source(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
+    """The object the pods read the code from: the code ConfigMap, or the code URL's Secret."""
+    return code_configmap(job, options) or code_url_secret(job, options)
+
+
+def is_code_url_secret(obj: dict) -> bool:
+    return obj["kind"] == "Secret" and obj["metadata"]["name"].endswith("-code-url") \
+        and set(obj.get("stringData") or {}) == {CODE_URL_KEY}
+
+
+def with_code_url(obj: dict, url: Optional[str]) -> dict:
+    """``obj`` with the time-limited ``url`` in place of the code URL Secret's ``***``."""
+    if not is_code_url_secret(obj):
+        return obj
+    if not url:
+        raise ValueError("the code URL Secret has no URL: the code was not uploaded")
+    return {**obj, "stringData": {CODE_URL_KEY: url}}
+
+
+def code_volume(job: JobSpec, options: ManifestOptions) -> Optional[Tuple[dict, dict]]:
+    """(pod volume, container mount) of the code's source, None with ``code: null``."""
+    if options.code is None:
+        return None
+    if options.code.inline:
+        return ({"name": CODE_VOLUME, "configMap": {"name": code_configmap_name(job, options), "defaultMode": 0o444}},
+                {"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
+    return ({"name": CODE_URL_VOLUME, "secret": {"secretName": code_url_secret_name(job, options), "defaultMode": 0o444}},
+            {"name": CODE_URL_VOLUME, "mountPath": CODE_URL_DIR, "readOnly": True})
+
+
 def unpack_step(options: ManifestOptions) -> Optional[str]:
-    """The shell step that unpacks the code ConfigMap's archive into the working directory."""
-    return None if options.code is None else unpack_command(options.python)
+    """The shell step that unpacks the shipped code into the working directory (None: none)."""
+    return None if options.code is None else unpack_command(options.python, options.code)
 
 
-def unpack_command(python: str) -> str:
-    """``python -m cloudtrain.launch.unpack /opt/cloudtrain-code/code.tar.gz`` as a shell line."""
-    return " ".join(shlex.quote(a) for a in (python, "-m", "cloudtrain.launch.unpack", f"{CODE_DIR}/{CODE_KEY}"))
+def unpack_command(python: str, code: Optional[CodePayload] = None) -> str:
+    """``python -m cloudtrain.launch.unpack /opt/cloudtrain-code/code.tar.gz`` (the ConfigMap's
+    archive) or ``... --url-file /opt/cloudtrain-code-url/url --sha256 HEX`` (a stored one)."""
+    source = [f"{CODE_DIR}/{CODE_KEY}"] if code is None or code.inline else \
+        ["--url-file", f"{CODE_URL_DIR}/{CODE_URL_KEY}", "--sha256", code.sha256]
+    return " ".join(shlex.quote(a) for a in (python, "-m", "cloudtrain.launch.unpack", *source))
 
 
 def secret_manifest(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
@@ -418,8 +484,9 @@ def container(job: JobSpec, options: ManifestOptions, name: str, command: List[s
     data_mounts, data_env = storage_mounts(job)
     c["env"] = env_list(job, options, {**data_env, **(extra_env or {})}, rdma=rdma_enabled(job, options))
     c["volumeMounts"] += data_mounts
-    if options.code is not None:
-        c["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
+    code = code_volume(job, options)
+    if code is not None:
+        c["volumeMounts"].append(code[1])
     if options.image_pull_policy:
         c["imagePullPolicy"] = options.image_pull_policy
     if options.workdir:
@@ -462,8 +529,9 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
         "items": [{"key": configmap_key(p), "path": p} for p in sorted(bundle)]}}]
     volumes += [{"name": volume, "persistentVolumeClaim": {"claimName": claim}}
                 for claim, volume in claim_volumes(job).items()]
-    if options.code is not None:
-        volumes.append({"name": CODE_VOLUME, "configMap": {"name": code_configmap_name(job, options), "defaultMode": 0o444}})
+    code = code_volume(job, options)
+    if code is not None:
+        volumes.append(code[0])
     if any(m["name"] == SHM_VOLUME for c in containers for m in c.get("volumeMounts", [])):
         volumes.append({"name": SHM_VOLUME, "emptyDir": {
             "medium": "Memory", "sizeLimit": gib_quantity(job.resources.shm_gb or options.shm_gb)}})
@@ -596,7 +664,7 @@ def build_kubeflow(job: JobSpec, options=None, bundle: Optional[Mapping[str, str
     """``[Secret?, ConfigMap, PyTorchJob | MPIJob | TFJob]`` for ``job``."""
     options = ManifestOptions.of(options)
     bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_configmap(job, options),
+    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_source(job, options),
            stamp(kubeflow_job(job, options, bundle), job, options)]
     return [o for o in out if o is not None]
 
@@ -660,6 +728,6 @@ def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]
     """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type)."""
     options = ManifestOptions.of({"provider": "volcano"} if options is None else options)
     bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_configmap(job, options),
+    out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_source(job, options),
            stamp(volcano_job(job, options, bundle), job, options)]
     return [o for o in out if o is not None]

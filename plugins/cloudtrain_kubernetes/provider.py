@@ -35,12 +35,14 @@ from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudtrain.durations import OptionalDuration
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import checkpoint_uri, field_error
 
+from . import codestore
 from . import manifests as m
 from . import podlogs, trainjob
 
@@ -62,7 +64,7 @@ class PodOptions(BaseModel):
 
     namespace: str = Field("default", description="namespace of the job and its objects")
     name: Optional[str] = Field(None, description="object name (default: the job's name, shortened to fit pod names)")
-    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it needs Python >= 3.8 (the code is shipped in a ConfigMap unless the job says code: null)")
+    image: Optional[str] = Field(None, description="image of every pod (default: the job's image); it needs Python >= 3.8 (the code is shipped in a ConfigMap or through code_store unless the job says code: null)")
     image_pull_policy: Optional[str] = Field(None, pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
     image_pull_secrets: List[str] = Field(default_factory=list, description="names of docker-registry Secrets in the namespace")
     service_account: Optional[str] = Field(None, description="serviceAccountName of the pods")
@@ -82,6 +84,10 @@ class PodOptions(BaseModel):
     rdma_env: Optional[Dict[str, str]] = Field(None, description="NCCL/UCX variables with RDMA (default: the preset for rdma_resource)")
     queue: Optional[str] = Field(None, description="queue of the job: Kueue's LocalQueue (label kueue.x-k8s.io/queue-name) on kubeflow, kubeflow-trainer and eks; the Volcano queue (spec.queue) on volcano and modelarts-lite")
     priority_class: Optional[str] = Field(None, description="priority of the job: Kueue's WorkloadPriorityClass (label kueue.x-k8s.io/priority-class) on kubeflow, kubeflow-trainer and eks; a PriorityClass (spec.priorityClassName) on volcano and modelarts-lite")
+    code_store: Optional[str] = Field(None, description="object store for code too large for a ConfigMap (over 900 KiB packed), as SCHEME://BUCKET/PREFIX: s3:// (eks; kubeflow, kubeflow-trainer and volcano: any S3-compatible store, see code_store_endpoint), obs:// (modelarts-lite); submit uploads the archive to PREFIX/cloudtrain-code/<sha256>.tar.gz and the pods fetch it through a time-limited URL")
+    code_store_endpoint: Optional[str] = Field(None, pattern=r"^https?://[^/\s]+/?$", description="endpoint of an S3-compatible code_store (MinIO, Ceph), e.g. http://minio.example:9000 (default: the store's own: AWS S3, OBS)")
+    code_shipping: Literal["auto", "configmap", "store"] = Field("auto", description="how the code reaches the pods: auto (a ConfigMap when the archive fits, else code_store), configmap, or store (always code_store)")
+    code_url_expires: OptionalDuration = Field("7d", validate_default=True, ge=60, le=7 * 24 * 3600, description="how long the pods' URL of a stored code archive works: 90s, 30m, 8h, 2d (at most 7d, S3's limit for a presigned URL); cover the time the job may wait in a queue, and restarts")
 
 
 class KubeOptions(PodOptions):
@@ -163,25 +169,18 @@ class KubernetesProvider(CloudProvider):
         return m.ManifestOptions.of({**fields, "provider": self.name, "platform": self.platform,
                                      "gpu_selection": self.gpu_selection(job, options),
                                      "detector_targets": self.node_platform().bundle_targets,
-                                     "code": self.code_payload(job)})
+                                     "code": codestore.code_payload(self, job, options)})
 
-    def code_payload(self, job: JobSpec) -> Optional[m.CodePayload]:
-        """The code ConfigMap's archive (None with ``code: null``); exit 2 when it cannot fit."""
-        if job.code is None:
-            return None
-        from cloudtrain import shipping
-        try:
-            data = shipping.packed_code(job)
-        except FileNotFoundError:
-            raise self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix `code` "
-                                                 "(relative to the job file)") from None
-        if len(data) > m.INLINE_CODE_LIMIT:
-            raise self.job_error(job, ("code",),
-                f"the code archive of {job.code_path} is {len(data) / 1024:.0f} KiB packed; a Kubernetes ConfigMap "
-                f"carries at most {m.INLINE_CODE_LIMIT // 1024} KiB here (the API server's limit is 1 MiB); leave "
-                "files out with a .cloudtrainignore, or build the code into the image and set code: null") from None
-        import hashlib
-        return m.CodePayload(hashlib.sha256(data).hexdigest(), len(data))
+    # -- the code: a ConfigMap, or an object store (codestore) -------------------------------------
+    # The schemes of providers.<name>.code_store whose time-limited URLs this provider's pods fetch.
+    code_store_schemes: Tuple[str, ...] = ("s3",)
+
+    def code_store_settings(self, options: PodOptions) -> Dict[str, Any]:
+        """The code store's constructor arguments (None values are left out)."""
+        return {"endpoint": options.code_store_endpoint}
+
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        return codestore.ship(self, rendered)
 
     def gpu_selection(self, job: JobSpec, options: PodOptions):
         """(label, values) the pods' nodes must have for ``resources.accelerator`` (None: none)."""
@@ -214,8 +213,9 @@ class KubernetesProvider(CloudProvider):
         return f"{job.source.path}: " if job.source and job.source.path else ""
 
     def artifacts(self, job: JobSpec, options: PodOptions) -> List[Artifact]:
-        objects = self.manifests(job, options)
-        return [Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in objects]
+        mopts = self.manifest_options(job, options)
+        return codestore.upload_artifact(mopts.code) + [
+            Artifact("kubernetes/manifest", f"{o['kind']}/{o['metadata']['name']}", o) for o in self.manifests(job, options)]
 
     # -- reaching the cluster ----------------------------------------------------------------
     def target(self, options: KubeOptions) -> Dict[str, Any]:
@@ -309,7 +309,8 @@ class KubernetesProvider(CloudProvider):
         ns, name = _ns_name(wanted)
         group, version, plural = RESOURCES[wanted["kind"]]
         try:
-            owned = [self._create_core(core, m.with_code(rendered.job, self._with_secrets(a.content, secrets)))
+            code_url = codestore.fetch_url(self, rendered)  # a stored archive: uploaded, and its URL
+            owned = [self._create_core(core, self._filled(rendered, a.content, secrets, code_url))
                      for a in rendered.artifacts if a.kind == "kubernetes/manifest"
                      and a.content["kind"] in ("Secret", "ConfigMap")]
             try:
@@ -324,6 +325,13 @@ class KubernetesProvider(CloudProvider):
             raise _api_error(exc, f"creating {wanted['kind']} {ns}/{name}") from None
         self.store.remember(self.handle(f"{ns}/{name}"), target)
         return f"{ns}/{name}"
+
+    def _filled(self, rendered: Rendered, obj: dict, secrets: Dict[str, str], code_url: Optional[str]) -> dict:
+        """A rendered Secret or ConfigMap with what submit alone knows: the secrets' values, the
+        code archive's bytes, the stored archive's time-limited URL."""
+        if m.is_code_url_secret(obj):
+            return m.with_code_url(obj, code_url)
+        return m.with_code(rendered.job, self._with_secrets(obj, secrets))
 
     @staticmethod
     def _with_secrets(obj: dict, secrets: Dict[str, str]) -> dict:

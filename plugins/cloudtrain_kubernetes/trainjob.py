@@ -160,7 +160,7 @@ def build_trainjob(job: JobSpec, options=None, runtime: Optional[Runtime] = None
     options = m.ManifestOptions.of({"provider": PLATFORM, "platform": PLATFORM} if options is None else options)
     runtime = runtime or runtime_for(job)
     bundle = m.launcher_bundle(options.detector_targets) if bundle is None else bundle
-    out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle), m.code_configmap(job, options),
+    out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle), m.code_source(job, options),
            m.stamp(train_job(job, options, runtime, bundle), job, options)]
     return [o for o in out if o is not None]
 

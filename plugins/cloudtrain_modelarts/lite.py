@@ -129,14 +129,15 @@ class LiteOptions(VolcanoOptions):
 
 
 # -- the manifest (pure) ----------------------------------------------------------------------------
-def launch_line(job: JobSpec, options: LiteOptions) -> str:
+def launch_line(job: JobSpec, options: LiteOptions, mopts: Optional[m.ManifestOptions] = None) -> str:
     argv = [options.python, "-m", "cloudtrain.launch", "--platform", LITE, *job.launch_args(), "--", *job.argv]
     # the launcher goes in front of the image's PYTHONPATH (CANN images need theirs), see node_shell
-    unpack = m.unpack_command(options.python) + " || exit 1; " if job.code is not None else ""  # the code ConfigMap
+    unpack = m.unpack_step(mopts) if mopts else None  # the code ConfigMap's archive, or the stored one's URL
+    unpack = unpack + " || exit 1; " if unpack else ""
     return f"export {launcher_path(m.LAUNCHER_DIR)}; {unpack}exec " + " ".join(shlex.quote(a) for a in argv)
 
 
-def start_line(job: JobSpec, options: LiteOptions) -> str:
+def start_line(job: JobSpec, options: LiteOptions, mopts: Optional[m.ManifestOptions] = None) -> str:
     """The ranktable-routing guide's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
     if options.routed():
         return ("wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q && bash bootstrap.sh; "
@@ -144,8 +145,8 @@ def start_line(job: JobSpec, options: LiteOptions) -> str:
                 "rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); "
                 f'[ -n "${{rank_acc}}" ] && export RANK_AFTER_ACC=${{rank_acc}} {ROUTED}=1; '
                 "export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); "
-                + launch_line(job, options))
-    return "export RANK_AFTER_ACC=${VC_TASK_INDEX} MA_MASTER_INDEX=0; " + launch_line(job, options)
+                + launch_line(job, options, mopts))
+    return "export RANK_AFTER_ACC=${VC_TASK_INDEX} MA_MASTER_INDEX=0; " + launch_line(job, options, mopts)
 
 
 def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
@@ -197,7 +198,7 @@ def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> 
         mounts += [(n, path, False) for n, _, path in ASCEND_MOUNTS]
 
     container = pod["containers"][0]
-    container["command"] = ["/bin/bash", "-c", start_line(job, options)]
+    container["command"] = ["/bin/bash", "-c", start_line(job, options, mopts)]
     container["volumeMounts"] += [{"name": n, "mountPath": p, **({"readOnly": True} if ro else {})} for n, p, ro in mounts]
     env = [e for e in container["env"] if e["name"] not in ("CLOUDTRAIN_VOLCANO_TASKS", "CLOUDTRAIN_VOLCANO_TASK")]
     env += [{"name": "CLOUDTRAIN_VOLCANO_TASKS", "value": TASK}, {"name": "CLOUDTRAIN_VOLCANO_TASK", "value": TASK}]
@@ -312,6 +313,12 @@ class ModelartsLiteProvider(VolcanoProvider):
 
     def manifests(self, job: JobSpec, options: LiteOptions) -> List[dict]:
         return build_lite(job, options, self.manifest_options(job, options))
+
+    # OBS (the pool's own object store), or any S3-compatible one with code_store_endpoint
+    code_store_schemes = ("obs", "s3")
+
+    def code_store_settings(self, options: LiteOptions) -> Dict[str, Any]:
+        return {**super().code_store_settings(options), "region": options.region}
 
     # -- reaching the pool's cluster ---------------------------------------------------------------
     def target(self, options: LiteOptions) -> Dict[str, Any]:

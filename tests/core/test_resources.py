@@ -12,7 +12,7 @@ from cloudtrain.accelerators import canonical
 from cloudtrain.errors import JobFileError
 from cloudtrain.instances import nearest_with_network
 from cloudtrain.loading import job_from_dict
-from conftest import run_cli, write_job
+from conftest import EXAMPLES, run_cli, write_job
 
 # AWS: EC2 DescribeInstanceTypes (p4d = 8 x A100 40 GB, 4 EFA; p5 = 8 x H100, 32 EFA);
 # Azure: its size pages (ND A100 v4 = ND96asr_v4; ND H100 v5 = ND96isr_H100_v5)
@@ -27,6 +27,7 @@ EXPECTED = {
 def one_job(accelerator):
     return job_from_dict({
         "name": "big", "command": "python train.py", "image": "registry.example/train:1",
+        "code": str(EXAMPLES / "digits-ddp"),  # not `.`: the whole repository would not fit a ConfigMap
         "distribution": {"type": "ddp", "nodes": 2}, "resources": {"accelerator": accelerator, "gpus_per_node": 8},
         "providers": {"ec2": {"subnet_id": "subnet-1"}, "eks": {"cluster": "c"}}})
 

@@ -1,6 +1,9 @@
 """eks: Kubeflow manifests on an EKS cluster found by name -- describe_cluster through moto (server
 mode, the aws_double), the bearer token a presigned STS call, the cluster the loopback API server."""
 import base64
+import hashlib
+import os
+import urllib.request
 from urllib.parse import parse_qs, urlparse
 
 import boto3
@@ -191,3 +194,27 @@ def test_the_eks_detector_reads_a_trainjob_pod():
                    "PET_MASTER_ADDR": "ekjob-node-0-0.ekjob", "PET_MASTER_PORT": "29500",
                    "CLOUDTRAIN_TRAINER_RUNTIME": "torch-distributed"})
     assert (topo.platform, topo.node_rank, topo.hosts) == ("eks", 1, ["ekjob-node-0-0.ekjob", "ekjob-node-0-1.ekjob"])
+
+
+def test_code_above_a_configmap_goes_to_s3_and_the_pods_get_a_presigned_url(tmp_path, cloud, home):
+    # the archive (1 MiB of incompressible bytes next to the job file) cannot travel in a ConfigMap
+    aws, kube = cloud
+    aws.client("s3").create_bucket(Bucket="ct-eks-code")
+    (tmp_path / "weights.bin").write_bytes(os.urandom(1024 * 1024))
+    path = job(tmp_path)
+    path.write_text(path.read_text().replace("namespace: ml}", "namespace: ml, code_store: s3://ct-eks-code/runs}"))
+    rendered = get_provider("eks").render(load_job(path))
+    upload = rendered.artifacts[0]
+    assert upload.kind == "s3/PutObject" and upload.content["Bucket"] == "ct-eks-code"
+    for artifact in rendered.artifacts[1:]:
+        validate(artifact.content)
+    run_cli("submit", "-p", "eks", path, "--detach", env=aws.env(), check=0)  # boto3's default chain: S3 too
+    stored = aws.client("s3").get_object(Bucket="ct-eks-code", Key=upload.content["Key"])["Body"].read()
+    assert hashlib.sha256(stored).hexdigest() in upload.content["Key"]
+    url = kube.find("secrets", "ml", "ekjob-code-url")["stringData"]["url"]
+    assert url.startswith(f"{aws.endpoint}/ct-eks-code/{upload.content['Key']}?")
+    with urllib.request.urlopen(url) as response:  # what the pod's unpack step reads, no credentials
+        assert response.read() == stored
+    worker = kube.find("pytorchjobs", "ml", "ekjob")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert {"name": "cloudtrain-code-url", "secret": {"secretName": "ekjob-code-url", "defaultMode": 0o444}} \
+        in worker["volumes"]

@@ -94,6 +94,7 @@ def test_code_too_large_for_a_configmap_is_exit_2_naming_size_limit_and_fix(tmp_
         proc = run_cli(command, "-p", "kubeflow", path, check=2)
         assert "code" in proc.stderr and "KiB packed" in proc.stderr and "900 KiB" in proc.stderr
         assert "1 MiB" in proc.stderr and "code: null" in proc.stderr and ".cloudtrainignore" in proc.stderr
+        assert "set providers.kubeflow.code_store to an object store" in proc.stderr  # the way that keeps all files
         assert f"{path}:2" in proc.stderr  # the code field's line
 
 

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from cloudtrain.loading import job_from_dict
+from conftest import EXAMPLES
 from cloudtrain_kubernetes import manifests as m
 from conftest import EXAMPLES
 # the validators live in tests/support (other plugins' tests use them too); `validate` stays
@@ -20,6 +21,8 @@ TYPES = ["ddp", "mpi", "horovod", "deepspeed", "ps-worker", "ray", "none"]
 def make_job(type_="ddp", nodes=3, **extra):
     dist = {"type": type_, "nodes": nodes}
     dist.update(extra.pop("distribution", {}))
+    # the digits example as the code (not `.`, the directory pytest runs in: the whole repository,
+    # whose archive would not fit a ConfigMap)
     data = {"name": "digits", "command": "python train.py --epochs 5", "image": "pytorch/pytorch:2.4.0",
             "env": {"OMP_NUM_THREADS": "1"}, "distribution": dist,
             "code": str(EXAMPLES / "digits-ddp")}  # not `.`: the repository pytest runs in
