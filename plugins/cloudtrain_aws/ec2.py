@@ -303,7 +303,7 @@ class Ec2Provider(AwsProvider):
             'echo "[cloudtrain] node $NODE exited with code $code"',
         ]
         if job.storage.checkpoint:
-            lines += ['kill "$SYNC" 2>/dev/null || true', "ckpt_up || true"]
+            lines += ["ckpt_stop", "ckpt_up || true"]
         lines += self.output_copy(job, options)
         if options.terminate_when_done:
             lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
@@ -356,10 +356,17 @@ class Ec2Provider(AwsProvider):
             'mkdir -p "$CLOUDTRAIN_CHECKPOINT_DIR"',
             f'aws s3 sync --only-show-errors {q} "$CLOUDTRAIN_CHECKPOINT_DIR"',
             f'ckpt_up() {{ aws s3 sync --only-show-errors "$CLOUDTRAIN_CHECKPOINT_DIR" {q}; }}',
-            # stopped at the end with its sleep (an orphaned sleep would hold SSM's output open)
-            f"( trap 'kill $s 2>/dev/null; exit 0' TERM; while :; do sleep {CHECKPOINT_SYNC_SECONDS} & s=$!; "
-            'wait "$s"; ckpt_up; done ) &',
+            # No signal: a TERM could reach a background sleep forked but not yet exec'd (dash's trap
+            # still installed there swallows it) or land before `s=$!`; that sleep then outlived the
+            # script and held SSM's output open.  The loop runs only foreground commands and looks for
+            # its stop file every second, so once ckpt_stop's wait returns, nothing it started is left.
+            "# up every minute until ckpt_stop, which returns once the loop (and anything it ran) has ended",
+            'CKPT_STOP="$WORK/checkpoint.stop"',
+            'rm -f "$CKPT_STOP"',
+            f'( n=0; while [ ! -e "$CKPT_STOP" ]; do sleep 1; n=$((n + 1)); '
+            f'if [ "$n" -ge {CHECKPOINT_SYNC_SECONDS} ]; then n=0; ckpt_up || true; fi; done ) &',
             "SYNC=$!",
+            'ckpt_stop() { touch "$CKPT_STOP"; wait "$SYNC" 2>/dev/null || true; SYNC=; }',
         ]
 
     @staticmethod
