@@ -1,5 +1,6 @@
-"""ec2: the checkpoint sync, once stopped, leaves nothing running.  The rendered script runs for
-real under sh, dash and bash, with a stand-in on PATH for the AWS CLI."""
+"""ec2: however a node's script ends, the instance is shut down and the failed step is named; the
+checkpoint sync, once stopped, leaves nothing running.  The rendered script runs for real under
+sh, dash and bash, with stand-ins on PATH for the AMI's python3, the AWS CLI and shutdown."""
 import os
 import shutil
 import subprocess
@@ -7,15 +8,88 @@ import subprocess
 import pytest
 
 from cloudtrain_aws import ec2
-from test_aws_ec2 import artifacts, job
+from cloudtrain_aws.ec2 import failed_step
+from test_aws_ec2 import STORAGE, artifacts, filled, job
 
 SHELLS = [s for s in ("sh", "dash", "bash") if shutil.which(s)]
+NODE0 = "i-0123456789abcdef0"  # filled(): node 0's instance id
+
+# the AMI's python3 as the node script calls it: each call logged, the step named in $FAIL fails
+FAKE_PYTHON = """#!/bin/sh
+case "$*" in
+  *tarfile*) step=code ;;
+  *"cloudtrain_aws.node copy s3://team-data/vocab.txt"*) step=input ;;
+  *"cloudtrain_aws.node copy s3://"*) step=other-input ;;
+  *cloudtrain.launch*) step=launch ;;
+  *"cloudtrain_aws.node copy"*) step=output ;;
+  *) step=unknown ;;
+esac
+echo "$step" >>"$CALLS"
+[ "$FAIL" = term ] && [ "$step" = launch ] && kill -TERM "$PPID"  # the script is signalled mid-job
+[ "$FAIL" = "$step" ] && exit 7
+exit 0
+"""
+FAKE_SHUTDOWN = '#!/bin/sh\necho "shutdown $*" >>"$CALLS"\n'
 
 
 def install(bin_dir, name, text):
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / name).write_text(text)
     (bin_dir / name).chmod(0o755)
+
+
+def node_script(tmp_path, **options):
+    [script] = [a.content["script"] for a in artifacts(job(storage=STORAGE, options={
+        "workdir": str(tmp_path / "work"), **options})) if a.name == "nodes"]
+    return filled(script).replace("/etc/hosts", str(tmp_path / "hosts"))
+
+
+def run_node(tmp_path, shell, script, fail):
+    bin_dir = tmp_path / "bin"
+    install(bin_dir, "python3", FAKE_PYTHON)
+    install(bin_dir, "shutdown", FAKE_SHUTDOWN)
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    shutil.rmtree(tmp_path / "work", ignore_errors=True)  # a fresh instance
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_SSM_INSTANCE_ID": NODE0, "CALLS": str(calls),
+           "FAIL": fail}
+    proc = subprocess.run([shell], input=script, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    return proc, calls.read_text().split("\n")[:-1]
+
+
+SHUTDOWN = "shutdown -h +1 cloudtrain: the job ended"
+TARGET = "s3://team-data/runs/ec2-job-aaaaaaaaaaaa"
+CASES = {  # $FAIL -> exit code, the step named, the calls made (the last: the shutdown)
+    "code": (7, "fetching the code", ["code"]),
+    "input": (7, "copying storage.inputs.vocab from s3://team-data/vocab.txt", ["code", "other-input", "input"]),
+    "launch": (7, "running cloudtrain launch", ["code", "other-input", "input", "launch", "output"]),
+    "output": (3, f"copying its output to {TARGET}", ["code", "other-input", "input", "launch", "output"]),
+    "term": (143, "running cloudtrain launch", ["code", "other-input", "input", "launch"]),
+    "none": (0, None, ["code", "other-input", "input", "launch", "output"]),
+}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_whatever_fails_on_a_node_the_instance_shuts_down_and_the_step_is_named(tmp_path, shell):
+    script = node_script(tmp_path)
+    for fail, (code, step, calls) in CASES.items():
+        proc, made = run_node(tmp_path, shell, script, fail)
+        assert proc.returncode == code, (fail, proc.stderr)
+        assert made == calls + [SHUTDOWN], (fail, proc.stderr)  # once, after everything else
+        lines = [line for line in proc.stderr.splitlines() if " failed while " in line]
+        if step is None:
+            assert lines == [] and failed_step({"StandardErrorContent": proc.stderr}) is None
+        else:
+            assert lines == [f"[cloudtrain] node 0 failed while {step} (exit {code})"], fail
+            assert failed_step({"StandardErrorContent": proc.stderr}) == step  # what status shows
+
+
+def test_without_terminate_when_done_a_failed_node_stays_up_and_still_says_why(tmp_path):
+    script = node_script(tmp_path, terminate_when_done=False)
+    assert "shutdown -h" not in script
+    proc, made = run_node(tmp_path, "sh", script, "input")
+    assert (proc.returncode, made) == (7, ["code", "other-input", "input"])
+    assert "[cloudtrain] node 0 failed while copying storage.inputs.vocab" in proc.stderr
 
 
 # `aws s3 sync --only-show-errors SRC DST`: nothing copied; each upload logged.  The first upload
