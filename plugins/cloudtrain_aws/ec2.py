@@ -15,6 +15,7 @@ invocations and the instances' states, logs from SSM's output (or CloudWatch Log
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -55,6 +56,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 MAX_RUNTIME = 172800  # seconds: AWS-RunShellScript's executionTimeout
 CHECKPOINT_SYNC_SECONDS = 60  # how often a node copies its checkpoint directory to storage.checkpoint
+FAILED_LINE = re.compile(r"^\[cloudtrain\] node \S+ failed while (.+) \(exit -?\d+\)$", re.M)  # node_end's
 
 
 class Ec2Options(BaseModel):
@@ -218,12 +220,15 @@ class Ec2Provider(AwsProvider):
             f"# cloudtrain: the script of each of the {n} node(s) of job {JOB_ID} ({job.name}), sent by SSM SendCommand; runs as root",
             "set -eu",
             f"JOB='{JOB_ID}'",
+            *self.node_end(options),
+            "STEP='finding its rank'",
             "# this node's rank: its instance id's place in the job's instances (node 0 first)",
             f"NODE=$(echo '{INSTANCE_IDS}' | tr , '\\n' | grep -nxF \"${{AWS_SSM_INSTANCE_ID:-none}}\" | cut -d: -f1)",
             'if [ -z "$NODE" ]; then',
             '  echo "[cloudtrain] instance ${AWS_SSM_INSTANCE_ID:-?} is not one of the nodes of $JOB" >&2; exit 2',
             "fi",
             "NODE=$((NODE - 1))",
+            "STEP='preparing its work dir and /etc/hosts'",
             f"WORK={q(options.workdir)}/\"$JOB\"",
             'mkdir -p "$WORK/output" && cd "$WORK"',
             "# host names of the job's nodes (node 0 first)",
@@ -233,6 +238,7 @@ class Ec2Provider(AwsProvider):
             "CLOUDTRAIN_HOSTS",
             "fi",
             "# the job's code with the launcher, from S3 (a presigned URL: the node needs no S3 permission)",
+            "STEP='fetching the code'",
             "if [ ! -d code/.cloudtrain ]; then",
             "  rm -rf code.part && mkdir code.part",
             f"  {py} -c 'import io,sys,tarfile,urllib.request as u; "
@@ -246,6 +252,7 @@ class Ec2Provider(AwsProvider):
             port = options.ssh_port
             lines += [
                 "# mpirun on node 0 reaches the other nodes over ssh with the job's own key",
+                "STEP='setting up ssh'",
                 "install -d -m 700 /root/.ssh && touch /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys",
                 f"grep -qF '{SSH_KEY}' /root/.ssh/authorized_keys || echo '{SSH_KEY}' >>/root/.ssh/authorized_keys",
                 'if ! grep -q "cloudtrain $JOB" /root/.ssh/config 2>/dev/null; then',
@@ -267,7 +274,7 @@ class Ec2Provider(AwsProvider):
             lines += [f"export OMPI_MCA_plm_rsh_args='-p {port} -i /root/.ssh/cloudtrain-{JOB_ID} "
                       "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'"]
         if options.setup:
-            lines += ["# providers.ec2.setup", *options.setup]
+            lines += ["# providers.ec2.setup", "STEP='running providers.ec2.setup'", *options.setup]
         env = dict(job.env)
         if job.distribution.type in ("mpi", "horovod"):
             for name in THREAD_VARS:  # seed 003: one thread per rank unless the job says otherwise
@@ -297,18 +304,37 @@ class Ec2Provider(AwsProvider):
                   *shipping.launch_argv(job, python=options.python)]
         lines += [
             'cd "$WORK/code"',
+            "STEP='running cloudtrain launch'",
             "set +e",
             'PYTHONPATH=.cloudtrain${PYTHONPATH:+:$PYTHONPATH} ' + shlex.join(launch),
             "code=$?",
             'echo "[cloudtrain] node $NODE exited with code $code"',
         ]
         if job.storage.checkpoint:
-            lines += ['kill "$SYNC" 2>/dev/null || true', "ckpt_up || true"]
+            lines += ["ckpt_stop", "ckpt_up || true"]
         lines += self.output_copy(job, options)
-        if options.terminate_when_done:
-            lines.append("shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
-        lines.append('exit "$code"')
+        lines.append('exit "$code"  # through node_end')
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def node_end(options: Ec2Options) -> List[str]:
+        """The EXIT trap that ends every run of the node script, however it stops: a failed step
+        (``set -e``), the launcher's end, ``exit 2`` or a signal.  It names the step that failed
+        (``$STEP``: the job's status shows that line), stops the checkpoint sync and, with
+        ``terminate_when_done``, schedules the shutdown, so no failure leaves an instance running."""
+        lines = [
+            "# however this script ends (a failed step, the launcher's end, a signal), node_end ends it: names the",
+            "# step that failed, stops the checkpoint sync, schedules the shutdown (terminate_when_done)",
+            "node_end() {",
+            "  code=$1",
+            "  set +e",
+            '  [ -z "${SYNC:-}" ] || ckpt_stop',
+            '  [ "$code" -eq 0 ] || echo "[cloudtrain] node ${NODE:-?} failed while $STEP (exit $code)" >&2',
+        ]
+        if options.terminate_when_done:
+            lines.append("  shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true")
+        return lines + ['  exit "$code"', "}", "trap 'node_end $?' EXIT",
+                        "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"]
 
     @staticmethod
     def copy_command(options: Ec2Options) -> str:
@@ -324,7 +350,8 @@ class Ec2Provider(AwsProvider):
         lines = ["# storage.inputs: copied from S3 with the instance profile's rights (boto3 on the AMI)"]
         for name, uri in sorted(job.storage.inputs.items()):
             variable = storage.input_env(name)
-            lines += [f'export {variable}="$WORK/input/{name}"',
+            lines += [f"STEP={shlex.quote(f'copying storage.inputs.{name} from {uri}')}",
+                      f'export {variable}="$WORK/input/{name}"',
                       f'{self.copy_command(options)} {shlex.quote(uri)} "${variable}"']
         return lines
 
@@ -336,6 +363,7 @@ class Ec2Provider(AwsProvider):
             return []
         target = join_s3(job.storage.output, JOB_ID)
         return ["# storage.output: this node's output directory to S3",
+                f'[ "$code" -ne 0 ] || STEP={shlex.quote(f"copying its output to {target}")}',
                 f'{self.copy_command(options)} "$CLOUDTRAIN_OUTPUT_DIR" {shlex.quote(target)} || '
                 f'{{ echo "[cloudtrain] node $NODE: its output did not reach {target}" >&2; '
                 '[ "$code" -ne 0 ] || code=3; }']
@@ -351,15 +379,23 @@ class Ec2Provider(AwsProvider):
         q = shlex.quote(uri)
         return [
             "# storage.checkpoint: the last attempt's checkpoints down from S3, this one's up while it runs",
+            f"STEP={shlex.quote(f'downloading the checkpoint from {uri}')}",
             'command -v aws >/dev/null || { echo "[cloudtrain] storage.checkpoint needs the AWS CLI on the AMI" >&2; exit 2; }',
             'export CLOUDTRAIN_CHECKPOINT_DIR="$WORK/checkpoint"',
             'mkdir -p "$CLOUDTRAIN_CHECKPOINT_DIR"',
             f'aws s3 sync --only-show-errors {q} "$CLOUDTRAIN_CHECKPOINT_DIR"',
             f'ckpt_up() {{ aws s3 sync --only-show-errors "$CLOUDTRAIN_CHECKPOINT_DIR" {q}; }}',
-            # stopped at the end with its sleep (an orphaned sleep would hold SSM's output open)
-            f"( trap 'kill $s 2>/dev/null; exit 0' TERM; while :; do sleep {CHECKPOINT_SYNC_SECONDS} & s=$!; "
-            'wait "$s"; ckpt_up; done ) &',
+            # No signal: a TERM could reach a background sleep forked but not yet exec'd (dash's trap
+            # still installed there swallows it) or land before `s=$!`; that sleep then outlived the
+            # script and held SSM's output open.  The loop runs only foreground commands and looks for
+            # its stop file every second, so once ckpt_stop's wait returns, nothing it started is left.
+            "# up every minute until ckpt_stop, which returns once the loop (and anything it ran) has ended",
+            'CKPT_STOP="$WORK/checkpoint.stop"',
+            'rm -f "$CKPT_STOP"',
+            f'( n=0; while [ ! -e "$CKPT_STOP" ]; do sleep 1; n=$((n + 1)); '
+            f'if [ "$n" -ge {CHECKPOINT_SYNC_SECONDS} ]; then n=0; ckpt_up || true; fi; done ) &',
             "SYNC=$!",
+            'ckpt_stop() { touch "$CKPT_STOP"; wait "$SYNC" 2>/dev/null || true; SYNC=; }',
         ]
 
     @staticmethod
@@ -606,11 +642,11 @@ class Ec2Provider(AwsProvider):
                 # an instance that ended before its node did: the node failed
                 if raw in ("Pending", "InProgress", "Delayed") and state in ENDED:
                     raw = state
-                per_node.append((index, raw, inv.get("ResponseCode")))
+                per_node.append((index, raw, inv.get("ResponseCode"), failed_step(inv)))
             else:
-                per_node.append((index, state, None))
+                per_node.append((index, state, None, None))
         cancelled = any(tag(i, TAG_CANCELLED) for i in nodes)
-        mapped = [(i, raw, code, self.map_state(raw)) for i, raw, code in per_node]
+        mapped = [(i, raw, code, self.map_state(raw), step) for i, raw, code, step in per_node]
         order = [State.FAILED, State.CANCELLED, State.UNKNOWN, State.PENDING, State.STARTING, State.RUNNING]
         if all(m[3] is State.SUCCEEDED for m in mapped):
             state, raw = State.SUCCEEDED, "Success"
@@ -619,8 +655,9 @@ class Ec2Provider(AwsProvider):
             state, raw = worst[3], worst[1]
         if cancelled and state is not State.SUCCEEDED:
             state, raw = State.CANCELLED, "cancelled"
-        message = ", ".join(f"node {i} {r}" + (f" (exit {c})" if c not in (None, -1) and r in ("Failed", "Success")
-                                              else "") for i, r, c, _ in mapped)
+        message = ", ".join(f"node {i} {r}" + (f" (exit {c}{f' while {step}' if step else ''})"
+                                              if c not in (None, -1) and r in ("Failed", "Success") else "")
+                            for i, r, c, _, step in mapped)
         up = sum(1 for m in mapped if m[3] in (State.RUNNING, State.SUCCEEDED))
         launched = [t for t in (timestamp(i.get("LaunchTime")) for i in nodes) if t is not None]
         return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw,
@@ -723,6 +760,14 @@ class Ec2Provider(AwsProvider):
 
 def tag(instance: dict, key: str) -> Optional[str]:
     return next((t["Value"] for t in instance.get("Tags") or [] if t["Key"] == key), None)
+
+
+def failed_step(invocation: dict) -> Optional[str]:
+    """What the node was doing when it failed: node_end's last line, ``[cloudtrain] node N failed
+    while STEP (exit C)``, in the standard error SSM keeps (``GetCommandInvocation``: its first 8,000
+    characters, once the script has ended)."""
+    found = FAILED_LINE.findall(invocation.get("StandardErrorContent") or "")
+    return found[-1] if found else None
 
 
 def node_index(instance: dict) -> int:

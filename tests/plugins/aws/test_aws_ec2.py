@@ -85,23 +85,29 @@ def test_every_distribution_renders_valid_requests_and_scripts(kind, nodes):
     assert "export OMP_NUM_THREADS=2\n" in text  # the job's own value wins over the MPI default
 
 
-def test_a_node_finds_its_rank_from_the_instance_id_ssm_gives_it():
+def test_a_node_finds_its_rank_from_the_instance_id_ssm_gives_it(tmp_path):
     """The one script SSM sends every node: its rank is where AWS_SSM_INSTANCE_ID (set by the SSM
-    agent for every command) is in the job's instance list; an instance not in it stops."""
+    agent for every command) is in the job's instance list; an instance not in it stops, and shuts
+    down (an SSM agent too old to set the variable would otherwise leave every instance running)."""
     text = filled(next(a.content["script"] for a in artifacts(job(distribution={"type": "ddp", "nodes": 3}))
                        if a.name == "nodes"))
     ids = ["i-0123456789abcdef0", "i-0123456789abcdef1", "i-0123456789abcdef2"]
     text = text.replace("i-0123456789abcdef0,i-0123456789abcdef1", ",".join(ids))
     prologue = text[:text.index("NODE=$((NODE - 1))\n") + len("NODE=$((NODE - 1))\n")] + 'echo "rank=$NODE"\n'
+    (tmp_path / "shutdown").write_text('#!/bin/sh\necho "$*" >>"$0.calls"\n')  # never this machine's
+    (tmp_path / "shutdown").chmod(0o755)
+    path = f"{tmp_path}:{os.environ['PATH']}"
     for shell in [s for s in ("sh", "dash", "bash") if shutil.which(s)]:
         for rank, instance in enumerate(ids):
             out = subprocess.run([shell], input=prologue, text=True, capture_output=True,
-                                 env={"PATH": os.environ["PATH"], "AWS_SSM_INSTANCE_ID": instance})
+                                 env={"PATH": path, "AWS_SSM_INSTANCE_ID": instance})
             assert (out.returncode, out.stdout) == (0, f"rank={rank}\n"), (shell, out.stderr)
         for env in ({"AWS_SSM_INSTANCE_ID": "i-0123456789abcdef"}, {}):  # a prefix of an id; no SSM agent
-            out = subprocess.run([shell], input=prologue, text=True, capture_output=True,
-                                 env={"PATH": os.environ["PATH"], **env})
+            (tmp_path / "shutdown.calls").unlink(missing_ok=True)
+            out = subprocess.run([shell], input=prologue, text=True, capture_output=True, env={"PATH": path, **env})
             assert out.returncode == 2 and "is not one of the nodes of ec2-job-aaaaaaaaaaaa" in out.stderr, shell
+            assert "failed while finding its rank (exit 2)" in out.stderr, shell
+            assert (tmp_path / "shutdown.calls").read_text() == "-h +1 cloudtrain: the job ended\n", shell
 
 
 def test_mpi_scripts_apply_the_seeds_lessons():
@@ -297,6 +303,22 @@ def test_a_failed_node_fails_the_job(aws):
     aws.finish_command(command_of(nodes[1]), nodes[1]["InstanceId"], "Failed", "boom\n", code=3)
     status = run.status()
     assert status.state is State.FAILED and "node 1 Failed (exit 3)" in status.message
+
+
+def test_the_status_says_what_a_failed_node_was_doing(aws):
+    """The node script's last stderr line names the failed step (test_aws_ec2_node_end runs it);
+    GetCommandInvocation's StandardErrorContent, "The first 8,000 characters written by the
+    plugin to stderr" (botocore's ssm model), carries it to the status message."""
+    run = provider(aws).submit(digits())
+    nodes = job_instances(aws, run.id.split("/")[1])
+    aws.finish_command(command_of(nodes[0]), nodes[0]["InstanceId"], "Success", "rank 0/2\n")
+    aws.finish_command(command_of(nodes[1]), nodes[1]["InstanceId"], "Failed", "", code=1, stderr=(
+        "botocore.exceptions.NoCredentialsError: Unable to locate credentials\n"
+        "[cloudtrain] node 1 failed while copying storage.inputs.vocab from s3://team-data/vocab.txt (exit 1)\n"))
+    status = run.status()
+    assert status.state is State.FAILED
+    assert status.message == ("node 0 Success (exit 0), node 1 Failed (exit 1 while copying storage.inputs.vocab "
+                              "from s3://team-data/vocab.txt)")
 
 
 def test_cancel_terminates_only_the_jobs_instances(aws):

@@ -54,8 +54,9 @@ def test_the_node_script_brings_back_the_last_checkpoint_and_saves_the_new_one(t
     """The script's checkpoint lines, run twice as two attempts would: the second sees what the
     first saved (through 'S3'), and what it saves reaches 'S3' when the node ends."""
     [script] = [a.content["script"] for a in artifacts(job(**SURVIVE)) if a.name == "nodes"]
-    start, end = script.index("# storage.checkpoint"), script.index("SYNC=$!\n") + len("SYNC=$!\n")
-    tail = script[script.index('kill "$SYNC"'):].splitlines()[:2]
+    start = script.index("# storage.checkpoint")
+    end = script.index("\n", script.index("ckpt_stop() {")) + 1
+    tail = script[script.index("\nckpt_stop\n") + 1:].splitlines()[:2]  # after the launcher: stop, last upload
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "aws").write_text(FAKE_AWS)
