@@ -44,6 +44,28 @@ def _now():
     return datetime.now(timezone.utc)
 
 
+def session():
+    """A boto3 session with the double's test credentials (no call is made to build it)."""
+    import boto3
+    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
+                                 aws_session_token="testing", region_name=REGION)
+
+
+def eks_token_ok(header: str, cluster: str = "train") -> bool:
+    """An EKS bearer token: k8s-aws-v1.<base64url of a presigned STS GetCallerIdentity URL>
+    (what the loopback API server accepts in front of an EKS cluster)."""
+    import base64
+    from urllib.parse import urlparse
+    if not header.startswith("Bearer k8s-aws-v1."):
+        return False
+    raw = header[len("Bearer k8s-aws-v1."):]
+    url = urlparse(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode())
+    q = {k: v[0] for k, v in parse_qs(url.query).items()}
+    return (url.netloc == f"sts.{REGION}.amazonaws.com" and q["Action"] == "GetCallerIdentity"
+            and "x-k8s-aws-id" in q["X-Amz-SignedHeaders"].split(";") and q["X-Amz-Expires"] == "60"
+            and q["X-Amz-Credential"].startswith("testing/"))
+
+
 class Fault:
     def __init__(self, action: str, kind: str, times: int):
         self.action, self.kind, self.left = action, kind, times
@@ -132,6 +154,18 @@ class AwsDouble(MotoDouble):
             if s not in self._clients:
                 self._clients[s] = self._new_client(s)
         return {s: self._clients[s] for s in (services or ("sagemaker", "s3", "logs", "ec2", "ssm"))}
+
+    def eks_cluster(self, name: str, endpoint: str) -> None:
+        """An EKS cluster ``name`` whose API server is ``endpoint`` (moto makes one up: the
+        loopback API server takes its place)."""
+        eks = self.client("eks")
+        try:
+            eks.create_cluster(name=name, roleArn="arn:aws:iam::123456789012:role/eks",
+                               resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+        except eks.exceptions.ResourceInUseException:
+            pass  # moto's EKS state outlives its reset within one process: an earlier test made it
+        from moto.eks.models import eks_backends
+        eks_backends[DEFAULT_ACCOUNT_ID][REGION].clusters[name].endpoint = endpoint
 
     # -- faults ---------------------------------------------------------------------------------
     def fail(self, action: str, kind: str = "throttle", times: int = 1) -> None:

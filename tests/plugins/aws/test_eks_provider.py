@@ -1,16 +1,13 @@
 """eks: Kubeflow manifests on an EKS cluster found by name -- describe_cluster through moto (server
 mode, the aws_double), the bearer token a presigned STS call, the cluster the loopback API server."""
-import base64
 import hashlib
 import os
 import urllib.request
-from urllib.parse import parse_qs, urlparse
 
-import boto3
 import pytest
-from moto.core import DEFAULT_ACCOUNT_ID
 
-from aws_double import REGION, AwsDouble
+from aws_double import REGION, AwsDouble, session
+from aws_double import eks_token_ok as token_ok
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
@@ -21,36 +18,11 @@ from crd_schemas import validate
 from fake_kube_api import FakeKube
 
 
-def session():
-    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                                 aws_session_token="testing", region_name=REGION)
-
-
-def token_ok(header: str, cluster="train") -> bool:
-    """An EKS bearer token: k8s-aws-v1.<base64url of a presigned STS GetCallerIdentity URL>."""
-    if not header.startswith("Bearer k8s-aws-v1."):
-        return False
-    raw = header[len("Bearer k8s-aws-v1."):]
-    url = urlparse(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode())
-    q = {k: v[0] for k, v in parse_qs(url.query).items()}
-    return (url.netloc == f"sts.{REGION}.amazonaws.com" and q["Action"] == "GetCallerIdentity"
-            and "x-k8s-aws-id" in q["X-Amz-SignedHeaders"].split(";") and q["X-Amz-Expires"] == "60"
-            and q["X-Amz-Credential"].startswith("testing/"))
-
-
 @pytest.fixture
 def cloud(monkeypatch):
     monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")  # every status() reads the cluster
     with AwsDouble() as aws, FakeKube(token=token_ok) as kube:
-        eks = aws.client("eks")
-        try:
-            eks.create_cluster(name="train", roleArn="arn:aws:iam::123456789012:role/eks",
-                               resourcesVpcConfig={"subnetIds": ["subnet-1"]})
-        except eks.exceptions.ResourceInUseException:
-            pass  # moto's EKS state outlives its reset within one process: an earlier test made it
-        # moto gives every cluster a made-up https endpoint: point this one at the API server
-        from moto.eks.models import eks_backends
-        eks_backends[DEFAULT_ACCOUNT_ID][REGION].clusters["train"].endpoint = kube.url
+        aws.eks_cluster("train", kube.url)
         yield aws, kube
 
 
