@@ -125,8 +125,15 @@ def s3_paths(stack: ExitStack, code: Path) -> List[tuple]:
     job = job_from_dict({"name": "ship", "code": str(code), "command": "python train.py", "image": "img:1",
                          "providers": {"sagemaker": {"role_arn": "arn:aws:iam::123456789012:role/t",
                                                      "output_s3": "s3://ct-ship/runs", "region": "us-east-1"}}})
-    if hasattr(sm, "ship_code") and type(sm).ship_code is not _base_ship_code():
-        out.append(("sagemaker → S3 (boto3, moto)", lambda: sm.ship_code(sm.render(job)), alt))
+    out.append(("sagemaker → S3 (boto3, moto)", lambda: sm.ship_code(sm.render(job)), alt))
+    # a Kubernetes job too large for its ConfigMap: code_store, any S3-compatible endpoint
+    for name, value in {**aws.env(), "AWS_ENDPOINT_URL": aws.endpoint}.items():
+        os.environ[name] = value
+    kf = get_provider("kubeflow")
+    kjob = job_from_dict({"name": "ship", "code": str(code), "command": "python train.py", "image": "img:1",
+                          "providers": {"kubeflow": {"code_store": "s3://ct-ship/kube",
+                                                     "code_store_endpoint": aws.endpoint}}})
+    out.append(("kubeflow → code_store S3 (boto3, moto)", lambda: kf.ship_code(kf.render(kjob)), alt))
     return out
 
 
@@ -168,11 +175,6 @@ def obs_paths(stack: ExitStack, code: Path) -> List[tuple]:
     store = ObsStore(region="cn-north-4")
     alt = lambda: per_file(store, ObjectUrl.parse("obs://team-obs/alt"), code)  # noqa: E731
     return [("modelarts → OBS (esdk-obs-python)", lambda: provider.ship_code(provider.render(job)), alt)]
-
-
-def _base_ship_code():
-    from cloudtrain.provider import Provider
-    return Provider.ship_code
 
 
 PATHS: Dict[str, Callable] = {"s3": s3_paths, "cos": cos_paths, "obs": obs_paths}
