@@ -118,8 +118,8 @@ class HostedProvider(Provider):
     supervisor_module: ClassVar[str]
     cancel_timeout: ClassVar[float] = 30.0
 
-    def __init__(self, store: Optional[Store] = None, **clients):
-        super().__init__(**clients)
+    def __init__(self, store: Optional[Store] = None):
+        super().__init__()
         self._store = store
 
     @property

@@ -179,6 +179,7 @@ def get_provider_class(name: str) -> Type:
     return registry[name].cls
 
 
-def get_provider(name: str, **clients):
-    """An instance of provider ``name``; ``clients`` are injected SDK clients (tests, fakes)."""
-    return get_provider_class(name)(**clients)
+def get_provider(name: str, **arguments):
+    """An instance of provider ``name``; ``arguments``: its constructor's typed keyword arguments
+    (injected SDK clients for tests and fakes, ``poll=``, ...)."""
+    return get_provider_class(name)(**arguments)

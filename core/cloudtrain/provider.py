@@ -162,8 +162,9 @@ class Provider(abc.ABC):
         except ImportError:
             raise MissingExtra(cls.name, cls.install_hint(), module) from None
 
-    def __init__(self, **clients: Any):
-        self.clients = clients
+    def __init__(self) -> None:
+        """A provider's constructor takes typed keyword arguments of its own (injected SDK
+        clients for tests, ``poll=``, ``store=``), never a bag of them."""
 
     def __init_subclass__(cls, **kwargs: Any):
         """Every provider's ``logs`` yields what ``log_lines`` makes of its chunks, so the lines

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Tuple
 
@@ -100,22 +101,31 @@ def packed_code(job: JobSpec) -> bytes:
 # gzip's own default: a 50 MB tree packs about 4x faster than at level 9, for about 1 % more bytes
 COMPRESS_LEVEL = 6
 _PACKED: dict = {}
+_PACKING = threading.Lock()
 
 
 def archive(job: JobSpec, platforms: Iterable = (), launcher: bool = True) -> bytes:
     """The code and the launcher bundle (under ``.cloudtrain/``) as a reproducible gzip'd tar,
     paths relative to the code directory.  ``launcher=False``: the code only (Kubernetes pods
-    get the launcher from its own ConfigMap).  Remembered per code directory, file listing (path,
-    size, mtime) and bundle, so rendering and submitting a job pack it once in a process."""
+    get the launcher from its own ConfigMap).  See ``packed``."""
+    return packed(job, platforms, launcher)[0]
+
+
+def packed(job: JobSpec, platforms: Iterable = (), launcher: bool = True) -> Tuple[bytes, str]:
+    """``archive`` and its sha256 (the name an object store keeps it under), remembered per code
+    directory, file listing (path, size, mtime) and bundle: rendering and submitting a job, or
+    many threads submitting the same code, pack it once in a process."""
     platforms = tuple(platforms)
     files = list(code_files(job.code_path))
     listing = tuple((rel, path.stat().st_size, path.stat().st_mtime_ns) for rel, path in files)
     key = (str(job.code_path), listing, tuple(map(repr, platforms)), launcher)
-    if key not in _PACKED:
-        if len(_PACKED) > 8:
-            _PACKED.clear()
-        _PACKED[key] = _pack(files, platforms, launcher)
-    return _PACKED[key]
+    with _PACKING:
+        if key not in _PACKED:
+            if len(_PACKED) > 8:
+                _PACKED.clear()
+            data = _pack(files, platforms, launcher)
+            _PACKED[key] = (data, hashlib.sha256(data).hexdigest())
+        return _PACKED[key]
 
 
 def _pack(files: List[Tuple[str, Path]], platforms: tuple, launcher: bool) -> bytes:

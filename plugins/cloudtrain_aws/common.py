@@ -6,7 +6,6 @@ Imports no SDK at module level: ``cloudtrain render`` of any provider must not p
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -155,23 +154,17 @@ def require_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> N
 
 # -- per-process caches shared by provider instances (a benchmark submits from many threads) --
 _lock = threading.RLock()
-_archives: Dict[tuple, Tuple[bytes, str]] = {}
 _efa: Dict[tuple, Optional[dict]] = {}
 _efa_locks: Dict[tuple, threading.Lock] = {}
 
 
-def code_archive(job: JobSpec, targets: Iterable[str], code_digest: str) -> Tuple[bytes, str]:
-    """The job's code with the launcher bundle (``shipping.archive``) and its sha256, built once
-    per code digest in a process."""
+def code_archive(job: JobSpec, targets: Iterable[str]) -> Tuple[bytes, str]:
+    """The job's code with the launcher bundle and its sha256 (``shipping.packed``, packed once
+    in a process)."""
     from cloudtrain import shipping
-    key = (str(job.code_path), code_digest, tuple(targets))
-    with _lock:
-        if key not in _archives:
-            if not job.code_path.is_dir():
-                raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
-            data = shipping.archive(job, list(targets))
-            _archives[key] = (data, hashlib.sha256(data).hexdigest())
-        return _archives[key]
+    if not job.code_path.is_dir():
+        raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+    return shipping.packed(job, list(targets))
 
 
 class AwsProvider(CloudProvider):
@@ -303,18 +296,16 @@ class AwsProvider(CloudProvider):
     @staticmethod
     def code_values(job: JobSpec, spec: str, targets: Iterable[str]) -> Dict[str, str]:
         """The spec hash and the archive's sha256, for the placeholders ``fill`` replaces."""
-        from cloudtrain import shipping
-        _, archive_sha = code_archive(job, targets, shipping.code_digest(job))
+        _, archive_sha = code_archive(job, targets)
         return {SPEC_HASH: spec, CODE_DIGEST: archive_sha}
 
     def upload_code(self, job: JobSpec, upload: Mapping[str, str], targets: Iterable[str], region: Optional[str]) -> None:
         """Put the archive where the filled ``s3/PutObject`` artifact says unless it is there
         already (content-addressed: the key holds the archive's sha256), once per process
         (``objectstore.upload_once``)."""
-        from cloudtrain import shipping
         from cloudtrain.objectstore import ObjectUrl, upload_once
         from .s3store import S3Store
-        data, _ = code_archive(job, targets, shipping.code_digest(job))
+        data, _ = code_archive(job, targets)
         upload_once(S3Store(self.client("s3", region)), ObjectUrl("s3", upload["Bucket"], upload["Key"]), data)
 
     def download(self, uri: str, dest, region: Optional[str]) -> List:

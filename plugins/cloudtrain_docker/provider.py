@@ -68,8 +68,9 @@ class DockerProvider(HostedProvider):
     supervisor_module = "cloudtrain_docker.supervisor"
     cancel_timeout = 60.0
 
-    def __init__(self, client=None, store: Optional[Store] = None, **clients):
-        super().__init__(store=store, **clients)
+    def __init__(self, client=None, store: Optional[Store] = None):
+        """``client``: a ``docker.DockerClient`` (default: ``docker.from_env()``)."""
+        super().__init__(store=store)
         self._client = client
 
     @property

@@ -22,7 +22,6 @@ task: ``modelarts://<region>/<id>/<task>`` (e.g. ``worker-1``).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import warnings
@@ -123,7 +122,6 @@ def _obs(url: str) -> str:
     return "/" + path.rstrip("/") + "/"
 
 
-_archives: Dict[tuple, Tuple[bytes, str]] = {}  # (code dir, code digest) -> (archive, its sha256)
 
 
 def _obs_object(uri: str) -> str:
@@ -367,13 +365,8 @@ class ModelartsProvider(CloudProvider):
 
     # -- code ------------------------------------------------------------------------------------
     def code_archive(self, job: JobSpec) -> Tuple[bytes, str]:
-        """The archive (code and launcher bundle) and its sha256, built once per code digest."""
-        key = (str(job.code_path), shipping.code_digest(job))
-        if key not in _archives:
-            data = shipping.archive(job, [self.detector_target()])
-            _archives.clear()  # one code tree at a time is what a process submits
-            _archives[key] = (data, hashlib.sha256(data).hexdigest())
-        return _archives[key]
+        """The archive (code and launcher bundle) and its sha256 (``shipping.packed``)."""
+        return shipping.packed(job, [self.detector_target()])
 
     def store(self, options: ModelartsOptions):
         """The OBS store of the job's region (``obsstore.ObsStore``)."""
