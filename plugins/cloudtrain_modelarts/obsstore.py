@@ -12,6 +12,7 @@ The OBS SDK answers HTTP errors with a result (``status``, ``errorCode``, ``erro
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
@@ -120,16 +121,26 @@ class ObsStore(ObjectStore):
             marker = page.next_marker or contents[-1].key
 
     def fetch(self, url: ObjectUrl, dest: Path, progress: Optional[Progress] = None) -> None:
+        """The SDK calls ``progressCallback`` from a thread of its own (obs/progress.py), which
+        may still be behind when ``getObject`` returns: the rest is reported here once the file
+        is written, and the SDK's late calls are then ignored, so the bytes always add up."""
         what = f"download {url}"
-        moved = [0]
+        lock, moved, done = threading.Lock(), [0], [False]
+
+        def report(transferred: int) -> None:
+            with lock:
+                if progress is not None and not done[0] and transferred > moved[0]:
+                    progress(transferred - moved[0])
+                    moved[0] = transferred
 
         def callback(transferred: int, total: int, seconds: float) -> None:  # the SDK's running total
-            if progress is not None and transferred > moved[0]:
-                progress(transferred - moved[0])
-                moved[0] = transferred
+            report(transferred)
         with self.api(what):
             self._checked(self.client.getObject(url.bucket, url.key, downloadPath=str(dest),
                                                 progressCallback=callback if progress else None), what)
+        report(Path(dest).stat().st_size)
+        with lock:
+            done[0] = True
 
     def presign(self, url: ObjectUrl, seconds: int) -> str:
         with self.api(f"sign a URL for {url}"):
