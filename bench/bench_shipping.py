@@ -68,7 +68,6 @@ class Counted:
         self.bytes = self.puts = 0
 
     def __enter__(self):
-        self.real = ObjectStore.put if "put" in ObjectStore.__dict__ else None
         counter = self
 
         def wrap(cls):

@@ -136,17 +136,12 @@ def store_class(scheme: str) -> type:
     return getattr(importlib.import_module(module), attr)
 
 
-def _installed(module: str) -> bool:
-    if module in sys.modules:
-        return sys.modules[module] is not None  # None: an import of it failed, or was blocked
-    return importlib.util.find_spec(module) is not None
-
-
 def usable_store_class(scheme: str) -> type:
     """``store_class(scheme)`` whose SDK is installed too (checked offline, nothing imported);
     bad input with the ``pip install`` that brings the SDK otherwise."""
+    from .plugins import module_installed
     cls = store_class(scheme)
-    missing = [module for module in cls.sdk_modules if not _installed(module)]
+    missing = [module for module in cls.sdk_modules if not module_installed(module)]
     if missing:
         extra = INSTALL_HINTS.get(scheme.lower()) or stores()[scheme.lower()][1]
         raise BadInput(f"{scheme}:// object stores are reached through {missing[0]}, which is not installed; "

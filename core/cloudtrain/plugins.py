@@ -62,7 +62,7 @@ def module_installed(name: str) -> bool:
     (``importlib.util.find_spec("a.b")`` would import ``a``: for ``azure.ai.ml``, the package)."""
     from importlib.machinery import PathFinder
     if name in sys.modules:
-        return True
+        return sys.modules[name] is not None  # None: an import of it failed, or was blocked
     parts = name.split(".")
     path = None
     for i, part in enumerate(parts):
