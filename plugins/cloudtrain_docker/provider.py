@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.hosted import RUN_ID, HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
+from cloudtrain.launch.plans import SSH_WAIT
+from cloudtrain.launch.sshd import CLIENT_OPTIONS, SSHD_PORT
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain import storage
 from cloudtrain.secrets import MASK
@@ -143,7 +145,10 @@ class DockerProvider(HostedProvider):
             binds.append(f"{run_dir}/secrets.json:{SECRETS_PATH}:ro")
         if self.use_ssh(job, options):
             binds.append(f"{run_dir}/ssh:{SSH_DIR}:ro")
-            env["OMPI_MCA_plm_rsh_args"] = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+            env["OMPI_MCA_plm_rsh_args"] = CLIENT_OPTIONS
+            # sshd forks into the background before it binds its port, so entry.sh's sshd call
+            # returns early: node 0 waits until every node's sshd accepts before mpirun
+            env[SSH_WAIT] = str(SSHD_PORT)
         binds += [f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in options.mounts]
         host_config = {
             "Binds": binds,

@@ -61,6 +61,40 @@ def test_mpi_across_containers_over_ssh(engine, home):
     assert metrics(home, handle)["world_size"] == 4
 
 
+SLOW_SSHD_IMAGE = "cloudtrain/test-python:slow-sshd"
+# OpenSSH's sshd forks into the background (daemon()) before it binds port 22 (sshd.c: the
+# daemon() call comes before server_listen()), so the entry script's `/usr/sbin/sshd` returns
+# before the port is open.  This image makes that window 3 s wide, every time.
+SLOW_SSHD = '#!/bin/sh\n(sleep 3; exec /usr/sbin/sshd.real "$@") &\n'
+
+
+@pytest.fixture(scope="module")
+def slow_sshd_image(engine):
+    """The test image, with an sshd that starts listening 3 s after it is called."""
+    script = ("mv /usr/sbin/sshd /usr/sbin/sshd.real && printf '%s' '" + SLOW_SSHD + "' > /usr/sbin/sshd"
+              " && chmod 755 /usr/sbin/sshd")
+    container = engine.containers.run(IMAGE, ["/bin/sh", "-c", script], entrypoint=[], network_mode="none",
+                                      detach=True)
+    try:
+        assert container.wait(timeout=60)["StatusCode"] == 0, container.logs()
+        repository, tag = SLOW_SSHD_IMAGE.split(":")
+        container.commit(repository=repository, tag=tag)
+    finally:
+        container.remove(force=True)
+    yield SLOW_SSHD_IMAGE
+    engine.images.remove(SLOW_SSHD_IMAGE, force=True)
+
+
+def test_mpi_waits_for_a_worker_whose_sshd_listens_late(engine, home, slow_sshd_image):
+    """A soak run failed 1 in ~3: node 0's mpirun met "ssh: connect to host mpi-allreduce-1 port 22:
+    Connection refused", because node 0 started it as soon as node 1's launcher joined, and
+    node 1's sshd was not listening yet.  Node 0 now waits for every node's port 22."""
+    proc, handle = submit(engine, "mpi-allreduce", "--set", f"image={slow_sshd_image}")
+    assert "Connection refused" not in proc.stdout
+    assert float(re.search(r"test_accuracy ([0-9.]+)", proc.stdout).group(1)) >= 0.9
+    assert metrics(home, handle)["world_size"] == 4
+
+
 def test_ray_head_and_worker_containers(engine, home):
     proc, _ = submit(engine, "ray-counter")
     assert "task on Rank:1 ran on node 1" in proc.stdout and re.search(r"ray nodes: 2\b", proc.stdout)

@@ -58,8 +58,12 @@ def test_mpi_gets_ssh_between_nodes():
     body = by["docker/container:ct-<run-id>-0"]
     assert any(b.endswith("/ssh:/run/cloudtrain/ssh:ro") for b in body["HostConfig"]["Binds"])
     assert "StrictHostKeyChecking=no" in env_of(body)["OMPI_MCA_plm_rsh_args"]
+    # node 0 waits for every node's sshd before mpirun: sshd forks into the background before it
+    # binds port 22 (OpenSSH sshd.c: daemon() is called before server_listen())
+    assert env_of(body)["CLOUDTRAIN_WAIT_SSH"] == "22"
     _, by = render()
     assert "OMPI_MCA_plm_rsh_args" not in env_of(by["docker/container:ct-<run-id>-0"])
+    assert "CLOUDTRAIN_WAIT_SSH" not in env_of(by["docker/container:ct-<run-id>-0"])
 
 
 def test_emulation_injects_the_platforms_environment():
