@@ -27,6 +27,7 @@ from cloudtrain.cloud import timestamp
 from cloudtrain.errors import BadInput, JobNotFound, PlatformError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
+from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
@@ -273,6 +274,8 @@ class Ec2Provider(AwsProvider):
                           f"/usr/sbin/sshd -p {port}; fi"]
             lines += [f"export OMPI_MCA_plm_rsh_args='-p {port} -i /root/.ssh/cloudtrain-{JOB_ID} "
                       "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'"]
+            # node 0 waits until every node's sshd accepts: one started above forks before it listens
+            lines += [f"export {SSH_WAIT}={port}"]
         if options.setup:
             lines += ["# providers.ec2.setup", "STEP='running providers.ec2.setup'", *options.setup]
         env = dict(job.env)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping, storage
 from cloudtrain.launch import sshd
+from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import timestamp
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
@@ -215,6 +216,8 @@ class SageMakerProvider(AwsProvider):
             env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
         if job.distribution.type in ("mpi", "horovod"):
             env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
+            if job.distribution.nodes > 1:  # the prelude's sshd forks before it listens: node 0 waits for it
+                env[SSH_WAIT] = str(sshd.SSHD_PORT)
         row = self.instance(job, options).row
         if efa or efa_devices(job.network.rdma, row) or (job.network.rdma == "on" and row is None):
             for key, value in efa_env(row).items():

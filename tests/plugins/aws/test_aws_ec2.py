@@ -120,6 +120,9 @@ def test_mpi_scripts_apply_the_seeds_lessons():
     assert "export CLOUDTRAIN_IFNAME=ens5\n" in node0  # the launcher's --mca btl_tcp_if_include
     assert "export OMPI_MCA_plm_rsh_args='-p 2022 -i /root/.ssh/cloudtrain-ec2-job-aaaaaaaaaaaa" in node0
     assert "/usr/sbin/sshd -p 2022" in node0 and "  Port 2022" in node0
+    # sshd forks into the background before it binds (OpenSSH sshd.c: daemon() before
+    # server_listen()): node 0's launcher waits for every node's port before mpirun
+    assert "export CLOUDTRAIN_WAIT_SSH=2022\n" in node0
     assert SSH_PUB in node0 and "Host ct-node-* $(echo '10.0.0.4,10.0.0.5' | tr , ' ')" in node0
     keygen = next(a.content["script"] for a in arts if a.name == "ssh-key")
     assert "ssh-keygen -q -t ed25519" in keygen

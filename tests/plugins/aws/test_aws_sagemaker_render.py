@@ -68,6 +68,9 @@ def test_every_distribution_renders_a_valid_request(kind, nodes, procs, ps):
     env = request["Environment"]
     assert env["CLOUDTRAIN_DETECTORS"] == "sagemaker=cloudtrain_aws.detect:detect_sagemaker"
     assert env["OMP_NUM_THREADS"] == "1"
+    # the prelude's sshd forks before it binds port 22 (OpenSSH sshd.c: daemon() before
+    # server_listen()), so node 0 waits for every node's sshd before mpirun
+    assert env.get("CLOUDTRAIN_WAIT_SSH") == ("22" if "--sshd" in args else None)
 
 
 def test_the_boot_line_unpacks_the_code_channel_and_execs_the_launcher():
