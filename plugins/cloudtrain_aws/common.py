@@ -294,6 +294,11 @@ class AwsProvider(CloudProvider):
 
     # -- code ---------------------------------------------------------------------------------
     @staticmethod
+    def uses_ssh(job: JobSpec) -> bool:
+        """Does node 0's mpirun/horovodrun reach the other nodes over ssh (their sshd)?"""
+        return job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1
+
+    @staticmethod
     def code_values(job: JobSpec, spec: str, targets: Iterable[str]) -> Dict[str, str]:
         """The spec hash and the archive's sha256, for the placeholders ``fill`` replaces."""
         _, archive_sha = code_archive(job, targets)

@@ -157,10 +157,6 @@ class Ec2Provider(AwsProvider):
             raise self.job_error(job, ("storage", "output"), f"is {len(job.storage.output)} characters; ec2 keeps it "
                                  f"in a tag of the instances (at most {MAX_TAG_VALUE}): use a shorter s3:// URI")
 
-    @staticmethod
-    def uses_ssh(job: JobSpec) -> bool:
-        return job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1
-
     def placement_group(self, job: JobSpec, options: Ec2Options) -> Optional[str]:
         if options.placement_group:
             return options.placement_group

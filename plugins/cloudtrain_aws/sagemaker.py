@@ -198,7 +198,7 @@ class SageMakerProvider(AwsProvider):
     @staticmethod
     def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:
         launch = shipping.launch_argv(job, platform="sagemaker", python=options.python)
-        flags = ["--sshd"] if job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1 else []
+        flags = ["--sshd"] if SageMakerProvider.uses_ssh(job) else []
         # the node prelude: job id, Secrets Manager, sshd for mpirun; then the launcher
         return [options.python, "-m", NODE_MODULE.partition(":")[0], *flags, "--", *launch]
 
@@ -216,7 +216,7 @@ class SageMakerProvider(AwsProvider):
             env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
         if job.distribution.type in ("mpi", "horovod"):
             env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
-            if job.distribution.nodes > 1:  # the prelude's sshd forks before it listens: node 0 waits for it
+            if self.uses_ssh(job):  # the prelude's sshd forks before it listens: node 0 waits for it
                 env[SSH_WAIT] = str(sshd.SSHD_PORT)
         row = self.instance(job, options).row
         if efa or efa_devices(job.network.rdma, row) or (job.network.rdma == "on" and row is None):

@@ -122,8 +122,6 @@ def _obs(url: str) -> str:
     return "/" + path.rstrip("/") + "/"
 
 
-
-
 def _obs_object(uri: str) -> str:
     """``obs://bucket/key`` -> ``/bucket/key`` (a trailing ``/``, a directory, kept as given)."""
     return "/" + uri[len("obs://"):].lstrip("/")
