@@ -51,13 +51,24 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
+_IMPLICIT = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_TAG + "timestamp", _TAG + "value")]
+             for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
 class _Reader(Loader):
     """libyaml's parser with YAML 1.1's implicit types minus timestamps and ``=``: a date stays
     the text it was (nothing in a job is a date), and ``=`` is text, not a tag with no value."""
 
-    yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag not in (_TAG + "timestamp", _TAG + "value")]
-        for first, resolvers in Loader.yaml_implicit_resolvers.items()}
+    yaml_implicit_resolvers = _IMPLICIT
+
+
+class _PyReader(yaml.SafeLoader):
+    """PyYAML's own parser with the same types.  ``read`` asks it about a text libyaml refused:
+    libyaml's limits and wording change between its releases (0.2.6 refuses flow nesting past
+    1000 levels in its scanner, before any event reaches ``_Builder``); this parser has no such
+    limit and hands out events as it goes, so the rules above, not libyaml's, say what is wrong."""
+
+    yaml_implicit_resolvers = _IMPLICIT
 
 
 class YamlProblem(ValueError):
@@ -92,15 +103,24 @@ def read(text: str) -> Document:
         what = "a NUL byte" if char == "\0" else f"the control character {char!r}"
         raise YamlProblem(f"contains {what}, which YAML does not allow; is it a binary file? "
                           "A job file is YAML text", text.count("\n", 0, bad.start()) + 1)
-    loader = _Reader(text)
     try:
-        return _Builder(loader).document()
+        return _build(_Reader, text)
+    except yaml.YAMLError:
+        pass  # libyaml refused it: PyYAML's own parser says why (``_PyReader``), or reads it
+    try:
+        return _build(_PyReader, text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise YamlProblem(f"invalid YAML: {exc.problem or exc.context}", mark.line + 1 if mark else None,
                           syntax=True) from None
     except yaml.YAMLError as exc:  # a reader error (the check above should have caught it)
         raise YamlProblem(f"invalid YAML: {str(exc).splitlines()[0]}", syntax=True) from None
+
+
+def _build(reader, text: str) -> Document:
+    loader = reader(text)
+    try:
+        return _Builder(loader).document()
     finally:
         loader.dispose()
 

@@ -94,10 +94,34 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     ("x: 1\ny: \x1b[31m\n", 2, "the control character '\\x1b'"),
     ("a: [1\n", 2, "invalid YAML"),
 ])
-def test_hostile_or_broken_yaml_is_refused_at_its_line(text, line, words):
+@pytest.mark.parametrize("parser", ["installed", "pure-python", "strict-libyaml"])
+def test_hostile_or_broken_yaml_is_refused_at_its_line(text, line, words, parser, monkeypatch):
+    # The same message whichever parser PyYAML has: libyaml (whose own limits vary by release:
+    # 0.2.6 refuses flow nesting past 1000 levels itself), PyYAML's pure-Python one (no libyaml),
+    # or a libyaml that refuses the text first in words of its own ("strict-libyaml").
+    if parser == "pure-python":
+        monkeypatch.setattr(yamlio, "_Reader", yamlio._PyReader)
+    elif parser == "strict-libyaml":
+        monkeypatch.setattr(yamlio, "_Reader", _RefusesDeepFlow)
     with pytest.raises(yamlio.YamlProblem) as info:
         yamlio.read(text)
     assert info.value.line == line and words in info.value.message, (info.value.line, info.value.message)
+
+
+class _RefusesDeepFlow(yamlio._PyReader):
+    """A parser that, like libyaml 0.2.6's scanner, refuses deep flow nesting in its own words
+    before handing out a single event (the wording here is made up on purpose)."""
+
+    def get_event(self):
+        if "[" * 20 in self.buffer:
+            raise yaml.scanner.ScannerError("while scanning", None, "depth past the parser's own limit",
+                                            self.get_mark())
+        return super().get_event()
+
+
+def test_a_text_only_libyaml_refuses_is_still_one_problem(monkeypatch):
+    monkeypatch.setattr(yamlio, "_Reader", _RefusesDeepFlow)
+    assert yamlio.read("a: " + "[" * 30 + "]" * 30 + "\n").data["a"]  # PyYAML's parser reads it
 
 
 def test_no_tag_constructs_anything(tmp_path):
