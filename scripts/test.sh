@@ -21,7 +21,7 @@ bash scripts/build-test-image.sh   # cached by content: seconds when the image e
 VENV=${CLOUDTRAIN_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q -e '.[test]'
+"$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[test]'
 
 # The venv is NOT put on PATH: cloudtrain must work from a venv that is not activated (the
 # Quickstart's case); tests that need a tool from the venv name it or set PATH themselves.

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The tests that talk to the SDKs and libraries cloudtrain depends on, against the newest
+# releases its ranges allow (no constraints.txt), so a new release that breaks cloudtrain is
+# noticed here before a user meets it. The Tests command (scripts/test.sh) runs every test on
+# the pinned versions; this runs the unit, contract and plugin tests (no training: no torch,
+# Ray, DeepSpeed or MPI) in a venv of their own, .venv-latest, upgraded on every run.
+# On a failure it prints what differs from constraints.txt: the suspects.
+# Usage: bash scripts/test-latest.sh [pytest args...]   (default: tests/core tests/contract tests/plugins)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${CLOUDTRAIN_LATEST_VENV:-.venv-latest}
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+# cloudtrain[all] and the test tools, newest (--upgrade --upgrade-strategy eager), not [train].
+"$VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e '.[all]' \
+  'moto[server]>=5' 'pytest>=8' 'pytest-timeout>=2.2' 'jsonschema>=4' 'mkdocs>=1.6'
+
+newer=$(comm -13 <(grep -v '^#' constraints.txt | LC_ALL=C sort -f) \
+                 <("$VENV/bin/python" -m pip freeze --exclude-editable | LC_ALL=C sort -f) || true)
+echo "test-latest: newer than constraints.txt: ${newer:-(nothing)}" | tr '\n' ' '; echo
+
+unset PYTHONUNBUFFERED VIRTUAL_ENV
+[ $# -gt 0 ] || set -- tests/core tests/contract tests/plugins
+set +e
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+code=$?
+set -e
+if [ $code != 0 ]; then
+  echo "test-latest: FAILED on the newest releases; the suspects are the packages listed above as newer" >&2
+fi
+exit $code
