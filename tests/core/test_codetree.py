@@ -87,3 +87,10 @@ def test_a_directory_cloudtrain_outputs_downloaded_into_never_ships(tmp_path):
     root = tree(tmp_path / "c", {"train.py": "", "results/run1/model.bin": "", "results/run1/" + OUTPUTS_MARKER: "",
                                  "outputs/x/y.bin": "", "results/notes.md": ""})
     assert selected(root) == ["results/notes.md", "train.py"]
+
+
+def test_the_docs_list_every_credential_rule():
+    from pathlib import Path
+    from cloudtrain.codetree import CREDENTIALS
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    assert [p for p, _ in CREDENTIALS if f"| `{p}` |" not in page] == []
