@@ -194,15 +194,24 @@ _spool: Optional[str] = None
 
 
 def _spool_dir() -> str:
-    """A directory of this process's own (0700) for its archives, removed at exit."""
+    """A directory of this process's own (0700) for its archives, removed at exit (``remove_spool``)."""
     global _spool
     if _spool is None or not os.path.isdir(_spool):
         import atexit
-        import shutil
         import tempfile
         _spool = tempfile.mkdtemp(prefix="cloudtrain-pack-")
-        atexit.register(shutil.rmtree, _spool, True)
+        atexit.register(remove_spool)
     return _spool
+
+
+def remove_spool() -> None:
+    """Remove this process's archives; the CLI calls it before its immediate exit (``os._exit``
+    runs no ``atexit`` handler)."""
+    global _spool
+    if _spool is not None:
+        import shutil
+        shutil.rmtree(_spool, ignore_errors=True)
+        _spool = None
 
 
 def code_archive(job: JobSpec) -> Archive:

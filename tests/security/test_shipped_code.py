@@ -293,3 +293,15 @@ def test_downloaded_outputs_never_ship_with_the_next_job(tmp_path, home):
     shipped = members(base64.b64decode(stored["binaryData"]["code.tar.gz"]))
     assert "train.py" in shipped and "results" not in {n.split("/")[0] for n in shipped}
     assert not [n for n in shipped if n.endswith("model.bin") or n.startswith("outputs")], sorted(shipped)
+
+
+def test_the_cli_leaves_no_archive_behind(tmp_path):
+    """The CLI exits at once (os._exit: no atexit handler runs); the archives it packed go with it."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print(1)\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    proc = run_cli("render", str(kube_job(tmp_path, "kubeflow")), "-p", "kubeflow", env=cli_env({"TMPDIR": str(scratch)}))
+    assert proc.returncode == 0 and "ConfigMap" in proc.stdout, proc.stderr
+    assert list(scratch.iterdir()) == []
