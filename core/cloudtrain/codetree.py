@@ -29,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -105,12 +106,13 @@ class _Rule(NamedTuple):
     def parse(cls, pattern: str) -> "_Rule":
         return cls(tuple(pattern.strip("/").split("/")), pattern.endswith("/"))
 
-    def matches(self, parts: List[str]) -> bool:
-        n = len(self.parts)
-        if self.below:
-            return any(all(fnmatch.fnmatchcase(parts[i + k], self.parts[k]) for k in range(n))
-                       for i in range(len(parts) - n))
-        return len(parts) >= n and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts[-n:], self.parts))
+    @property
+    def regex(self) -> str:
+        """The rule over a whole relative POSIX path: its components end the path (``dir/``:
+        something follows them), after the start or a ``/``."""
+        def component(glob: str) -> str:
+            return "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in glob)
+        return "(?:^|/)" + "/".join(map(component, self.parts)) + ("/.+" if self.below else "") + "$"
 
     @property
     def gitignore(self) -> str:
@@ -122,12 +124,12 @@ class _Rule(NamedTuple):
 
 
 _RULES = tuple(_Rule.parse(pattern) for pattern, _ in CREDENTIALS)
+_CREDENTIAL = re.compile("|".join(f"(?:{rule.regex})" for rule in _RULES), re.DOTALL)
 
 
 def is_credential(rel: str) -> bool:
     """Whether ``rel`` (a POSIX path relative to the code directory) is one of ``CREDENTIALS``."""
-    parts = rel.strip("/").split("/")
-    return any(rule.matches(parts) for rule in _RULES)
+    return _CREDENTIAL.search(rel.strip("/")) is not None
 
 
 def _home() -> Path:
