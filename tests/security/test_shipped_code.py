@@ -173,6 +173,13 @@ def test_obs_gets_the_same_copy(tmp_path, monkeypatch):
         url = objectstore.code_url(objectstore.ObjectUrl("obs", "obs-code", "c"), archive)
         assert objectstore.upload_once(ObsStore(region="cn-north-4"), url, archive)
         assert_copy_of_the_tree(obs.object("obs-code", url.key))
+    # the digest that names a cloud job's request: the links' text, never their targets' bytes
+    digest = shipping.code_digest(job)
+    (tmp_path / "home" / ".aws" / "credentials").write_text("rotated\n")
+    assert shipping.code_digest(job) == digest
+    os.unlink(tmp_path / "code" / "zero")
+    os.symlink("/dev/null", tmp_path / "code" / "zero")
+    assert shipping.code_digest(job) != digest
 
 
 @pytest.mark.timeout(120)
