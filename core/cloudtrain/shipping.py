@@ -131,19 +131,18 @@ def code_digest(job: JobSpec) -> str:
 
 def stage(job: JobSpec, dest, platforms: Iterable = ()) -> Path:
     """Copy the code to ``dest`` and write the launcher bundle to ``dest/.cloudtrain``.  A link
-    stays a link when it points inside the code directory; one that points outside is left out
-    (the staged directory is uploaded by an SDK that would read the target)."""
+    stays a link when it leads to a staged file or directory; any other (out of the code
+    directory, to a file left out, dangling) is left out: the staged directory is uploaded by an
+    SDK that reads what a link points to."""
     import shutil
-    from .codetree import leaves_tree
     from .launch.bundle import write_bundle
     dest = Path(dest)
+    links = []
     for rel, path in code_files(job.code_path):
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if os.path.islink(path):
-            link = os.readlink(path)
-            if not leaves_tree(rel, link):
-                os.symlink(link, target)
+            links.append((target, os.readlink(path)))
             continue
         opened = _open_regular(path)
         if opened is None:
@@ -151,6 +150,13 @@ def stage(job: JobSpec, dest, platforms: Iterable = ()) -> Path:
         with opened[0] as f, open(target, "wb") as out:
             shutil.copyfileobj(f, out, CHUNK)
         target.chmod(opened[1].st_mode & 0o777)
+    for target, link in links:  # after every file, so a link's own target is there to check
+        os.symlink(link, target)
+    top = os.path.realpath(dest)
+    for target, _ in links:
+        resolved = os.path.realpath(target)
+        if not os.path.exists(resolved) or os.path.commonpath([top, resolved]) != top:
+            os.unlink(target)
     write_bundle(dest / LAUNCHER_DIR, platforms)
     return dest
 

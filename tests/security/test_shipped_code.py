@@ -310,3 +310,18 @@ def test_the_cli_leaves_no_archive_behind(tmp_path):
     proc = run_cli("render", str(kube_job(tmp_path, "kubeflow")), "-p", "kubeflow", env=cli_env({"TMPDIR": str(scratch)}))
     assert proc.returncode == 0 and "ConfigMap" in proc.stdout, proc.stderr
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.timeout(120)
+def test_the_staged_directory_azure_uploads_holds_no_link_out_of_it(tmp_path, monkeypatch):
+    """Azure ML uploads the staged directory through an SDK that reads what links point to: a
+    link stays only where it leads to a staged file."""
+    code = hostile_code(tmp_path, monkeypatch, fifo=False)
+    os.symlink(".aws/credentials", code / "inner-creds")  # inside the tree, to a file kept home
+    from cloudtrain.loading import job_from_dict
+    staged = shipping.stage(job_from_dict({"name": "h", "code": str(code), "command": "python train.py"}),
+                            tmp_path / "staged")
+    links = {str(p.relative_to(staged)): os.readlink(p) for p in staged.rglob("*") if p.is_symlink()}
+    assert links == {"inside.py": "pkg/util.py"}
+    every = b"".join(p.read_bytes() for p in staged.rglob("*") if p.is_file())
+    assert SECRET.encode() not in every and (staged / "public.pem").exists() and not (staged / "id_rsa").exists()
