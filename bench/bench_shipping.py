@@ -10,7 +10,8 @@ without cloudtrain: upload the tree file by file with the same SDK (``aws s3 cp 
 ``coscli cp -r``, ``obsutil cp -r``), once, and again for the second submit.  The inline path
 (a Kubernetes ConfigMap) is measured on the same tree: it is refused, at render, for its size.
 
-Bytes are what the store's ``put`` was given (the request bodies), counted around the real call.
+Bytes are what the store's ``put`` or ``put_file`` was given (the request bodies), counted around
+the real call.
 On loopback the network costs nothing, so the times here are packing and SDK overhead; over a
 real link the bytes dominate, and they are what the last column compares.  A "second submit" is
 a new process: it packs again (to learn the archive's name) and sends nothing.
@@ -71,20 +72,25 @@ class Counted:
         counter = self
 
         def wrap(cls):
-            original = cls.put
+            original, original_file = cls.put, cls.put_file
 
             def put(store, url, data, content_type="application/octet-stream"):
                 counter.bytes += len(data)
                 counter.puts += 1
                 return original(store, url, data, content_type)
-            cls.put = put
-            return cls, original
+
+            def put_file(store, url, path, content_type="application/octet-stream"):  # an archive, from its file
+                counter.bytes += os.path.getsize(path)
+                counter.puts += 1
+                return original_file(store, url, path, content_type)
+            cls.put, cls.put_file = put, put_file
+            return cls, original, original_file
         self.patched = [wrap(cls) for cls in _store_classes()]
         return self
 
     def __exit__(self, *exc):
-        for cls, original in self.patched:
-            cls.put = original
+        for cls, original, original_file in self.patched:
+            cls.put, cls.put_file = original, original_file
 
 
 def _store_classes():

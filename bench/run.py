@@ -62,6 +62,9 @@ BENCHMARKS: List[Benchmark] = [
     Benchmark("resume", "bench_resume:run",
               "digits DDP 2x1 with a checkpoint: a killed rank to the first step of the restarted job vs the cold start",
               150, 60),
+    Benchmark("pack", "bench_pack:run",
+              "packing a 1 GB tree of large files: the code archive vs tar czf at the same gzip level; peak RSS",
+              300, 40),
     Benchmark("sagemaker-submit", "bench_submit:run",
               "200 jobs submitted to the SageMaker double (moto server), 16 threads; API calls per job", 40, 20),
 ]

@@ -96,11 +96,15 @@ def status(handle: str) -> JobStatus:
 
 
 def outputs(handle: str, dest=None) -> list:
-    """Download the output of job ``handle`` into ``dest`` (default ``./outputs/<id>``); the files."""
+    """Download the output of job ``handle`` into ``dest`` (default ``./outputs/<id>``); the files.
+    A directory the download made is marked so that it never ships with a job's code
+    (``cloudtrain.outputs.marked``)."""
     from pathlib import Path
-    from .outputs import default_dest
+    from .outputs import default_dest, marked
     name, job_id = parse_handle(handle)
-    return get_provider(name).outputs(job_id, Path(dest) if dest else default_dest(handle))
+    target = Path(dest) if dest else default_dest(handle)
+    with marked(target):
+        return get_provider(name).outputs(job_id, target)
 
 
 def cancel(handle: str) -> JobStatus:

@@ -360,6 +360,9 @@ def entry() -> None:
     has nothing to clean up that the OS does not, and interpreter shutdown (module teardown,
     pydantic's caches) costs ~35 ms of every command."""
     code = main()
+    shipping = sys.modules.get("cloudtrain.shipping")
+    if shipping is not None:  # the archives packed for this command (no atexit after os._exit)
+        shipping.remove_spool()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -9,7 +9,8 @@ What every cloud provider shares lives here, once:
 
 - ``upload_once(store, url, data)``: a content-addressed upload: one existence check, a PUT only
   when the object is absent, and at most one of each per object in a process (a benchmark submits
-  the same code from many threads);
+  the same code from many threads); ``data`` is bytes or a ``shipping.Archive`` (uploaded from
+  its file through the SDK's file upload: memory stays bounded whatever its size);
 - ``code_url(prefix, data)``: where a code archive goes (``<prefix>/cloudtrain-code/<sha256>.tar.gz``);
 - ``download(store, url, dest)``: every object under a prefix into a directory, with a progress
   line on a terminal (``cloudtrain outputs``).
@@ -24,9 +25,12 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import BadInput
+
+if TYPE_CHECKING:
+    from .shipping import Archive
 
 # scheme -> the extra whose plugin brings it (the hint for a scheme nobody registered)
 INSTALL_HINTS: Dict[str, str] = {"s3": "aws", "cos": "tione", "obs": "modelarts"}
@@ -83,6 +87,11 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def put(self, url: ObjectUrl, data: bytes, content_type: str = "application/octet-stream") -> None:
         """Write ``data`` to the object ``url``."""
+
+    def put_file(self, url: ObjectUrl, path: Path, content_type: str = "application/octet-stream") -> None:
+        """Write the file ``path`` to the object ``url``, streamed from the file.  A store whose SDK
+        cannot stream gets this fallback, which reads the file whole: override it."""
+        self.put(url, Path(path).read_bytes(), content_type)
 
     @abc.abstractmethod
     def objects(self, url: ObjectUrl) -> Iterator[Tuple[ObjectUrl, int]]:
@@ -163,14 +172,23 @@ _sent: set = set()
 _keys: Dict[tuple, threading.Lock] = {}
 
 
-def code_url(prefix: ObjectUrl, data: bytes) -> ObjectUrl:
+Payload = Union[bytes, "Archive"]
+
+
+def sha256_of(data: Payload) -> str:
+    digest = getattr(data, "sha256", None)
+    return digest if isinstance(digest, str) else hashlib.sha256(data).hexdigest()
+
+
+def code_url(prefix: ObjectUrl, data: Payload) -> ObjectUrl:
     """Where an archive goes under ``prefix``: named by its sha256, so the same code has one object."""
-    return prefix.child(CODE_FOLDER, hashlib.sha256(data).hexdigest() + ".tar.gz")
+    return prefix.child(CODE_FOLDER, sha256_of(data) + ".tar.gz")
 
 
-def upload_once(store: ObjectStore, url: ObjectUrl, data: bytes, content_type: str = "application/gzip") -> bool:
-    """Put ``data`` at ``url`` unless it is there already; True when it was sent.  ``url`` must be
-    content-addressed (``code_url``): an existing object is taken to hold the same bytes."""
+def upload_once(store: ObjectStore, url: ObjectUrl, data: Payload, content_type: str = "application/gzip") -> bool:
+    """Put ``data`` (bytes, or a ``shipping.Archive``: from its file) at ``url`` unless it is there
+    already; True when it was sent.  ``url`` must be content-addressed (``code_url``): an existing
+    object is taken to hold the same bytes."""
     key = (type(store).__name__, store.where, str(url))
     with _lock:
         key_lock = _keys.setdefault(key, threading.Lock())
@@ -178,8 +196,10 @@ def upload_once(store: ObjectStore, url: ObjectUrl, data: bytes, content_type: s
         if key in _sent:
             return False
         sent = not store.exists(url)
-        if sent:
-            store.put(url, data, content_type)
+        if sent and isinstance(data, (bytes, bytearray, memoryview)):
+            store.put(url, bytes(data), content_type)
+        elif sent:
+            store.put_file(url, data.path, content_type)
         _sent.add(key)
         return sent
 

@@ -1,11 +1,35 @@
 """``cloudtrain outputs HANDLE [-o DIR]``: bring a job's output (what its nodes wrote to
 ``CLOUDTRAIN_OUTPUT_DIR``, kept where ``storage.output`` says) to this machine.  Each provider
-implements ``Provider.outputs(job_id, dest)``; this module holds what they share."""
+implements ``Provider.outputs(job_id, dest)``; this module holds what they share.
+
+Downloaded outputs never ship with a job's code: a directory the download makes gets the marker
+file ``codetree.OUTPUTS_MARKER`` (the code selection leaves out every directory that holds it,
+wherever it is and whatever its name), and the default place, ``./outputs``, is a name the
+selection never takes either."""
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List
+from typing import Iterator, List
+
+MARKER_TEXT = ("Downloaded by `cloudtrain outputs`: this directory is never shipped with a job's code.\n"
+               "Remove this file to ship it.\n")
+
+
+@contextmanager
+def marked(dest: Path) -> Iterator[None]:
+    """Run a download into ``dest``; afterwards (also when it failed half-way) mark ``dest`` when
+    the download made it, or it was marked already.  A directory that held other files before
+    (``-o .``: perhaps the code itself) is not marked."""
+    from .codetree import OUTPUTS_MARKER
+    dest = Path(dest)
+    ours = not dest.exists() or (dest / OUTPUTS_MARKER).exists() or (dest.is_dir() and not any(dest.iterdir()))
+    try:
+        yield
+    finally:
+        if ours and dest.is_dir():
+            (dest / OUTPUTS_MARKER).write_text(MARKER_TEXT, encoding="utf-8")
 
 
 def default_dest(handle: str) -> Path:

@@ -196,6 +196,8 @@ class Provider(abc.ABC):
             problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
                                         "not take: its nodes get the launcher with the code directory; set `code` to "
                                         "that directory (code: null works on the Kubernetes providers)"))
+        from .shipping import warn_about_code
+        warn_about_code(job)  # credential files kept home, links that will dangle, FIFOs left out
         from .storage import problems as storage_problems
         for loc, message in storage_problems(job, self.name, self.storage_schemes, self.output_schemes):
             problems.add(self.job_error(job, loc, message))

@@ -43,9 +43,17 @@ class S3Store(ObjectStore):
 
     @contextmanager
     def api(self, what: str):
+        from boto3.exceptions import S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError
         try:
             yield
+        except S3UploadFailedError as exc:  # upload_file's wrapper of the ClientError it met
+            cause = exc.__context__
+            if isinstance(cause, ClientError):
+                err = cause.response.get("Error", {})
+                code = str(err.get("Code", "?"))
+                raise PlatformError(f"{what}: S3 refused: {code}: {err.get('Message', '')}; {hint_for(code)}") from None
+            raise PlatformError(f"{what}: {exc}; check the network, the region and the endpoint") from None
         except ClientError as exc:
             err = exc.response.get("Error", {})
             code = str(err.get("Code", "?"))
@@ -68,6 +76,15 @@ class S3Store(ObjectStore):
     def put(self, url: ObjectUrl, data: bytes, content_type: str = "application/octet-stream") -> None:
         with self.api(f"upload {url}"):
             self.client.put_object(Bucket=url.bucket, Key=url.key, Body=data, ContentType=content_type)
+
+    def put_file(self, url: ObjectUrl, path: Path, content_type: str = "application/octet-stream") -> None:
+        """boto3's managed upload from the file: one PUT up to 64 MiB, parts of 16 MiB above it
+        (a few parts in flight: bounded memory, and archives over S3's 5 GB single-PUT limit)."""
+        from boto3.s3.transfer import TransferConfig
+        config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=16 << 20, max_concurrency=4)
+        with self.api(f"upload {url}"):
+            self.client.upload_file(str(path), url.bucket, url.key, ExtraArgs={"ContentType": content_type},
+                                    Config=config)
 
     def objects(self, url: ObjectUrl) -> Iterator[Tuple[ObjectUrl, int]]:
         with self.api(f"list {url}"):

@@ -14,7 +14,6 @@ The provider supplies ``code_store_schemes`` (which schemes its pods may fetch f
 """
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, List, Optional
 
 from cloudtrain.errors import BadInput
@@ -42,11 +41,11 @@ def code_payload(provider: "KubernetesProvider", job: JobSpec, options: "PodOpti
         return None
     from cloudtrain import shipping
     try:
-        data = shipping.packed_code(job)
+        data = shipping.code_archive(job)
     except FileNotFoundError:
         raise provider.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix `code` "
                                                  "(relative to the job file)") from None
-    sha256 = hashlib.sha256(data).hexdigest()
+    sha256 = data.sha256
     fits = len(data) <= m.INLINE_CODE_LIMIT
     how = options.code_shipping
     if how == "configmap" or (how == "auto" and fits):
@@ -132,8 +131,8 @@ def ship(provider: "KubernetesProvider", rendered: Rendered, store=None) -> List
     from cloudtrain import shipping
     from cloudtrain.objectstore import ObjectUrl, upload_once
     url = ObjectUrl.parse(target)
-    data = shipping.packed_code(rendered.job)
-    if not url.key.endswith("/" + hashlib.sha256(data).hexdigest() + ".tar.gz"):
+    data = shipping.code_archive(rendered.job)  # uploaded from its file
+    if not url.key.endswith("/" + data.sha256 + ".tar.gz"):
         raise BadInput(f"the code in {rendered.job.code_path} changed after the job was rendered; render or submit again")
     upload_once(store or open_code_store(provider, rendered, url), url, data)
     return [target]

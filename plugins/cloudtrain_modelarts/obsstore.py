@@ -105,6 +105,14 @@ class ObsStore(ObjectStore):
             self._checked(self.client.putContent(url.bucket, url.key, data,
                                                  headers=obs.PutObjectHeader(contentType=content_type)), what)
 
+    def put_file(self, url: ObjectUrl, path: Path, content_type: str = "application/octet-stream") -> None:
+        """The SDK's ``putFile``: streamed from the file."""
+        obs = sdk.require("obs", "modelarts")
+        what = f"upload {url}"
+        with self.api(what):
+            self._checked(self.client.putFile(url.bucket, url.key, str(path),
+                                              headers=obs.PutObjectHeader(contentType=content_type)), what)
+
     def objects(self, url: ObjectUrl) -> Iterator[Tuple[ObjectUrl, int]]:
         what = f"list {url}"
         marker = None

@@ -51,3 +51,46 @@ def test_working_copies_share_one_copy_by_hard_links(tmp_path):
     assert len(inodes) == 1 and (root / "pkg" / "m.py").stat().st_ino not in inodes
     assert all(os.readlink(n / "link.py") == "train.py" for n in nodes)
     assert all((n / "train.py").read_text() == "print(1)\n" for n in nodes)
+
+
+def test_the_credential_rules_mean_the_same_with_and_without_an_ignore_file():
+    """Without an ignore file the rules are matched by codetree itself (no pathspec import on a
+    local job's start); with one, as .gitignore lines before the user's: the same paths."""
+    import pathspec
+    from cloudtrain.codetree import _RULES, is_credential
+    spec = pathspec.GitIgnoreSpec.from_lines([rule.gitignore for rule in _RULES])
+    paths = [".env", "a/.env.prod", ".envrc", "environment.yml", ".aws/credentials", "x/.aws/config", ".aws",
+             ".ssh/id_rsa.pub", "id_rsa", "keys/id_ed25519", "k/server.pem", "a.key", "keyboard.py", ".netrc",
+             ".docker/config.json", "docker/config.json", ".config/gcloud/credentials.db", ".config/other/x",
+             "sa/credentials.json", "client_secret_123.json", "state/prod.tfstate", ".kube/config", "train.py",
+             ".cache/huggingface/token", "huggingface/tokenizer.json", ".tccli/default.credential", "a/b/c.p12"]
+    assert [is_credential(p) for p in paths] == [spec.match_file(p) for p in paths]
+    assert is_credential(".aws/credentials") and not is_credential("keyboard.py") and not is_credential(".aws")
+
+
+def test_a_bang_line_ships_one_credential_file_and_the_rest_stay(tmp_path):
+    root = tree(tmp_path / "c", {"train.py": "", ".env": "", ".aws/credentials": "", ".aws/config": "",
+                                 "certs/ca.pem": "", "certs/server.pem": "",
+                                 ".cloudtrainignore": "!.aws/config\n!certs/ca.pem\n"})
+    selection = CodeSelection(root)
+    assert sorted(rel for rel, _ in selection.files()) == [".aws/config", ".cloudtrainignore", "certs/ca.pem",
+                                                           "train.py"]
+    assert selection.kept_back == [".env", ".aws/credentials", "certs/server.pem"]
+    (root / ".cloudtrainignore").write_text(".env\n")  # the user's own line: kept back, and not told again
+    selection = CodeSelection(root)
+    list(selection.files())
+    assert ".env" not in selection.kept_back and ".aws/credentials" in selection.kept_back
+
+
+def test_a_directory_cloudtrain_outputs_downloaded_into_never_ships(tmp_path):
+    from cloudtrain.codetree import OUTPUTS_MARKER
+    root = tree(tmp_path / "c", {"train.py": "", "results/run1/model.bin": "", "results/run1/" + OUTPUTS_MARKER: "",
+                                 "outputs/x/y.bin": "", "results/notes.md": ""})
+    assert selected(root) == ["results/notes.md", "train.py"]
+
+
+def test_the_docs_list_every_credential_rule():
+    from pathlib import Path
+    from cloudtrain.codetree import CREDENTIALS
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    assert [p for p, _ in CREDENTIALS if f"| `{p}` |" not in page] == []

@@ -284,7 +284,7 @@ def archive_of(tmp_path):
     job = load_job(write_job(tmp_path / "j", "name: a\ncode: c\ncommand: python t.py\n"))
     (tmp_path / "j" / "c").mkdir()
     (tmp_path / "j" / "c" / "t.py").write_text("print(1)\n")
-    data = shipping.archive(job, launcher=False)
+    data = shipping.archive(job, launcher=False).read_bytes()
     return data, hashlib.sha256(data).hexdigest()
 
 

@@ -275,7 +275,7 @@ def test_submit_uploads_the_archive_before_the_request_and_a_second_submit_uploa
     data, sha = provider.code_archive(rendered.job)
     key = f"team/cloudtrain-code/{sha}/code/code.tar.gz"
     assert (obs.count("HEAD"), obs.count("PUT")) == (1, 1) and obs.refused == []
-    assert obs.object(CODE_BUCKET, key) == data                        # the archive alone in the job's code_dir
+    assert obs.object(CODE_BUCKET, key) == data.read_bytes()                      # the archive alone in the job's code_dir
     assert created(ma)[0]["algorithm"]["code_dir"] == f"/{CODE_BUCKET}/{key.rsplit('/', 1)[0]}/"
     obs.calls.clear()
     objectstore.forget_uploads()                                       # as a new process would

@@ -213,7 +213,7 @@ def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tm
     workdir = tmp_path / code_dir.rstrip("/").rsplit("/", 1)[1]   # $MA_JOB_DIR/code
     assert request["algorithm"]["working_dir"].endswith("/" + workdir.name)
     workdir.mkdir()
-    (workdir / "code.tar.gz").write_bytes(data)
+    (workdir / "code.tar.gz").write_bytes(data.read_bytes())
     env = {"PATH": os.environ["PATH"], **request["algorithm"]["environments"],
            **provider.environment(job_from_dict({"name": "stg", "command": "x", "distribution": {"nodes": 3}}), 1)}
     command = request["algorithm"]["command"].split(" && ", 1)[1].replace("python3 -m", f"{sys.executable} -S -m")
