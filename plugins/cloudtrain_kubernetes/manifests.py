@@ -236,8 +236,34 @@ def rdma_enabled(job: JobSpec, options: ManifestOptions) -> bool:
     return job.network.rdma == "on" or (job.network.rdma == "auto" and options.rdma_resource is not None)
 
 
+def kubelet_verbatim(text: str) -> str:
+    """``text`` as an item of a container's ``command`` or ``args`` that reaches the process
+    unchanged.  The kubelet expands ``$(VAR)`` there (a name it does not know stays as written)
+    and turns ``$$`` into ``$``, one pass left to right (kubernetes'
+    third_party/forked/golang/expansion/expand.go); so a ``$`` before ``$`` or ``(`` is doubled
+    and the user's ``$(HOME)`` or ``$$5`` reaches the shell as the user wrote it."""
+    return re.sub(r"\$(?=[$(])", "$$", text)
+
+
+def _verbatim_commands(node: Any) -> None:
+    """Every ``command``/``args`` item of the containers (and of TrainJob's trainer) under ``node``,
+    through ``kubelet_verbatim``; in place."""
+    if isinstance(node, dict):
+        if "image" in node:
+            for key in ("command", "args"):
+                if isinstance(node.get(key), list):
+                    node[key] = [kubelet_verbatim(a) if isinstance(a, str) else a for a in node[key]]
+        for value in node.values():
+            _verbatim_commands(value)
+    elif isinstance(node, list):
+        for value in node:
+            _verbatim_commands(value)
+
+
 def stamp(obj: dict, job: JobSpec, options: ManifestOptions) -> dict:
-    """Add the cloudtrain labels and the spec-hash annotation (computed last, over the rest)."""
+    """Add the cloudtrain labels and the spec-hash annotation (computed last, over the rest); the
+    containers' commands escaped for the kubelet (``kubelet_verbatim``)."""
+    _verbatim_commands(obj)
     meta = obj.setdefault("metadata", {})
     meta.setdefault("namespace", options.namespace)
     meta["labels"] = {**dict(options.labels), **meta.get("labels", {}), **common_labels(job, options)}
@@ -361,10 +387,15 @@ def unpack_step(options: ManifestOptions) -> Optional[str]:
 
 
 def unpack_command(python: str, code: Optional[CodePayload] = None) -> str:
-    """``python -m cloudtrain.launch.unpack /opt/cloudtrain-code/code.tar.gz`` (the ConfigMap's
-    archive) or ``... --url-file /opt/cloudtrain-code-url/url --sha256 HEX`` (a stored one)."""
-    source = [f"{CODE_DIR}/{CODE_KEY}"] if code is None or code.inline else \
-        ["--url-file", f"{CODE_URL_DIR}/{CODE_URL_KEY}", "--sha256", code.sha256]
+    """``python -m cloudtrain.launch.unpack --sha256 HEX /opt/cloudtrain-code/code.tar.gz`` (the
+    ConfigMap's archive) or ``... --url-file /opt/cloudtrain-code-url/url --sha256 HEX`` (a
+    stored one): either way the archive's sha256 is checked before anything is written."""
+    if code is None:
+        source = [f"{CODE_DIR}/{CODE_KEY}"]
+    elif code.inline:
+        source = ["--sha256", code.sha256, f"{CODE_DIR}/{CODE_KEY}"]
+    else:
+        source = ["--url-file", f"{CODE_URL_DIR}/{CODE_URL_KEY}", "--sha256", code.sha256]
     return " ".join(shlex.quote(a) for a in (python, "-m", "cloudtrain.launch.unpack", *source))
 
 
