@@ -329,6 +329,7 @@ class Ec2Provider(AwsProvider):
         lines = [
             "# however this script ends (a failed step, the launcher's end, a signal), node_end ends it: names the",
             "# step that failed, stops the checkpoint sync, schedules the shutdown (terminate_when_done)",
+            "# shellcheck disable=SC2317  # reached: the EXIT trap below calls it",
             "node_end() {",
             "  code=$1",
             "  set +e",

@@ -302,8 +302,7 @@ def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] =
     code = options.code_dir.rstrip("/") or "/"
     argv = launch_argv(job, platform=PROVIDER, python=options.python)
     if code_upload(job, options) is not None:
-        # $d unquoted keeps the line free of quotes (readable in TI-ONE's console) where it can
-        q = "" if shlex.quote(code) == code else '"'
+        q = '"'  # the bootstrap has quotes anyway; "$d" keeps shellcheck's SC2086 quiet
         d = f"{q}$d{q}"
         return (UNPACK.format(code=shlex.quote(code), bundle=LAUNCHER_DIR, q=q, check=unpack_check(options)) +
                 f"cd {d} && PYTHONPATH={d}/{LAUNCHER_DIR}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}")

@@ -178,6 +178,10 @@ def test_container_matches_the_seed(seed_render):
     assert [shell, flag] == seed["command"][:2]
     # the seed's routing prologue, word for word, then the launcher in place of xxxx_train.sh
     prologue = seed_line[:seed_line.index("bash xxxx_train.sh")]
+    # (quoted where shellcheck asks: the URL's expansion, and MA_MASTER_INDEX assigned, then exported)
+    line = line.replace('wget "${OPEN_SCRIPT_ADDRESS}/bootstrap.sh"', "wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh")
+    line = line.replace("MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); export MA_MASTER_INDEX",
+                        "export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0)")
     for part in prologue.split(";"):
         assert part.strip() in line, part
     assert line.endswith("exec python3 -m cloudtrain.launch --platform modelarts-lite --type ddp "
