@@ -246,13 +246,16 @@ def kubelet_verbatim(text: str) -> str:
 
 
 def _verbatim_commands(node: Any) -> None:
-    """Every ``command``/``args`` item of the containers (and of TrainJob's trainer) under ``node``,
-    through ``kubelet_verbatim``; in place."""
+    """Every ``command``/``args`` item and ``env`` value of the containers (and of TrainJob's
+    trainer) under ``node``, through ``kubelet_verbatim``; in place."""
     if isinstance(node, dict):
         if "image" in node:
             for key in ("command", "args"):
                 if isinstance(node.get(key), list):
                     node[key] = [kubelet_verbatim(a) if isinstance(a, str) else a for a in node[key]]
+            for item in node.get("env") or []:  # env values are expanded the same way
+                if isinstance(item, dict) and isinstance(item.get("value"), str):
+                    item["value"] = kubelet_verbatim(item["value"])
         for value in node.values():
             _verbatim_commands(value)
     elif isinstance(node, list):
@@ -260,10 +263,12 @@ def _verbatim_commands(node: Any) -> None:
             _verbatim_commands(value)
 
 
-def stamp(obj: dict, job: JobSpec, options: ManifestOptions) -> dict:
+def stamp(obj: dict, job: JobSpec, options: ManifestOptions, kubelet: bool = True) -> dict:
     """Add the cloudtrain labels and the spec-hash annotation (computed last, over the rest); the
-    containers' commands escaped for the kubelet (``kubelet_verbatim``)."""
-    _verbatim_commands(obj)
+    containers' commands and env values escaped for the kubelet (``kubelet_verbatim``) unless
+    ``kubelet`` is False (an object a caller reshapes and stamps again: escaped once, there)."""
+    if kubelet:
+        _verbatim_commands(obj)
     meta = obj.setdefault("metadata", {})
     meta.setdefault("namespace", options.namespace)
     meta["labels"] = {**dict(options.labels), **meta.get("labels", {}), **common_labels(job, options)}
@@ -755,10 +760,12 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
 
 
-def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None) -> List[dict]:
-    """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type)."""
+def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None,
+                  kubelet: bool = True) -> List[dict]:
+    """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type).  ``kubelet=False``: the
+    Job's commands are not escaped yet (modelarts-lite reshapes it, then stamps it)."""
     options = ManifestOptions.of({"provider": "volcano"} if options is None else options)
     bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
     out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_source(job, options),
-           stamp(volcano_job(job, options, bundle), job, options)]
+           stamp(volcano_job(job, options, bundle), job, options, kubelet=kubelet)]
     return [o for o in out if o is not None]

@@ -173,7 +173,7 @@ def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
 
 def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> List[dict]:
     """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into the ranktable-routing guide's Job."""
-    objects = copy.deepcopy(m.build_volcano(job, mopts))
+    objects = copy.deepcopy(m.build_volcano(job, mopts, kubelet=False))  # escaped once, by the stamp below
     vcjob = next(o for o in objects if o["kind"] == "Job")
     name = vcjob["metadata"]["name"]
     spec = vcjob["spec"]

@@ -104,7 +104,7 @@ def base_job(provider: str, root: Path, hostile: str) -> dict:
         options["code_dir"] = str(root / "tione-code")  # where TI-ONE puts the package: made by node_runs
     job = {"name": "corpus", "code": str(code), "image": "registry.example/img:1",
            "command": ["python", "train.py", hostile],
-           "env": {"CT_HOSTILE": hostile, "CT_VAR": "kubelet-expanded"},
+           "env": {"CT_VAR": "kubelet-expanded", "CT_HOSTILE": hostile},
            "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 1},
            "providers": {provider: options}}
     if provider == "azure":
@@ -197,7 +197,10 @@ def node_runs(provider: str, rendered, root: Path):
     runs = []  # Kubernetes: every container that runs a command, as the kubelet starts it
     for obj in walk([a.content for a in rendered.artifacts]):
         if "image" in obj and isinstance(obj.get("command"), list):
-            env = {e["name"]: e["value"] for e in obj.get("env", []) if "value" in e}
+            env = {}  # the kubelet expands each value with the variables defined before it
+            for item in obj.get("env", []):
+                if "value" in item:
+                    env[item["name"]] = kubelet_expand(item["value"], env)
             argv = [kubelet_expand(a, env) for a in obj["command"] + obj.get("args", [])]
             runs.append((argv, env, None))
     return runs
