@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need on a fresh Debian machine, then runs them.
-#   system: Open MPI (mpirun for the mpi examples); Debian's docker.io, a running dockerd and
+#   system: Open MPI (mpirun for the mpi examples); shellcheck (the node scripts); Debian's docker.io, a running dockerd and
 #           the locally built test image (scripts/start-dockerd.sh, scripts/build-test-image.sh)
 #   python: a venv with cloudtrain[test]
 # Usage: bash scripts/test.sh [pytest args...]
@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
+command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)   # tests/security: every node script
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -28,6 +28,7 @@ from cloudtrain.errors import BadInput, JobNotFound, PlatformError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
+from cloudtrain.launch.unpack import bootstrap_argv
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
@@ -57,6 +58,10 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 MAX_RUNTIME = 172800  # seconds: AWS-RunShellScript's executionTimeout
 CHECKPOINT_SYNC_SECONDS = 60  # how often a node copies its checkpoint directory to storage.checkpoint
+# ``python3 -c FETCH URL FILE``: the presigned URL's object to FILE, in chunks (then unpack.BOOTSTRAP
+# checks its sha256 and unpacks it: the node needs no S3 permission, and no cloudtrain installed).
+FETCH = ("import shutil,sys,urllib.request as u\n"
+         "with u.urlopen(sys.argv[1], timeout=900) as r, open(sys.argv[2], 'wb') as f: shutil.copyfileobj(r, f, 1 << 20)")
 FAILED_LINE = re.compile(r"^\[cloudtrain\] node \S+ failed while (.+) \(exit -?\d+\)$", re.M)  # node_end's
 
 
@@ -237,11 +242,11 @@ class Ec2Provider(AwsProvider):
             "# the job's code with the launcher, from S3 (a presigned URL: the node needs no S3 permission)",
             "STEP='fetching the code'",
             "if [ ! -d code/.cloudtrain ]; then",
+            f"  {py} -c {q(FETCH)} '{CODE_URL}' code.tar.gz",
+            "  STEP='checking and unpacking the code'",
             "  rm -rf code.part && mkdir code.part",
-            f"  {py} -c 'import io,sys,tarfile,urllib.request as u; "
-            "t=tarfile.open(fileobj=io.BytesIO(u.urlopen(sys.argv[1], timeout=900).read())); "
-            "t.extractall(sys.argv[2], **({\"filter\": \"data\"} if hasattr(tarfile, \"data_filter\") else {}))' "
-            f"'{CODE_URL}' code.part",
+            "  " + shlex.join(bootstrap_argv(options.python, CODE_DIGEST, "code.tar.gz", "code.part")),
+            "  rm -f code.tar.gz",
             "  rm -rf code && mv code.part code",
             "fi",
         ]
@@ -324,6 +329,7 @@ class Ec2Provider(AwsProvider):
         lines = [
             "# however this script ends (a failed step, the launcher's end, a signal), node_end ends it: names the",
             "# step that failed, stops the checkpoint sync, schedules the shutdown (terminate_when_done)",
+            "# shellcheck disable=SC2317  # reached: the EXIT trap below calls it",
             "node_end() {",
             "  code=$1",
             "  set +e",
@@ -350,7 +356,7 @@ class Ec2Provider(AwsProvider):
         for name, uri in sorted(job.storage.inputs.items()):
             variable = storage.input_env(name)
             lines += [f"STEP={shlex.quote(f'copying storage.inputs.{name} from {uri}')}",
-                      f'export {variable}="$WORK/input/{name}"',
+                      f'export {variable}="$WORK/input/{name}"',  # name: [a-z][a-z0-9_]* (job.Storage)
                       f'{self.copy_command(options)} {shlex.quote(uri)} "${variable}"']
         return lines
 
@@ -364,7 +370,7 @@ class Ec2Provider(AwsProvider):
         return ["# storage.output: this node's output directory to S3",
                 f'[ "$code" -ne 0 ] || STEP={shlex.quote(f"copying its output to {target}")}',
                 f'{self.copy_command(options)} "$CLOUDTRAIN_OUTPUT_DIR" {shlex.quote(target)} || '
-                f'{{ echo "[cloudtrain] node $NODE: its output did not reach {target}" >&2; '
+                f'{{ echo "[cloudtrain] node $NODE: "{shlex.quote(f"its output did not reach {target}")} >&2; '
                 '[ "$code" -ne 0 ] || code=3; }']
 
     @staticmethod

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping, storage
 from cloudtrain.launch import sshd
+from cloudtrain.launch.unpack import BOOTSTRAP
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import timestamp
 from cloudtrain.instances import Choice, choose
@@ -33,11 +34,14 @@ CODE_CHANNEL = "code"
 ROLE_PLACEHOLDER = "<providers.sagemaker.role_arn>"
 OUTPUT_PLACEHOLDER = "s3://<providers.sagemaker.output_s3>"
 INPUT_DATA_DIR = "/opt/ml/input/data"  # a File-mode channel's local directory: /opt/ml/input/data/<channel>
-# The container's first step: unpack the code channel's archive and exec the launcher ("$@").
-# ContainerEntrypoint items are limited to 256 characters each, so this stays short.
-BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; mkdir -p "$d"; '
-        'tar -xzf "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" -C "$d"; cd "$d"; '
-        'export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
+# The container's first step: check and unpack the code channel's archive, then exec the launcher.
+# ContainerEntrypoint is ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, <archive sha256>]
+# and SageMaker appends ContainerArguments (the launcher's argv, the image's Python first): so
+# "$1" is the bootstrap's Python, "$2" the digest, "$3" the Python that runs it.  Each item is
+# limited to 256 characters (botocore: TrainingContainerEntrypointString), so this stays short.
+BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; '
+        '"$3" -c "$1" --sha256 "$2" "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" "$d"; shift 2; '
+        'cd "$d"; export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
 MAX_ARG = 256
 MAX_RUNTIME = 28 * 86400  # seconds: StoppingCondition.MaxRuntimeInSeconds and MaxWaitTimeInSeconds
 NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
@@ -264,7 +268,7 @@ class SageMakerProvider(AwsProvider):
             "AlgorithmSpecification": {
                 "TrainingImage": options.image or job.image,
                 "TrainingInputMode": "File",
-                "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain"],
+                "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, CODE_DIGEST],
                 "ContainerArguments": self.container_arguments(job, options),
             },
             "InputDataConfig": channels,

@@ -236,8 +236,39 @@ def rdma_enabled(job: JobSpec, options: ManifestOptions) -> bool:
     return job.network.rdma == "on" or (job.network.rdma == "auto" and options.rdma_resource is not None)
 
 
-def stamp(obj: dict, job: JobSpec, options: ManifestOptions) -> dict:
-    """Add the cloudtrain labels and the spec-hash annotation (computed last, over the rest)."""
+def kubelet_verbatim(text: str) -> str:
+    """``text`` as an item of a container's ``command`` or ``args`` that reaches the process
+    unchanged.  The kubelet expands ``$(VAR)`` there (a name it does not know stays as written)
+    and turns ``$$`` into ``$``, one pass left to right (kubernetes'
+    third_party/forked/golang/expansion/expand.go); so a ``$`` before ``$`` or ``(`` is doubled
+    and the user's ``$(HOME)`` or ``$$5`` reaches the shell as the user wrote it."""
+    return re.sub(r"\$(?=[$(])", "$$", text)
+
+
+def _verbatim_commands(node: Any) -> None:
+    """Every ``command``/``args`` item and ``env`` value of the containers (and of TrainJob's
+    trainer) under ``node``, through ``kubelet_verbatim``; in place."""
+    if isinstance(node, dict):
+        if "image" in node:
+            for key in ("command", "args"):
+                if isinstance(node.get(key), list):
+                    node[key] = [kubelet_verbatim(a) if isinstance(a, str) else a for a in node[key]]
+            for item in node.get("env") or []:  # env values are expanded the same way
+                if isinstance(item, dict) and isinstance(item.get("value"), str):
+                    item["value"] = kubelet_verbatim(item["value"])
+        for value in node.values():
+            _verbatim_commands(value)
+    elif isinstance(node, list):
+        for value in node:
+            _verbatim_commands(value)
+
+
+def stamp(obj: dict, job: JobSpec, options: ManifestOptions, kubelet: bool = True) -> dict:
+    """Add the cloudtrain labels and the spec-hash annotation (computed last, over the rest); the
+    containers' commands and env values escaped for the kubelet (``kubelet_verbatim``) unless
+    ``kubelet`` is False (an object a caller reshapes and stamps again: escaped once, there)."""
+    if kubelet:
+        _verbatim_commands(obj)
     meta = obj.setdefault("metadata", {})
     meta.setdefault("namespace", options.namespace)
     meta["labels"] = {**dict(options.labels), **meta.get("labels", {}), **common_labels(job, options)}
@@ -361,10 +392,15 @@ def unpack_step(options: ManifestOptions) -> Optional[str]:
 
 
 def unpack_command(python: str, code: Optional[CodePayload] = None) -> str:
-    """``python -m cloudtrain.launch.unpack /opt/cloudtrain-code/code.tar.gz`` (the ConfigMap's
-    archive) or ``... --url-file /opt/cloudtrain-code-url/url --sha256 HEX`` (a stored one)."""
-    source = [f"{CODE_DIR}/{CODE_KEY}"] if code is None or code.inline else \
-        ["--url-file", f"{CODE_URL_DIR}/{CODE_URL_KEY}", "--sha256", code.sha256]
+    """``python -m cloudtrain.launch.unpack --sha256 HEX /opt/cloudtrain-code/code.tar.gz`` (the
+    ConfigMap's archive) or ``... --url-file /opt/cloudtrain-code-url/url --sha256 HEX`` (a
+    stored one): either way the archive's sha256 is checked before anything is written."""
+    if code is None:
+        source = [f"{CODE_DIR}/{CODE_KEY}"]
+    elif code.inline:
+        source = ["--sha256", code.sha256, f"{CODE_DIR}/{CODE_KEY}"]
+    else:
+        source = ["--url-file", f"{CODE_URL_DIR}/{CODE_URL_KEY}", "--sha256", code.sha256]
     return " ".join(shlex.quote(a) for a in (python, "-m", "cloudtrain.launch.unpack", *source))
 
 
@@ -724,10 +760,12 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
 
 
-def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None) -> List[dict]:
-    """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type)."""
+def build_volcano(job: JobSpec, options=None, bundle: Optional[Mapping[str, str]] = None,
+                  kubelet: bool = True) -> List[dict]:
+    """``[Secret?, ConfigMap, Job]`` for ``job`` (every distribution type).  ``kubelet=False``: the
+    Job's commands are not escaped yet (modelarts-lite reshapes it, then stamps it)."""
     options = ManifestOptions.of({"provider": "volcano"} if options is None else options)
     bundle = launcher_bundle(options.detector_targets) if bundle is None else bundle
     out = [secret_manifest(job, options), launcher_configmap(job, options, bundle), code_source(job, options),
-           stamp(volcano_job(job, options, bundle), job, options)]
+           stamp(volcano_job(job, options, bundle), job, options, kubelet=kubelet)]
     return [o for o in out if o is not None]

@@ -140,11 +140,12 @@ def launch_line(job: JobSpec, options: LiteOptions, mopts: Optional[m.ManifestOp
 def start_line(job: JobSpec, options: LiteOptions, mopts: Optional[m.ManifestOptions] = None) -> str:
     """The ranktable-routing guide's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
     if options.routed():
-        return ("wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q && bash bootstrap.sh; "
+        # the guide's lines, quoted (shellcheck: SC2086, and SC2155's masked exit status)
+        return ('wget "${OPEN_SCRIPT_ADDRESS}/bootstrap.sh" -q && bash bootstrap.sh; '
                 "export RANK_AFTER_ACC=${VC_TASK_INDEX}; "
                 "rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); "
                 f'[ -n "${{rank_acc}}" ] && export RANK_AFTER_ACC=${{rank_acc}} {ROUTED}=1; '
-                "export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); "
+                "MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); export MA_MASTER_INDEX; "
                 + launch_line(job, options, mopts))
     return "export RANK_AFTER_ACC=${VC_TASK_INDEX} MA_MASTER_INDEX=0; " + launch_line(job, options, mopts)
 
@@ -172,7 +173,7 @@ def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
 
 def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> List[dict]:
     """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into the ranktable-routing guide's Job."""
-    objects = copy.deepcopy(m.build_volcano(job, mopts))
+    objects = copy.deepcopy(m.build_volcano(job, mopts, kubelet=False))  # escaped once, by the stamp below
     vcjob = next(o for o in objects if o["kind"] == "Job")
     name = vcjob["metadata"]["name"]
     spec = vcjob["spec"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import posixpath
 import warnings
+import shlex
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
@@ -36,6 +37,7 @@ from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
+from cloudtrain.launch.unpack import bootstrap_argv
 from cloudtrain.cloud import CloudProvider
 from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
 from cloudtrain.provider import Artifact, JobStatus, Rendered, State
@@ -308,9 +310,12 @@ class ModelartsProvider(CloudProvider):
             metadata["annotations"] = {"fault-tolerance/job-retry-num": str(job.max_restarts),
                                        "fault-tolerance/job-unconditional-retry": "true"}
         workdir = self.workdir(job, options)
-        unpack = "" if options.code_dir else f"tar -xzf {ARCHIVE} && "  # the shipped archive, alone in code_dir
+        # the shipped archive, alone in code_dir: its sha256 checked (CODE_SHA, filled in at submit),
+        # then unpacked by cloudtrain's own unpacker (unpack.BOOTSTRAP: no cloudtrain in the image)
+        unpack = "" if options.code_dir else \
+            shlex.join(bootstrap_argv(options.python, CODE_SHA, ARCHIVE, ".")) + " && "
         algorithm: Dict[str, Any] = {
-            "command": f"cd {workdir} && {unpack}" + shipping.node_command(job, platform=self.name, python=options.python,
+            "command": f"cd {shlex.quote(workdir)} && {unpack}" + shipping.node_command(job, platform=self.name, python=options.python,
                                                                            sshd=self.over_ssh(job)),
             "engine": {"image_url": options.image or job.image},
             "environments": self.environments(job, options),
@@ -420,6 +425,7 @@ class ModelartsProvider(CloudProvider):
         if not rendered.options.code_dir:  # the shipped archive's directory
             _, sha = self.code_archive(job)
             body["algorithm"]["code_dir"] = body["algorithm"]["code_dir"].replace(CODE_SHA, sha)
+            body["algorithm"]["command"] = body["algorithm"]["command"].replace(CODE_SHA, sha)
         body["metadata"]["name"] = f"{body['metadata']['name'][:55]}-{digest[:8]}"
         body["metadata"]["description"] = f"{body['metadata'].get('description', '')} {HASH_MARK}{digest}".strip()
         env = body["algorithm"].get("environments", {})

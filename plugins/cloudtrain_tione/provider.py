@@ -231,7 +231,8 @@ class TioneProvider(CloudProvider):
         if any(a.kind == CODE_UPLOAD for a in rendered.artifacts):
             shipped = ObjectUrl.parse(self.ship_code(rendered)[0])
             sha = PurePosixPath(shipped.key).name[:-len(".tar.gz")]
-            rendered = replace(rendered, artifacts=[Artifact(a.kind, a.name, fill(a.content, {rq.CODE_SHA: sha}))
+            rendered = replace(rendered, artifacts=[Artifact(a.kind, a.name, rq.with_code_sha(a.content, sha)
+                                                             if isinstance(a.content, dict) else fill(a.content, {rq.CODE_SHA: sha}))
                                                     for a in rendered.artifacts])
         job_id = super().schedule(rendered, secrets)
         if secrets:

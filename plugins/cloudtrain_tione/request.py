@@ -17,6 +17,7 @@ from cloudtrain import storage
 from cloudtrain.errors import BadInput, JobFileError
 from cloudtrain.instances import choose, wanted
 from cloudtrain.job import JobSpec
+from cloudtrain.launch.unpack import bootstrap_argv
 from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
@@ -301,10 +302,9 @@ def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] =
     code = options.code_dir.rstrip("/") or "/"
     argv = launch_argv(job, platform=PROVIDER, python=options.python)
     if code_upload(job, options) is not None:
-        # $d unquoted keeps the line free of quotes (readable in TI-ONE's console) where it can
-        q = "" if shlex.quote(code) == code else '"'
+        q = '"'  # the bootstrap has quotes anyway; "$d" keeps shellcheck's SC2086 quiet
         d = f"{q}$d{q}"
-        return (UNPACK.format(code=shlex.quote(code), bundle=LAUNCHER_DIR, q=q) +
+        return (UNPACK.format(code=shlex.quote(code), bundle=LAUNCHER_DIR, q=q, check=unpack_check(options)) +
                 f"cd {d} && PYTHONPATH={d}/{LAUNCHER_DIR}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}")
     bundle = shlex.quote(f"{code}/{LAUNCHER_DIR}")
     return f"cd {shlex.quote(code)} && PYTHONPATH={bundle}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.join(argv)}"
@@ -313,9 +313,16 @@ def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] =
 # The code package (CodePackagePath, "COS代码包路径" in the SDK model) is cloudtrain's gzip'd tar.
 # Where TI-ONE puts it is code_dir (its guide's /opt/ml/code); whether it unpacks the archive
 # there is not documented, so the command takes both: code_dir holding the launcher bundle is
-# the unpacked code; otherwise each archive there is unpacked into a fresh directory.
+# the code TI-ONE unpacked; otherwise each archive there must have the sha256 of the one
+# submitted (CODE_SHA, filled in at submit) and is unpacked by cloudtrain's own unpacker
+# (unpack.BOOTSTRAP) into a fresh directory.
 UNPACK = ("d={code}; if [ ! -d {q}$d/{bundle}{q} ]; then w=$(mktemp -d) || exit 1; "
-          "for a in {q}$d{q}/*.tar.gz; do tar -xzf {q}$a{q} -C $w || exit 1; done; d=$w; fi; ")
+          "for a in {q}$d{q}/*.tar.gz; do {check} \"$a\" \"$w\" || exit 1; done; d=$w; fi; ")
+
+
+def unpack_check(options: TioneOptions) -> str:
+    """``python -c BOOTSTRAP --sha256 CODE_SHA`` (the archive and DEST follow)."""
+    return shlex.join(bootstrap_argv(options.python, CODE_SHA, "", "")[:-2])
 
 
 def start_commands(job: JobSpec, options: TioneOptions) -> Dict[str, str]:
@@ -339,6 +346,18 @@ def command_fields(job: JobSpec, options: TioneOptions) -> dict:
         raw = json.dumps(full, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return {"EncodedStartCmdInfo": {"StartCmdInfo": base64.b64encode(raw).decode("ascii")}}
     return {"StartCmdInfo": cmds}
+
+
+def with_code_sha(request: dict, sha: str) -> dict:
+    """``request`` (a copy) with the code archive's sha256 in place of CODE_SHA, in its start
+    commands too when they are base64 (EncodedStartCmdInfo)."""
+    request = json.loads(json.dumps(request).replace(CODE_SHA, sha))
+    encoded = request.get("EncodedStartCmdInfo")
+    if encoded and encoded.get("StartCmdInfo"):
+        cmds = {k: v.replace(CODE_SHA, sha) for k, v in decode_start_commands(request).items()}
+        raw = json.dumps(cmds, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        encoded["StartCmdInfo"] = base64.b64encode(raw).decode("ascii")
+    return request
 
 
 def decode_start_commands(request: dict) -> Dict[str, str]:

@@ -2,6 +2,7 @@
 and validated with botocore's models; submit -> status -> logs -> cancel against moto in server
 mode with the double's EC2/SSM extensions; the scripts that SSM would run really train here."""
 import json
+import hashlib
 import os
 import re
 import shutil
@@ -248,9 +249,11 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     assert f"export CLOUDTRAIN_MASTER_ADDR='{ips[0]}'\n" in script and f"{ips[1]} ct-node-1  # cloudtrain {name}" in script
     assert "<" not in script.replace("<<", "")  # every placeholder filled
     assert {command_of(i) for i in nodes} == {aws.client("ssm").list_commands()["Commands"][0]["CommandId"]}
-    url = re.search(r"'(http[^']+)' code.part", script).group(1)
+    url = re.search(r"'(http[^']+)' code.tar.gz", script).group(1)
     archive = urllib.request.urlopen(url).read()  # the presigned URL works (no S3 permission on the node)
     assert len(archive) > 1000
+    # the node checks the archive's sha256 before it unpacks it: the digest of what was uploaded
+    assert f"--sha256 '{hashlib.sha256(archive).hexdigest()}' code.tar.gz code.part" in script
     for s, a, p in aws.requests:
         if a == "SendCommand":
             assert p["DocumentName"] == "AWS-RunShellScript" and p["Parameters"]["executionTimeout"] == ["86400"]

@@ -17,6 +17,7 @@ NODE0 = "i-0123456789abcdef0"  # filled(): node 0's instance id
 # the AMI's python3 as the node script calls it: each call logged, the step named in $FAIL fails
 FAKE_PYTHON = """#!/bin/sh
 case "$*" in
+  *urllib.request*) step=fetch ;;
   *tarfile*) step=code ;;
   *"cloudtrain_aws.node copy s3://team-data/vocab.txt"*) step=input ;;
   *"cloudtrain_aws.node copy s3://"*) step=other-input ;;
@@ -60,12 +61,13 @@ def run_node(tmp_path, shell, script, fail):
 SHUTDOWN = "shutdown -h +1 cloudtrain: the job ended"
 TARGET = "s3://team-data/runs/ec2-job-aaaaaaaaaaaa"
 CASES = {  # $FAIL -> exit code, the step named, the calls made (the last: the shutdown)
-    "code": (7, "fetching the code", ["code"]),
-    "input": (7, "copying storage.inputs.vocab from s3://team-data/vocab.txt", ["code", "other-input", "input"]),
-    "launch": (7, "running cloudtrain launch", ["code", "other-input", "input", "launch", "output"]),
-    "output": (3, f"copying its output to {TARGET}", ["code", "other-input", "input", "launch", "output"]),
-    "term": (143, "running cloudtrain launch", ["code", "other-input", "input", "launch"]),
-    "none": (0, None, ["code", "other-input", "input", "launch", "output"]),
+    "fetch": (7, "fetching the code", ["fetch"]),
+    "code": (7, "checking and unpacking the code", ["fetch", "code"]),
+    "input": (7, "copying storage.inputs.vocab from s3://team-data/vocab.txt", ["fetch", "code", "other-input", "input"]),
+    "launch": (7, "running cloudtrain launch", ["fetch", "code", "other-input", "input", "launch", "output"]),
+    "output": (3, f"copying its output to {TARGET}", ["fetch", "code", "other-input", "input", "launch", "output"]),
+    "term": (143, "running cloudtrain launch", ["fetch", "code", "other-input", "input", "launch"]),
+    "none": (0, None, ["fetch", "code", "other-input", "input", "launch", "output"]),
 }
 
 
@@ -88,7 +90,7 @@ def test_without_terminate_when_done_a_failed_node_stays_up_and_still_says_why(t
     script = node_script(tmp_path, terminate_when_done=False)
     assert "shutdown -h" not in script
     proc, made = run_node(tmp_path, "sh", script, "input")
-    assert (proc.returncode, made) == (7, ["code", "other-input", "input"])
+    assert (proc.returncode, made) == (7, ["fetch", "code", "other-input", "input"])
     assert "[cloudtrain] node 0 failed while copying storage.inputs.vocab" in proc.stderr
 
 

@@ -148,7 +148,7 @@ def run_start_line(tmp_path, routing, index, new_rank=None):
     for name in ("RANK_AFTER_ACC", "MASTER_INDEX"):
         line = line.replace(f"/tmp/{name}", f"{tmp}/{name}")
     line = line.replace("-m cloudtrain.launch", "-m cloudtrain.launch --print")
-    line = line.replace("wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q", f"cp {tmp_path}/bootstrap.sh bootstrap.sh")
+    line = line.replace('wget "${OPEN_SCRIPT_ADDRESS}/bootstrap.sh" -q', f"cp {tmp_path}/bootstrap.sh bootstrap.sh")
     assert line.count(str(tmp)) == (2 if routing else 0)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MA_", "VC_", "CLOUDTRAIN_", "RANK"))}
     env.update(detect.lite_environment("vcjob", 6, index, PODS, 39888, 8))

@@ -93,6 +93,8 @@ def test_submit_sends_the_rendered_body_signed_with_the_access_key(tmp_path, ma)
     expected["metadata"]["description"] = "cloudtrain job ma-job cloudtrain:spec-hash=" + digest
     _, sha = provider.code_archive(rendered.job)
     expected["algorithm"]["code_dir"] = f"/{CODE_BUCKET}/team/cloudtrain-code/{sha}/code/"
+    expected["algorithm"]["command"] = expected["algorithm"]["command"].replace("<code-sha256>", sha)
+    assert f"--sha256 '{sha}' code.tar.gz . && " in body["algorithm"]["command"]  # checked before it is unpacked
     assert body == expected                    # exactly the dry run, plus the spec-hash name and the code's place
     assert sdk.from_model(sdk.to_model(v1, "Job", body)) == body
     job_id = run.id.split("/")[1]

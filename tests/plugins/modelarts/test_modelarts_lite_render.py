@@ -12,6 +12,7 @@ from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from conftest import EXAMPLES, run_cli, write_job
 from crd_schemas import validate as validate_object  # the upstream CRDs, strict (tests/data/crds)
+from kubelet import kubelet_expand
 
 SECRET = "s3cr3t-lite-never-rendered-0915"
 
@@ -172,10 +173,15 @@ def test_container_matches_the_seed(seed_render):
     assert env["HCCL_CONNECT_TIMEOUT"] == "1800" and env["CLOUDTRAIN_MASTER_PORT"] == "39888"
     assert env["CLOUDTRAIN_DETECTORS"] == "modelarts-lite=cloudtrain_modelarts.detect:detect_lite"
     shell, flag, line = container["command"]
+    line = kubelet_expand(line, env)  # what the shell receives: the kubelet's $(...) rules applied
     seed_line = seed["command"][2]
     assert [shell, flag] == seed["command"][:2]
     # the seed's routing prologue, word for word, then the launcher in place of xxxx_train.sh
     prologue = seed_line[:seed_line.index("bash xxxx_train.sh")]
+    # (quoted where shellcheck asks: the URL's expansion, and MA_MASTER_INDEX assigned, then exported)
+    line = line.replace('wget "${OPEN_SCRIPT_ADDRESS}/bootstrap.sh"', "wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh")
+    line = line.replace("MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); export MA_MASTER_INDEX",
+                        "export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0)")
     for part in prologue.split(";"):
         assert part.strip() in line, part
     assert line.endswith("exec python3 -m cloudtrain.launch --platform modelarts-lite --type ddp "

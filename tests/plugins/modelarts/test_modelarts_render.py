@@ -217,6 +217,7 @@ def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tm
     env = {"PATH": os.environ["PATH"], **request["algorithm"]["environments"],
            **provider.environment(job_from_dict({"name": "stg", "command": "x", "distribution": {"nodes": 3}}), 1)}
     command = request["algorithm"]["command"].split(" && ", 1)[1].replace("python3 -m", f"{sys.executable} -S -m")
+    command = command.replace("'<code-sha256>'", sha)  # filled in at submit
     command = command.replace("cloudtrain.launch", "cloudtrain.launch --print", 1)
     out = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -234,7 +235,9 @@ def test_code_dir_is_a_directory_that_modelarts_downloads():
     assert "训练作业的代码目录。如：“/usr/app/”" in doc and "算法的代码目录下载到训练容器内的本地路径" in doc
     _, body = render({"code_store": "obs://b/team"})
     assert body["algorithm"]["code_dir"].endswith("/code/")
-    assert body["algorithm"]["command"].startswith("cd /home/ma-user/modelarts/user-job-dir/code && tar -xzf code.tar.gz && ")
+    command = body["algorithm"]["command"]
+    assert command.startswith("cd /home/ma-user/modelarts/user-job-dir/code && python3 -c ")
+    assert " --sha256 '<code-sha256>' code.tar.gz . && " in command  # the archive is checked, then unpacked
 
 
 def test_without_code_store_the_render_names_the_option_in_its_placeholders():

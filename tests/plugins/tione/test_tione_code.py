@@ -201,7 +201,8 @@ def test_a_node_runs_the_start_command_from_the_package(fake, cos, tmp_path, unp
     else:
         (node / key.rsplit("/", 1)[1]).write_bytes(package)
     line = decode_start_commands(body)["StartCmd"].replace("-m cloudtrain.launch", "-m cloudtrain.launch --print")
-    assert ('cd "$d" &&' in line) == (" " in folder)  # quoted only where the path needs it
+    assert 'cd "$d" &&' in line
+    assert f"--sha256 '{hashlib.sha256(package).hexdigest()}' " in line  # the archive's digest, checked first
     pybin = tmp_path / "pybin"  # the image's `python`
     pybin.mkdir()
     (pybin / "python").symlink_to(sys.executable)
@@ -217,3 +218,24 @@ def test_a_node_runs_the_start_command_from_the_package(fake, cos, tmp_path, unp
     assert len(unpacked_dirs) == (0 if unpacked else 1)
     if not unpacked:
         assert (unpacked_dirs[0] / "train.py").is_file()
+
+
+def test_a_package_changed_in_cos_runs_nothing(fake, cos, tmp_path):
+    """An archive in code_dir whose sha256 is not the submitted one is refused before anything
+    is written or run."""
+    node = tmp_path / "node" / "code"
+    job = make_job(tmp_path, code_dir=str(node), python=PYTHON)
+    provider(fake, cos).submit(get_provider("tione").render(job))
+    body = fake.bodies("CreateTrainingTask")[0]
+    (key,) = body["CodePackagePath"]["Paths"]
+    package = cos.objects[(body["CodePackagePath"]["Bucket"], key)]
+    node.mkdir(parents=True)
+    (node / key.rsplit("/", 1)[1]).write_bytes(package + b"\0" * 512)  # still a valid gzip'd tar
+    line = decode_start_commands(body)["StartCmd"]
+    pybin = tmp_path / "pybin"
+    pybin.mkdir()
+    (pybin / "python").symlink_to(sys.executable)
+    proc = subprocess.run(["/bin/sh", "-c", line], capture_output=True, text=True, cwd="/", timeout=60,
+                          env={"PATH": f"{pybin}:/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    assert proc.returncode != 0 and "sha256 differs" in proc.stderr
+    assert [p for p in tmp_path.glob("tmp.*/*")] == []
