@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import yamlio
-from .config import (PROJECT_NAME, Layer, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,
+from .config import (PROJECT_NAME, Layer, home, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,
                      provider_hint, user_config_path)
 from .credentials import masked, refusal
 from .errors import BadInput, JobFileError
@@ -209,7 +209,11 @@ def _level(data: dict, at: tuple) -> dict:
 
 def _write(path: Path, data: dict) -> None:
     """The settings as YAML, written whole (comments are not kept), readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    from .homedir import make_home
+    if path.parent == home():
+        make_home()
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=".config-", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w") as f:

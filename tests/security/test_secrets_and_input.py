@@ -112,3 +112,57 @@ def test_torchrun_files_of_a_killed_supervisor_are_gone_once_cloudtrain_looks(tm
     status = run_cli("status", handle, "-o", "json", check=0)
     assert json.loads(status.stdout)["state"] == "FAILED"
     assert leaks(key, [home]) == []
+
+
+# -- files: the home, the store and the runs are the user's alone -------------------------------
+def private_modes(root: Path):
+    """``{path relative to root: mode}`` of what keeps others out: the home, ``runs/``, each run's
+    directory (what a run holds is behind it) and the store's files."""
+    paths = [root, *root.glob("runs"), *root.glob("runs/*"), *root.glob("state.db*")]
+    return {str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode) for p in paths}
+
+
+@pytest.fixture
+def open_umask():
+    """The common umask (022): what makes a directory 0755 unless cloudtrain says otherwise."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.parametrize("commands", [["submit"], ["list"], ["config-set", "list"], ["validate", "submit"],
+                                      ["an-older-home", "list"]])
+def test_the_home_is_0700_and_the_store_0600_whichever_command_makes_them(tmp_path, open_umask, commands):
+    home = tmp_path / "fresh-home"
+    env = {"CLOUDTRAIN_HOME": str(home), "CLOUDTRAIN_CONFIG": str(home / "config.yaml")}
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "job.py").write_text("print('hello')\n")
+    job = write_job(tmp_path, """
+        name: modes
+        code: code
+        command: python job.py
+        distribution: {type: none}
+    """)
+    for command in commands:
+        if command == "submit":
+            run_cli("submit", job, env=env, check=0, timeout=120)
+            assert list((home / "runs").iterdir())
+        elif command == "validate":
+            run_cli("validate", job, env=env, check=0)
+            if home.exists():  # validate need not make the home; if it does, it is private
+                assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        elif command == "list":
+            run_cli("list", env=env, check=0)
+        elif command == "config-set":
+            run_cli("config", "set", "-p", "docker", "image=python:3.12", env=env, check=0)
+        else:  # what an older cloudtrain left: a home and a store anyone may read
+            (home / "runs").mkdir(parents=True)
+            sqlite3.connect(home / "state.db").close()
+            for path in (home, home / "runs"):
+                path.chmod(0o755)
+            (home / "state.db").chmod(0o644)
+    modes = private_modes(home)
+    wrong = {p: oct(m) for p, m in modes.items() if m != (0o600 if p.startswith("state.db") else 0o700)}
+    assert wrong == {}, modes
+    assert "state.db" in modes and "runs" in modes
