@@ -11,6 +11,7 @@ import functools
 import importlib
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Type
@@ -18,7 +19,7 @@ from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapp
 from pydantic import BaseModel, ConfigDict
 
 from . import yamlio
-from .errors import BadInput, MissingExtra
+from .errors import BadInput, CloudtrainWarning, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
@@ -196,6 +197,11 @@ class Provider(abc.ABC):
             problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
                                         "not take: its nodes get the launcher with the code directory; set `code` to "
                                         "that directory (code: null works on the Kubernetes providers)"))
+        from . import inputcheck
+        for loc, message in inputcheck.problems(job, self.name):
+            problems.add(self.job_error(job, loc, message))
+        for loc, message in inputcheck.credential_env(job):
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
         from .storage import problems as storage_problems
         for loc, message in storage_problems(job, self.name, self.storage_schemes, self.output_schemes):
             problems.add(self.job_error(job, loc, message))

@@ -35,6 +35,10 @@ def _resolve(job, environ, values: Dict[str, str]) -> List[JobFileError]:
     problems = []
     for name, ref in job.secrets.items():
         line = source.line_of(("secrets", name)) if source else None
+        if ref.from_file is not None and "\x00" in ref.from_file:
+            problems.append(JobFileError("from_file holds a NUL byte, which no path can: remove it",
+                                         file=filename, line=line, field=f"secrets.{name}"))
+            continue
         if ref.from_env is not None:
             if ref.from_env not in environ:
                 problems.append(JobFileError(f"environment variable {ref.from_env} is not set; export it before "
@@ -50,6 +54,11 @@ def _resolve(job, environ, values: Dict[str, str]) -> List[JobFileError]:
             except OSError as exc:
                 problems.append(JobFileError(f"cannot read {path} ({exc.strerror}); fix from_file",
                                              file=filename, line=line, field=f"secrets.{name}"))
+    for name in [n for n, v in values.items() if "\x00" in v]:
+        problems.append(JobFileError("its value holds a NUL byte, which no environment variable can carry: fix "
+                                     "the secret's source", file=filename,
+                                     line=source.line_of(("secrets", name)) if source else None, field=f"secrets.{name}"))
+        del values[name]
     return problems
 
 

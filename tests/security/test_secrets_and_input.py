@@ -166,3 +166,161 @@ def test_the_home_is_0700_and_the_store_0600_whichever_command_makes_them(tmp_pa
     wrong = {p: oct(m) for p, m in modes.items() if m != (0o600 if p.startswith("state.db") else 0o700)}
     assert wrong == {}, modes
     assert "state.db" in modes and "runs" in modes
+
+
+# -- input: refused at its line, exit 2, nothing started or sent ---------------------------------
+GITHUB_TOKEN = "ghp_" + "Zq3" * 12
+HOSTILE_ENV = [
+    ("NUL", "a\\u0000b"),
+    ("ESCAPE", "\\u001b[2J\\u001b[31mred"),
+    ("CARRIAGE_RETURN", "shown\\rhidden"),
+    ("BELL", "ring\\u0007"),
+    ("DELETE", "rub\\u007f"),
+    ("CSI", "c1\\u009b31m"),
+]
+
+
+def cli_error_lines(proc):
+    return [line for line in proc.stderr.splitlines() if line.startswith("cloudtrain: error: ")]
+
+
+@pytest.mark.parametrize("name,value", HOSTILE_ENV)
+def test_a_control_character_in_an_env_value_is_refused_at_its_line(tmp_path, home, name, value):
+    job = write_job(tmp_path, f"""
+        name: hostile
+        code: .
+        command: python job.py
+        env:
+          FINE: "tab\\tand newline\\n are text"
+          {name}: "{value}"
+    """)
+    for command in ("validate", "render", "submit"):
+        proc = run_cli(command, "-p", "local", job, check=2)
+        assert [line.split(": ")[2] for line in cli_error_lines(proc)] == [f"{job}:6"], proc.stderr
+        assert f"env.{name}" in proc.stderr
+    assert not (home / "runs").exists() or not list((home / "runs").iterdir())  # nothing started
+
+
+def test_a_nul_in_a_secret_value_or_its_source_is_refused_at_its_line(tmp_path, home):
+    (tmp_path / "nul.txt").write_bytes(b"abc\x00def")
+    job = write_job(tmp_path, """
+        name: hostile
+        code: .
+        command: python job.py
+        secrets:
+          FROM_FILE: {from_file: nul.txt}
+          PATH_NUL: {from_file: "a\\u0000b"}
+    """)
+    proc = run_cli("submit", "-p", "local", job, check=2)
+    assert sorted(line.split(": ")[2] for line in cli_error_lines(proc)) == [f"{job}:5", f"{job}:6"], proc.stderr
+    assert not (home / "runs").exists() or not list((home / "runs").iterdir())
+
+
+@pytest.mark.parametrize("field,value", [
+    ("storage: {inputs: {train: %s}}", "s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI-K7MDENG-bPxRfiCYzEXAMPLE@bucket/data"),
+    ("storage: {output: %s}", "https://alice:correct-horse-battery@files.example.com/out"),
+    ("storage: {checkpoint: %s}", "s3://token-only-user-info@bucket/ckpt"),
+    ("image: %s", "https://robot:registry-pass-99@registry.example.com/team/train:1"),
+    ("providers: {kubeflow: {code_store: %s}}", "s3://key:very-secret-value@bucket/code"),
+])
+def test_a_uri_with_user_info_is_refused_at_its_line_and_never_echoed(tmp_path, home, field, value):
+    other = "spot: false" if field.startswith("image") else "image: python:3.12"  # one image: per file
+    job = write_job(tmp_path, f"""
+        name: userinfo
+        code: .
+        command: python job.py
+        {field % repr(value)}
+        {other}
+    """)
+    password = value.split("://", 1)[1].split("@", 1)[0]
+    for command in ("validate", "render"):
+        proc = run_cli(command, "-p", "kubeflow", job, check=2)
+        assert any(line.startswith(f"cloudtrain: error: {job}:4: ") and "user info" in line
+                   for line in cli_error_lines(proc)), proc.stderr
+        assert password not in proc.stdout + proc.stderr
+    # given with --set, the echo of the --set masks it too
+    key = field.split(":")[0] if not field.startswith(("storage", "providers")) else None
+    if key == "image":
+        proc = run_cli("validate", "-p", "kubeflow", job, "--set", f"image={value}", check=2)
+        assert "user info" in proc.stderr and password not in proc.stderr
+
+
+def test_a_credential_in_env_is_warned_about_by_name_never_by_value(tmp_path, home):
+    job = write_job(tmp_path, f"""
+        name: envcred
+        code: .
+        command: python job.py
+        env:
+          HF_HOME: /data/hf
+          GH: {GITHUB_TOKEN}
+          WANDB_API_KEY: 0123456789abcdef0123
+    """)
+    for command in ("validate", "render"):
+        proc = run_cli(command, "-p", "local", job, check=0)
+        warned = [line for line in proc.stderr.splitlines() if line.startswith("cloudtrain: warning: ")]
+        assert [w.split(": ")[2:4] for w in warned] == [[f"{job}:6", "env.GH"], [f"{job}:7", "env.WANDB_API_KEY"]]
+        assert all("secrets:" in w for w in warned)
+        assert GITHUB_TOKEN not in proc.stderr and "0123456789abcdef0123" not in proc.stderr
+
+
+def test_set_echoes_in_errors_mask_secret_values(tmp_path, home):
+    job = write_job(tmp_path, """
+        name: echo
+        code: .
+        command: python job.py
+    """)
+    proc = run_cli("validate", "-p", "local", job, "--set", "distribution.nodes=" + GITHUB_TOKEN, check=2)
+    assert "--set distribution.nodes=***" in proc.stderr and GITHUB_TOKEN not in proc.stderr
+    proc = run_cli("validate", "-p", "local", job, "--set", "providers.local.db_password=hunter2-hunter2", check=2)
+    assert "db_password" in proc.stderr and "hunter2-hunter2" not in proc.stderr
+
+
+# -- config show / config set ----------------------------------------------------------------------
+TOKENS = {
+    "github": GITHUB_TOKEN,
+    "github_pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "hugging_face": "hf_" + "aBcD" * 9,
+    "slack_bot": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "slack_user": "xoxp-123456789012-1234567890123-AbCdEfGhIjKl",
+    "aws_key_id": "AKIAIOSFODNN7EXAMPLE",
+    "openai": "sk-proj-" + "a1B2c3D4" * 5,
+    "gitlab": "glpat-" + "x1Y2z3" * 4,
+    "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.c2lnbmF0dXJlLXNpZ25hdHVyZQ",
+    "pem": "-----BEGIN OPENSSH PRIVATE KEY-----",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TOKENS))
+def test_config_set_refuses_a_token_in_a_plain_key_and_points_at_secrets(tmp_path, kind):
+    home = tmp_path / "home"
+    env = {"CLOUDTRAIN_HOME": str(home), "CLOUDTRAIN_CONFIG": str(home / "config.yaml")}
+    proc = run_cli("config", "set", "-p", "kubeflow", f"image={TOKENS[kind]}", env=env, check=2)
+    assert "nothing was written" in proc.stderr
+    if kind not in ("aws_key_id", "pem"):  # those have their own homes: AWS's chain, a key file
+        assert "secrets:" in proc.stderr
+    assert TOKENS[kind] not in proc.stdout + proc.stderr
+    assert not (home / "config.yaml").exists()
+
+
+def test_config_show_masks_by_key_name_and_by_value_shape(tmp_path, home):
+    job = write_job(tmp_path, f"""
+        name: show
+        command: python job.py
+        providers:
+          kubeflow:
+            image: python:3.12
+            pod_annotations:
+              client_secret: plain-looking-value-1
+              api_key: another-plain-value-2
+              owner: alice
+              mention: {GITHUB_TOKEN}
+              key_name: my-keypair
+    """)
+    for output in ("text", "json"):
+        proc = run_cli("config", "show", "-p", "kubeflow", job, "-o", output,
+                       "--set", "providers.kubeflow.labels.db_password=hunter2-hunter2", check=0)
+        shown = proc.stdout
+        for secret in ("plain-looking-value-1", "another-plain-value-2", GITHUB_TOKEN, "hunter2-hunter2"):
+            assert secret not in shown, output
+        assert "alice" in shown and "my-keypair" in shown  # names are shown
