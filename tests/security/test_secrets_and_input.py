@@ -276,18 +276,17 @@ def test_set_echoes_in_errors_mask_secret_values(tmp_path, home):
 
 
 # -- config show / config set ----------------------------------------------------------------------
+# token shapes that had no refusal (AWS keys and private keys had theirs: tests/core/test_config.py)
 TOKENS = {
     "github": GITHUB_TOKEN,
     "github_pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
     "hugging_face": "hf_" + "aBcD" * 9,
     "slack_bot": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
     "slack_user": "xoxp-123456789012-1234567890123-AbCdEfGhIjKl",
-    "aws_key_id": "AKIAIOSFODNN7EXAMPLE",
     "openai": "sk-proj-" + "a1B2c3D4" * 5,
     "gitlab": "glpat-" + "x1Y2z3" * 4,
     "google": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.c2lnbmF0dXJlLXNpZ25hdHVyZQ",
-    "pem": "-----BEGIN OPENSSH PRIVATE KEY-----",
 }
 
 
@@ -297,8 +296,7 @@ def test_config_set_refuses_a_token_in_a_plain_key_and_points_at_secrets(tmp_pat
     env = {"CLOUDTRAIN_HOME": str(home), "CLOUDTRAIN_CONFIG": str(home / "config.yaml")}
     proc = run_cli("config", "set", "-p", "kubeflow", f"image={TOKENS[kind]}", env=env, check=2)
     assert "nothing was written" in proc.stderr
-    if kind not in ("aws_key_id", "pem"):  # those have their own homes: AWS's chain, a key file
-        assert "secrets:" in proc.stderr
+    assert "secrets:" in proc.stderr  # (AWS keys and private keys: refused already, tests/core/test_config.py)
     assert TOKENS[kind] not in proc.stdout + proc.stderr
     assert not (home / "config.yaml").exists()
 
@@ -324,3 +322,66 @@ def test_config_show_masks_by_key_name_and_by_value_shape(tmp_path, home):
         for secret in ("plain-looking-value-1", "another-plain-value-2", GITHUB_TOKEN, "hunter2-hunter2"):
             assert secret not in shown, output
         assert "alice" in shown and "my-keypair" in shown  # names are shown
+
+
+# -- Kubernetes names: the API server's rules, at validate -----------------------------------------
+# k8s.io/apimachinery/pkg/util/validation/validation.go:
+#   IsDNS1123Label      ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$, at most 63            (a namespace)
+#   IsDNS1123Subdomain  labels joined by '.', at most 253                        (an object's name)
+#   IsValidLabelValue   ^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$, at most 63
+#   IsQualifiedName     [DNS subdomain '/'] name of the label value's shape, 1-63 (a label key)
+# Volcano's CRD (tests/data/crds/batch.volcano.sh_jobs.yaml) gives spec.queue the subdomain pattern
+# and maxLength 253; Kueue reads the LocalQueue and the WorkloadPriorityClass from label values.
+KUBE_BAD = [
+    ("kubeflow", "namespace: Team_A", "namespace"),             # IsDNS1123Label: upper case, '_'
+    ("kubeflow", "namespace: -team", "namespace"),              # IsDNS1123Label: starts with '-'
+    ("kubeflow", "namespace: " + "n" * 64, "namespace"),        # IsDNS1123Label: 64 > 63
+    ("kubeflow", "labels: {team: 'a b'}", "labels"),            # IsValidLabelValue: a space
+    ("kubeflow", "labels: {team: " + "v" * 64 + "}", "labels"),  # IsValidLabelValue: 64 > 63
+    ("kubeflow", "labels: {team: value-}", "labels"),           # IsValidLabelValue: ends with '-'
+    ("kubeflow", "labels: {'bad key!': x}", "labels"),          # IsQualifiedName
+    ("kubeflow", "node_selector: {'Example.com/gpu': a100}", "node_selector"),  # prefix: IsDNS1123Subdomain
+    ("kubeflow", "queue: Team.Queue", "queue"),                 # a LocalQueue's name: IsDNS1123Subdomain
+    ("kubeflow", "queue: " + "q" * 64, "queue"),                # Kueue's label: IsValidLabelValue, 64 > 63
+    ("kubeflow", "priority_class: high_prio", "priority_class"),  # IsDNS1123Subdomain
+    ("volcano", "queue: q_1", "queue"),                         # Volcano's CRD pattern
+    ("volcano", "queue: " + "q" * 254, "queue"),                # Volcano's CRD maxLength 253
+    ("volcano", "priority_class: 'p--'", "priority_class"),     # a PriorityClass: IsDNS1123Subdomain
+    ("volcano", "service_account: 'Robot'", "service_account"),  # IsDNS1123Subdomain
+]
+# at the limit / one past it
+KUBE_LIMITS = [
+    ("kubeflow", "namespace: " + "n" * 63, "namespace: " + "n" * 64),
+    ("kubeflow", "labels: {example.com/team: " + "V_." * 20 + "v9x, empty: ''}",
+     "labels: {example.com/team: " + "V_." * 20 + "v9xy, empty: ''}"),
+    ("kubeflow", "queue: " + "q" * 63, "queue: " + "q" * 64),
+    ("volcano", "queue: " + ".".join(["q" * 62] * 4) + "qq", "queue: " + ".".join(["q" * 62] * 4) + "qqq"),
+]
+
+
+def kube_job(tmp_path, provider, option):
+    return write_job(tmp_path, f"""
+        name: kube
+        code: .
+        command: python job.py
+        image: python:3.12
+        providers:
+          {provider}:
+            {option}
+    """)
+
+
+@pytest.mark.parametrize("provider,option,field", KUBE_BAD)
+def test_an_invalid_kubernetes_name_is_refused_at_its_line(tmp_path, home, provider, option, field):
+    job = kube_job(tmp_path, provider, option)
+    for command in ("validate", "render"):
+        proc = run_cli(command, "-p", provider, job, check=2)
+        assert [line.split(": ")[2:4] for line in cli_error_lines(proc)] == [[f"{job}:7", f"providers.{provider}.{field}"]], proc.stderr
+        assert proc.stdout == ""  # render printed nothing
+
+
+@pytest.mark.parametrize("provider,at_limit,past_it", KUBE_LIMITS)
+def test_a_kubernetes_name_at_the_limit_passes_and_one_past_it_is_refused(tmp_path, home, provider, at_limit, past_it):
+    run_cli("render", "-p", provider, kube_job(tmp_path / "at", provider, at_limit), check=0)
+    proc = run_cli("validate", "-p", provider, kube_job(tmp_path / "past", provider, past_it), check=2)
+    assert len(cli_error_lines(proc)) == 1 and ":7: providers." in proc.stderr
