@@ -385,3 +385,23 @@ def test_a_kubernetes_name_at_the_limit_passes_and_one_past_it_is_refused(tmp_pa
     run_cli("render", "-p", provider, kube_job(tmp_path / "at", provider, at_limit), check=0)
     proc = run_cli("validate", "-p", provider, kube_job(tmp_path / "past", provider, past_it), check=2)
     assert len(cli_error_lines(proc)) == 1 and ":7: providers." in proc.stderr
+
+
+# -- the masker, streaming: a secret split over reads and lines -----------------------------------
+def test_the_log_sink_masks_a_multi_line_secret_split_over_mpi_writes(tmp_path):
+    """mpirun tags every write, so a rank's line arrives in pieces (``[1,3]<stdout>:ra``), and a
+    key arrives a line at a time: nothing of it reaches a log file."""
+    from cloudtrain.secrets import Masker
+    from cloudtrain.supervise import LogSink
+    key = pem_key()
+    sink = LogSink(tmp_path, nodes=1, nproc=2, distribution="mpi", mask=Masker([key, "short-one"]))
+    text = f"loaded {key} (and short-one)\n"
+    pieces = [text[i:i + 7] for i in range(0, len(text), 7)]  # every line cut across writes
+    for piece in pieces:
+        sink.write(0, f"[1,1]<stdout>:{piece}")
+    sink.write(0, "[1,0]<stdout>:" + json.dumps({"key": key}) + "\n")
+    sink.close()
+    assert leaks(key, [tmp_path]) == [] and "short-one" not in (tmp_path / "job.log").read_text()
+    logged = (tmp_path / "node-0" / "rank-1.log").read_text()
+    assert logged.startswith("loaded ***") and logged.endswith("(and ***)\n")
+    assert (tmp_path / "node-0" / "rank-0.log").read_text() == '{"key": "***"}\n'  # as a whole: one ***
