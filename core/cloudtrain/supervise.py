@@ -109,8 +109,15 @@ TORCHRUN_ERROR_FILE = "error.json"
 def torchrun_files(run_dir: Path) -> List[Path]:
     """Every file torchrun wrote under the run's nodes: ``attempt_<n>/<rank>/{stdout,stderr}.log``
     (what ``--tee`` reads back into its own output, which ``LogSink`` masks) and ``error.json``
-    (a rank's exception, which the job's text, and so its secrets, may be in)."""
-    return sorted(p for p in run_dir.glob(f"node-*/{TORCHRUN_DIR}/**/*") if p.is_file() and not p.is_symlink())
+    (a rank's exception, which the job's text, and so its secrets, may be in).  Links are
+    neither followed nor listed: what is removed here is torchrun's, never what a link reaches."""
+    found = []
+    for top in run_dir.glob(f"node-*/{TORCHRUN_DIR}"):
+        if top.is_symlink():
+            continue
+        for folder, _, files in os.walk(top):  # (followlinks=False)
+            found += [p for p in (Path(folder) / f for f in files) if p.is_file() and not p.is_symlink()]
+    return sorted(found)
 
 
 def masked_torchrun_errors(run_dir: Path, mask: Masker) -> Dict[Path, str]:
@@ -283,7 +290,7 @@ class Supervisor(abc.ABC):
                 self.stop_all()
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
-            state, message, code = State.FAILED.value, f"could not start the job: {exc}", EXIT_JOB_FAILED
+            state, message, code = State.FAILED.value, "could not start the job: " + self.sink.mask(str(exc)), EXIT_JOB_FAILED
             if self.done.is_set():
                 state, message, code = CANCELLED
         finally:

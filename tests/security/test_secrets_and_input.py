@@ -114,6 +114,18 @@ def test_torchrun_files_of_a_killed_supervisor_are_gone_once_cloudtrain_looks(tm
     assert leaks(key, [home]) == []
 
 
+
+@pytest.mark.e2e
+def test_a_multi_line_secret_a_container_prints_is_in_no_file_of_the_run(tmp_path, home):
+    """The Docker supervisor reads each container's log stream in chunks: the same masking."""
+    key = pem_key()
+    proc = run_cli("submit", "-p", "docker", secret_job(tmp_path, key), "--set", "image=cloudtrain/test-python:latest",
+                   timeout=600)
+    assert proc.returncode == 1, proc.stderr  # rank 1 fails, on purpose
+    assert "rank 0 printed the key" in proc.stdout and "rank 1 printed the key" in proc.stdout
+    logs = run_cli("logs", handle_from(proc.stderr)).stdout
+    assert leaks(key, [home, tmp_path / "code"], [proc.stdout, proc.stderr, logs]) == []
+
 # -- files: the home, the store and the runs are the user's alone -------------------------------
 def private_modes(root: Path):
     """``{path relative to root: mode}`` of what keeps others out: the home, ``runs/``, each run's
@@ -405,3 +417,23 @@ def test_the_log_sink_masks_a_multi_line_secret_split_over_mpi_writes(tmp_path):
     logged = (tmp_path / "node-0" / "rank-1.log").read_text()
     assert logged.startswith("loaded ***") and logged.endswith("(and ***)\n")
     assert (tmp_path / "node-0" / "rank-0.log").read_text() == '{"key": "***"}\n'  # as a whole: one ***
+
+
+def test_scrubbing_torchrun_files_follows_no_link(tmp_path):
+    """A link in torchrun's directory (the job may make one) is not followed: what it reaches
+    is neither read nor removed."""
+    from cloudtrain.secrets import Masker
+    from cloudtrain.supervise import scrub_torchrun_files
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.log").write_text("mine\n")
+    attempt = tmp_path / "run" / "node-0" / "torchrun" / "none_x" / "attempt_0" / "0"
+    attempt.mkdir(parents=True)
+    (attempt / "stdout.log").write_text("sekret-value\n")
+    (attempt / "error.json").write_text(json.dumps({"message": "failed with sekret-value"}))
+    (attempt / "elsewhere").symlink_to(outside)
+    (attempt.parent / "keep.log").symlink_to(outside / "keep.log")
+    scrub_torchrun_files(tmp_path / "run", Masker(["sekret-value"]))
+    assert (outside / "keep.log").read_text() == "mine\n"
+    assert not (attempt / "stdout.log").exists()
+    assert json.loads((attempt / "error.json").read_text()) == {"message": "failed with ***"}
