@@ -23,7 +23,7 @@ from .errors import BadInput, CloudtrainWarning, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
-from .secrets import MASK, resolve_secrets
+from .secrets import MASK, Masker, resolve_secrets
 from .states import State  # noqa: F401  (re-exported: plugins import it from here)
 
 
@@ -297,7 +297,12 @@ class Provider(abc.ABC):
             secrets = resolve_secrets(rendered.job)
         hook = get_plugin_manager().hook
         hook.cloudtrain_before_submit(rendered=rendered)
-        job_id = self.schedule(rendered, dict(secrets))
+        try:
+            job_id = self.schedule(rendered, dict(secrets))
+        except Exception as exc:  # a platform's error may quote the request: its secrets masked
+            mask = Masker(secrets.values())
+            exc.args = tuple(mask(a) if isinstance(a, str) else a for a in exc.args)
+            raise
         run = Run(self, job_id)
         hook.cloudtrain_after_submit(rendered=rendered, handle=run.handle)
         return run

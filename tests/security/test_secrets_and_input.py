@@ -437,3 +437,27 @@ def test_scrubbing_torchrun_files_follows_no_link(tmp_path):
     assert (outside / "keep.log").read_text() == "mine\n"
     assert not (attempt / "stdout.log").exists()
     assert json.loads((attempt / "error.json").read_text()) == {"message": "failed with ***"}
+
+
+def test_a_platform_error_that_quotes_the_request_has_its_secrets_masked(tmp_path, home):
+    """A platform's refusal may quote what it was sent, secrets filled in (the request's
+    environment): submit masks them in the error, whatever its kind."""
+    from cloudtrain.errors import PlatformError
+    from cloudtrain.loading import load_job
+    from cloudtrain.plugins import get_provider_class
+    key = pem_key()
+
+    class Refusing(get_provider_class("local")):
+        def schedule(self, rendered, secrets):
+            raise PlatformError(f"InvalidParameter: Environment={json.dumps(secrets)} is too long")
+
+    (tmp_path / "key.pem").write_text(key)
+    job = load_job(write_job(tmp_path, """
+        name: refused
+        code: .
+        command: python job.py
+        secrets: {PEM_KEY: {from_file: key.pem}}
+    """))
+    with pytest.raises(PlatformError) as info:
+        Refusing().submit(job)
+    assert leaks(key, [], [str(info.value)]) == [] and "***" in str(info.value)
