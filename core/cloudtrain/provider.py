@@ -198,13 +198,16 @@ class Provider(abc.ABC):
                                         "not take: its nodes get the launcher with the code directory; set `code` to "
                                         "that directory (code: null works on the Kubernetes providers)"))
         from . import inputcheck
-        for loc, message in inputcheck.problems(job, self.name):
+        hostile = inputcheck.problems(job, self.name)
+        for loc, message in hostile:
             problems.add(self.job_error(job, loc, message))
         for loc, message in inputcheck.credential_env(job):
             warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
         from .storage import problems as storage_problems
         for loc, message in storage_problems(job, self.name, self.storage_schemes, self.output_schemes):
             problems.add(self.job_error(job, loc, message))
+        if hostile:  # a NUL in a path, a password in a URI: the provider's checks go no further with them
+            problems.raise_all()
         if options is not None:
             problems.collect(self.check, job, options)
             if submit:

@@ -461,3 +461,18 @@ def test_a_platform_error_that_quotes_the_request_has_its_secrets_masked(tmp_pat
     with pytest.raises(PlatformError) as info:
         Refusing().submit(job)
     assert leaks(key, [], [str(info.value)]) == [] and "***" in str(info.value)
+
+
+@pytest.mark.parametrize("line", ['code: "co\\u0000de"', 'command: "python \\u0000job.py"',
+                                  'image: "python\\u0000:3.12"', 'providers: {local: {python: "py\\u0000"}}'])
+def test_a_nul_in_any_field_is_refused_at_its_line_not_a_traceback(tmp_path, home, line):
+    other = "code: ." if line.startswith("command") else "command: python job.py"
+    job = write_job(tmp_path, f"""
+        name: nul
+        {other}
+        {line}
+    """)
+    for command in ("validate", "render", "submit"):
+        proc = run_cli(command, "-p", "local", job, check=2)
+        assert [l.split(": ")[2] for l in cli_error_lines(proc)] == [f"{job}:3"] and "NUL" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
