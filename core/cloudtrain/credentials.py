@@ -36,7 +36,9 @@ TOKEN_SHAPES = (
     (re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), ("a Slack token", GENERIC[1])),
     (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), ("a GitLab token", GENERIC[1])),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), ("a Google API key", GENERIC[1])),
-    (re.compile(r"\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_-]{20,}"), TOKEN),
+    # sk-, sk-proj-, sk-ant-api03-: long and of mixed case with digits (a name "sk-prod-cluster" is not one)
+    (re.compile(r"\bsk-(?:[a-z0-9]+-)*(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[0-9])"
+                r"[A-Za-z0-9_-]{32,}"), TOKEN),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), ("a JSON Web Token", GENERIC[1])),
     (re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"), AWS),
     (re.compile(r"\bAKID[A-Za-z0-9]{32}\b"), TENCENT),
