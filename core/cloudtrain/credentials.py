@@ -111,7 +111,8 @@ def masked(value) -> str:
 
 
 # the words a setting's name ends with when its value is a secret: client_secret, api_key,
-# access_token, db_password; not key_name, kms_key_id, password_file, image_pull_secrets (names)
+# access_token, db_password; not key_name, kms_key_id, password_file, image_pull_secrets (names),
+# nor a bare "key" (a toleration's or a tag's key is a name)
 SECRET_WORDS = {"secret", "password", "passwd", "pwd", "passphrase", "token", "key", "apikey", "privatekey",
                 "credential", "credentials", "sk", "ak"}
 
@@ -121,6 +122,8 @@ def secret_named(name) -> bool:
     if not isinstance(name, str) or not name:
         return False
     words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower().replace("-", "_").split("_")
+    if words[-1] == "key" and len(words) == 1:
+        return False
     return name.lower() in _SECRET_NAMES or words[-1] in SECRET_WORDS
 
 

@@ -326,6 +326,7 @@ def test_config_show_masks_by_key_name_and_by_value_shape(tmp_path, home):
               owner: alice
               mention: {GITHUB_TOKEN}
               key_name: my-keypair
+            tolerations: [{{key: nvidia.com/gpu, operator: Exists}}]
     """)
     for output in ("text", "json"):
         proc = run_cli("config", "show", "-p", "kubeflow", job, "-o", output,
@@ -333,7 +334,7 @@ def test_config_show_masks_by_key_name_and_by_value_shape(tmp_path, home):
         shown = proc.stdout
         for secret in ("plain-looking-value-1", "another-plain-value-2", GITHUB_TOKEN, "hunter2-hunter2"):
             assert secret not in shown, output
-        assert "alice" in shown and "my-keypair" in shown  # names are shown
+        assert "alice" in shown and "my-keypair" in shown and "nvidia.com/gpu" in shown  # names are shown
 
 
 # -- Kubernetes names: the API server's rules, at validate -----------------------------------------
