@@ -56,7 +56,14 @@ _SECRET_40 = re.compile(r"^[A-Za-z0-9/+]{40}$")
 _HUAWEI_AK = re.compile(r"^[A-Z0-9]{20}$")
 _URL_PASSWORD = re.compile(r"^[a-z][a-z0-9+.\-]*://[^/:@\s]+:([^/@\s]+)@")
 # a URI's user info (RFC 3986 3.2.1: "scheme://user:password@host"), of any scheme, anywhere in a text
-URI_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/?#@\s]+)@")
+URI_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*)(://)([^/?#@\s]+)@")
+# Azure Blob Storage and Data Lake Gen2 URIs name the container there: wasbs://<container>@<account>...
+USERINFO_IS_A_NAME = ("wasb", "wasbs", "abfs", "abfss")
+
+
+def _credential_userinfo(match) -> bool:
+    scheme, info = match.group(1).lower(), match.group(3)
+    return ":" in info or scheme not in USERINFO_IS_A_NAME
 _SECRET_NAMES = {
     "aws_secret_access_key": AWS, "aws_access_key_id": AWS, "secret_access_key": AWS, "access_key_id": AWS,
     "aws_session_token": AWS, "client_secret": AZURE, "azure_client_secret": AZURE, "secret_id": TENCENT,
@@ -128,14 +135,16 @@ def secret_named(name) -> bool:
 
 
 def has_userinfo(uri) -> bool:
-    """``s3://user:pass@bucket``, ``https://token@host``: a URI that carries credentials."""
-    return isinstance(uri, str) and URI_USERINFO.search(uri) is not None
+    """``s3://user:pass@bucket``, ``https://token@host``: a URI that carries credentials (not
+    Azure's ``wasbs://container@account...``, whose user info names the container)."""
+    return isinstance(uri, str) and any(_credential_userinfo(m) for m in URI_USERINFO.finditer(uri))
 
 
 def mask_text(text: str) -> str:
     """``text`` with every token-shaped word and every URI's user info as ``***`` (for errors and
     echoes of what the user gave)."""
-    text = URI_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
+    text = URI_USERINFO.sub(lambda m: m.group(1) + m.group(2) + (MASK if _credential_userinfo(m) else m.group(3)) + "@",
+                            text)
     for shape, _ in TOKEN_SHAPES:
         text = shape.sub(MASK, text)
     return text
