@@ -381,7 +381,8 @@ def _print_warnings() -> None:
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, CloudtrainWarning):
-            print(f"cloudtrain: warning: {message}", file=sys.stderr)
+            from .credentials import mask_text
+            print(f"cloudtrain: warning: {mask_text(str(message))}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
     show.cloudtrain = True
@@ -412,8 +413,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return COMMANDS[args.cmd](args)
     except CloudtrainError as exc:
-        for line in str(exc).splitlines() or [""]:  # several problems: one line each
-            print(f"cloudtrain: error: {line}", file=sys.stderr)
+        from .credentials import mask_text
+        for line in str(exc).splitlines() or [""]:  # several problems: one line each; no token, no password
+            print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import yamlio
 from .errors import BadInput, JobFileError
+from .homedir import home  # noqa: F401  (the settings' home is the state's)
 from .job import BUILTIN_PROVIDERS, Origin
 from .suggest import did_you_mean
 
@@ -36,10 +37,6 @@ TOP_KEYS = ("provider", "providers", "profiles")
 PROFILE_KEYS = ("provider", "providers")
 MAX_BYTES = 1 << 20
 DEFAULT_PROVIDER = "local"
-
-
-def home() -> Path:
-    return Path(os.environ.get("CLOUDTRAIN_HOME") or Path.home() / ".cloudtrain").expanduser()
 
 
 def user_config_path() -> Path:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import yamlio
-from .config import (PROJECT_NAME, Layer, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,
+from .config import (PROJECT_NAME, Layer, home, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,
                      provider_hint, user_config_path)
-from .credentials import masked, refusal
+from .credentials import MASK, mask_text, masked, refusal, secret_named
 from .errors import BadInput, JobFileError
 from .job import Source
 from .suggest import did_you_mean
@@ -85,7 +85,8 @@ def show(args) -> int:
             value = [v.model_dump(mode="json") for v in value]
         secret = bool((cls.Options.model_fields[field].json_schema_extra or {}).get("secret")) \
             if isinstance(cls.Options.model_fields[field].json_schema_extra, dict) else False
-        rows.append({"option": key, "value": _mask(value, secret), "source": _origin(key, section, source, provider, cls)})
+        rows.append({"option": key, "value": _mask(value, secret or secret_named(key)),
+                     "source": _origin(key, section, source, provider, cls)})
     files = [{"path": str(f.path), "kind": f.kind} for f in settings.files]
     if args.output == "json":
         print(json.dumps({"provider": provider, "provider_from": chosen_by, "profile": settings.profile,
@@ -115,7 +116,8 @@ def _origin(key: str, section: dict, source: Source, provider: str, cls) -> str:
         return "not set: needed to submit" if key in cls.required else "default"
     keys = source.overrides_of(loc)
     if keys:
-        return " ".join(f"--set {key}={_text(_mask(source.overrides[key], False))}" for key in keys)
+        return " ".join(f"--set {key}={_text(_mask(source.overrides[key], secret_named(key.split('.')[-1])))}"
+                        for key in keys)
     where = source.locate(loc)
     if where["line"]:
         return f"{where['file']}:{where['line']}"
@@ -123,13 +125,17 @@ def _origin(key: str, section: dict, source: Source, provider: str, cls) -> str:
 
 
 def _mask(value, secret: bool):
+    """``value`` for display: ``***`` when its setting is secret (by the option's schema or by its
+    name: ``client_secret``, ``api_key``...), and inside it every value under a secret name or of
+    a credential's shape."""
     if secret and value not in (None, "", [], {}):
-        return "***"
+        return MASK
     if isinstance(value, dict):
-        return {k: _mask(v, False) for k, v in value.items()}
+        return {k: _mask(v, secret_named(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask(v, False) for v in value]
-    return masked(value)
+    shown = masked(value)
+    return mask_text(shown) if isinstance(shown, str) else shown
 
 
 def _text(value) -> str:
@@ -152,7 +158,7 @@ def set_values(args) -> int:
     changed = []
     for item in args.items:
         o = parse_override(item)
-        given = f"config set {o.key}={o.raw}"
+        given = f"config set {o.key}={MASK if secret_named(o.path[-1]) else mask_text(o.raw)}"
         for loc, value in leaves(o.value, o.path):
             refused = refusal(value, loc[-1] if loc else None)
             if refused:
@@ -165,7 +171,7 @@ def set_values(args) -> int:
             continue
         if not args.provider:
             raise BadInput(f"{given}: name the provider whose option this is, e.g. cloudtrain config set -p "
-                           f"sagemaker {item} (or provider=NAME sets the default provider)")
+                           f"sagemaker {given[len('config set '):]} (or provider=NAME sets the default provider)")
         cls = get_provider_class(args.provider)
         names = [k for k, _ in _fields(cls.Options)]
         if o.path[0] not in names:
@@ -182,7 +188,7 @@ def set_values(args) -> int:
         _, invalid = model_problems(cls.Options, section, None)
         mine = [p for p in invalid if p.field and p.field.split(".")[0] == o.path[0]]
         if mine:
-            raise BadInput(f"{given}: {mine[0].detail}; nothing was written")
+            raise BadInput(f"{given}: {mask_text(mine[0].detail)}; nothing was written")
         sections[args.provider] = section
         changed.append(".".join(at + ("providers", args.provider, o.key)))
     _write(path, data)
@@ -209,7 +215,11 @@ def _level(data: dict, at: tuple) -> dict:
 
 def _write(path: Path, data: dict) -> None:
     """The settings as YAML, written whole (comments are not kept), readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    from .homedir import make_home
+    if path.parent == home():
+        make_home()
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=".config-", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w") as f:

@@ -23,6 +23,27 @@ HUAWEI = ("a Huawei Cloud access key", "HUAWEICLOUD_SDK_AK/HUAWEICLOUD_SDK_SK in
 GENERIC = ("a secret", "a secret source: the job file's `secrets: {NAME: {from_env: VAR}}` (or from_file), "
            "read on your machine at submit and never stored")
 PRIVATE_KEY = ("a private key", "a file of its own, named by the option that takes its path")
+TOKEN = ("an API token", GENERIC[1])
+
+# Tokens whose vendors give them a recognisable prefix (GitHub: "Behind GitHub's new authentication
+# token formats"; Hugging Face hf_; Slack xoxb-/xoxp-; GitLab glpat-; Google API keys AIza; OpenAI
+# and Anthropic sk-; JSON Web Tokens: two base64url JSON parts, "eyJ" being '{"' encoded).  Found
+# anywhere in a text: a value "Bearer ghp_..." is one too.
+TOKEN_SHAPES = (
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}"), ("a GitHub token", GENERIC[1])),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), ("a GitHub token", GENERIC[1])),
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), ("a Hugging Face token", GENERIC[1])),
+    (re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), ("a Slack token", GENERIC[1])),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), ("a GitLab token", GENERIC[1])),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), ("a Google API key", GENERIC[1])),
+    # sk-, sk-proj-, sk-ant-api03-: long and of mixed case with digits (a name "sk-prod-cluster" is not one)
+    (re.compile(r"\bsk-(?:[a-z0-9]+-)*(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[0-9])"
+                r"[A-Za-z0-9_-]{32,}"), TOKEN),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), ("a JSON Web Token", GENERIC[1])),
+    (re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"), AWS),
+    (re.compile(r"\bAKID[A-Za-z0-9]{32}\b"), TENCENT),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), PRIVATE_KEY),
+)
 
 _SHAPES = (
     (re.compile(r"^(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}$"), AWS),
@@ -34,6 +55,15 @@ _SHAPES = (
 _SECRET_40 = re.compile(r"^[A-Za-z0-9/+]{40}$")
 _HUAWEI_AK = re.compile(r"^[A-Z0-9]{20}$")
 _URL_PASSWORD = re.compile(r"^[a-z][a-z0-9+.\-]*://[^/:@\s]+:([^/@\s]+)@")
+# a URI's user info (RFC 3986 3.2.1: "scheme://user:password@host"), of any scheme, anywhere in a text
+URI_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*)(://)([^/?#@\s]+)@")
+# Azure Blob Storage and Data Lake Gen2 URIs name the container there: wasbs://<container>@<account>...
+USERINFO_IS_A_NAME = ("wasb", "wasbs", "abfs", "abfss")
+
+
+def _credential_userinfo(match) -> bool:
+    scheme, info = match.group(1).lower(), match.group(3)
+    return ":" in info or scheme not in USERINFO_IS_A_NAME
 _SECRET_NAMES = {
     "aws_secret_access_key": AWS, "aws_access_key_id": AWS, "secret_access_key": AWS, "access_key_id": AWS,
     "aws_session_token": AWS, "client_secret": AZURE, "azure_client_secret": AZURE, "secret_id": TENCENT,
@@ -55,7 +85,7 @@ def looks_like(value, name: Optional[str] = None) -> Optional[Tuple[str, str]]:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    for shape, kind in _SHAPES:
+    for shape, kind in _SHAPES + TOKEN_SHAPES:
         if shape.search(text):
             return kind
     if _SECRET_40.match(text) and _mixed(text):
@@ -85,3 +115,39 @@ def masked(value) -> str:
     if match:
         return value.replace(":" + match.group(1) + "@", ":***@", 1)
     return "***"
+
+
+# the words a setting's name ends with when its value is a secret: client_secret, api_key,
+# access_token, db_password; not key_name, kms_key_id, password_file, image_pull_secrets (names),
+# nor a bare "key" (a toleration's or a tag's key is a name)
+SECRET_WORDS = {"secret", "password", "passwd", "pwd", "passphrase", "token", "key", "apikey", "privatekey",
+                "credential", "credentials", "sk", "ak"}
+
+
+def secret_named(name) -> bool:
+    """Whether a setting called ``name`` holds a secret by its name alone (its last word)."""
+    if not isinstance(name, str) or not name:
+        return False
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower().replace("-", "_").split("_")
+    if words[-1] == "key" and len(words) == 1:
+        return False
+    return name.lower() in _SECRET_NAMES or words[-1] in SECRET_WORDS
+
+
+def has_userinfo(uri) -> bool:
+    """``s3://user:pass@bucket``, ``https://token@host``: a URI that carries credentials (not
+    Azure's ``wasbs://container@account...``, whose user info names the container)."""
+    return isinstance(uri, str) and any(_credential_userinfo(m) for m in URI_USERINFO.finditer(uri))
+
+
+def mask_text(text: str) -> str:
+    """``text`` with every token-shaped word and every URI's user info as ``***`` (for errors and
+    echoes of what the user gave)."""
+    text = URI_USERINFO.sub(lambda m: m.group(1) + m.group(2) + (MASK if _credential_userinfo(m) else m.group(3)) + "@",
+                            text)
+    for shape, _ in TOKEN_SHAPES:
+        text = shape.sub(MASK, text)
+    return text
+
+
+MASK = "***"

@@ -26,6 +26,8 @@ class JobFileError(BadInput):
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
                  field: str | None = None):
+        from .credentials import mask_text  # a value it echoes: no token, no URI's user info
+        message, file = mask_text(message), None if file is None else mask_text(file)
         self.file, self.line, self.field, self.detail = file, line, field, message
         where = ""
         if file:

@@ -22,6 +22,7 @@ from .launch.platform import installed as installed_platforms
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED
 from .provider import JobStatus, Provider
 from .states import TERMINAL, State
+from .homedir import make_home
 from .store import Store, home
 from .survival import host_checkpoint_dir
 
@@ -144,8 +145,8 @@ class HostedProvider(Provider):
         if not job.code_path.is_dir():
             raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
         job_id = f"{job.name}-{_random.token_hex(3)}"
-        run_dir = home() / "runs" / job_id
-        run_dir.mkdir(parents=True, mode=0o700)
+        run_dir = make_home() / "runs" / job_id
+        run_dir.mkdir(mode=0o700)
         return job_id, run_dir
 
     @staticmethod

@@ -319,7 +319,8 @@ class Source:
         field = ".".join(str(p) for p in loc) or None
         keys = self.overrides_of(loc)
         if keys:
-            given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={self.raw[key]}")
+            from .loading import shown_value
+            given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={shown_value(key, self.raw[key])}")
                              for key in keys)
             return {"file": given, "line": None, "field": field}
         origin = self.origin_of(loc)

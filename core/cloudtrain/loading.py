@@ -111,11 +111,18 @@ def parse_override(item: str) -> Override:
     except yamlio.YamlProblem as exc:
         if exc.syntax:
             return Override(key, raw, raw)
-        raise BadInput(f"--set {key}={raw}: {exc.message}") from None
+        raise BadInput(f"--set {key}={shown_value(key, raw)}: {exc.message}") from None
     if doc.duplicates:
         path = ".".join(map(str, doc.duplicates[0][0]))
-        raise BadInput(f"--set {key}={raw}: {path} is given twice; give it once")
+        raise BadInput(f"--set {key}={shown_value(key, raw)}: {path} is given twice; give it once")
     return Override(key, doc.data, raw, doc.texts)
+
+
+def shown_value(key: str, raw: str) -> str:
+    """A ``--set`` value as an error may echo it: ``***`` under a secret's name (``...password=``),
+    else with every token and every URI's user info masked."""
+    from .credentials import MASK, mask_text, secret_named
+    return MASK if secret_named(key.rsplit(".", 1)[-1]) else mask_text(raw)
 
 
 def _overrides(overrides) -> Dict[str, Override]:

@@ -11,6 +11,7 @@ import functools
 import importlib
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Type
@@ -18,11 +19,11 @@ from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapp
 from pydantic import BaseModel, ConfigDict
 
 from . import yamlio
-from .errors import BadInput, MissingExtra
+from .errors import BadInput, CloudtrainWarning, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
-from .secrets import MASK, resolve_secrets
+from .secrets import MASK, Masker, resolve_secrets
 from .states import State  # noqa: F401  (re-exported: plugins import it from here)
 
 
@@ -196,11 +197,20 @@ class Provider(abc.ABC):
             problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
                                         "not take: its nodes get the launcher with the code directory; set `code` to "
                                         "that directory (code: null works on the Kubernetes providers)"))
-        from .shipping import warn_about_code
-        warn_about_code(job)  # credential files kept home, links that will dangle, FIFOs left out
+        from . import inputcheck
+        hostile = inputcheck.problems(job, self.name)
+        for loc, message in hostile:
+            problems.add(self.job_error(job, loc, message))
+        for loc, message in inputcheck.credential_env(job):
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
+        if not hostile:
+            from .shipping import warn_about_code
+            warn_about_code(job)  # credential files kept home, links that will dangle, FIFOs left out
         from .storage import problems as storage_problems
         for loc, message in storage_problems(job, self.name, self.storage_schemes, self.output_schemes):
             problems.add(self.job_error(job, loc, message))
+        if hostile:  # a NUL in a path, a password in a URI: the provider's checks go no further with them
+            problems.raise_all()
         if options is not None:
             problems.collect(self.check, job, options)
             if submit:
@@ -293,7 +303,12 @@ class Provider(abc.ABC):
             secrets = resolve_secrets(rendered.job)
         hook = get_plugin_manager().hook
         hook.cloudtrain_before_submit(rendered=rendered)
-        job_id = self.schedule(rendered, dict(secrets))
+        try:
+            job_id = self.schedule(rendered, dict(secrets))
+        except Exception as exc:  # a platform's error may quote the request: its secrets masked
+            mask = Masker(secrets.values())
+            exc.args = tuple(mask(a) if isinstance(a, str) else a for a in exc.args)
+            raise
         run = Run(self, job_id)
         hook.cloudtrain_after_submit(rendered=rendered, handle=run.handle)
         return run

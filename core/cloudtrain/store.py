@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from .homedir import home, make_home, private_file  # noqa: F401  (home: re-exported)
 from .states import TERMINAL
 
 SCHEMA = """
@@ -57,14 +58,13 @@ CREATE TABLE IF NOT EXISTS remote_jobs (
 """
 
 
-def home() -> Path:
-    return Path(os.environ.get("CLOUDTRAIN_HOME") or Path.home() / ".cloudtrain").expanduser()
-
-
 class Store:
     def __init__(self, path: Optional[Path] = None):
-        self.path = Path(path) if path else home() / "state.db"
+        self.path = Path(path) if path else make_home() / "state.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm"):  # 0600 before SQLite opens it, and once it has
+            if not suffix or Path(f"{self.path}{suffix}").exists():
+                private_file(Path(f"{self.path}{suffix}"))
         with self._connect() as db:
             db.executescript(SCHEMA)
 

@@ -102,6 +102,55 @@ class LogSink:
             f.close()
 
 
+TORCHRUN_DIR = "torchrun"  # <run>/node-<i>/torchrun: torchrun's --log-dir (launch.plans.torchrun)
+TORCHRUN_ERROR_FILE = "error.json"
+
+
+def torchrun_files(run_dir: Path) -> List[Path]:
+    """Every file torchrun wrote under the run's nodes: ``attempt_<n>/<rank>/{stdout,stderr}.log``
+    (what ``--tee`` reads back into its own output, which ``LogSink`` masks) and ``error.json``
+    (a rank's exception, which the job's text, and so its secrets, may be in).  Links are
+    neither followed nor listed: what is removed here is torchrun's, never what a link reaches."""
+    found = []
+    for top in run_dir.glob(f"node-*/{TORCHRUN_DIR}"):
+        if top.is_symlink():
+            continue
+        for folder, _, files in os.walk(top):  # (followlinks=False)
+            found += [p for p in (Path(folder) / f for f in files) if p.is_file() and not p.is_symlink()]
+    return sorted(found)
+
+
+def masked_torchrun_errors(run_dir: Path, mask: Masker) -> Dict[Path, str]:
+    """``{path: masked text}`` of every torchrun error file of the run (the first failure's
+    report reads them: only ever through here, masked)."""
+    out = {}
+    for path in torchrun_files(run_dir):
+        if path.name == TORCHRUN_ERROR_FILE:
+            try:
+                out[path] = mask(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+    return out
+
+
+def scrub_torchrun_files(run_dir: Path, mask: Masker) -> None:
+    """What torchrun leaves may hold a secret in clear: its per-rank logs (already read, by
+    ``--tee``, into the masked logs) are removed, each error file is rewritten masked."""
+    errors = masked_torchrun_errors(run_dir, mask)
+    for path in torchrun_files(run_dir):
+        try:
+            if path in errors:
+                tmp = path.with_name(path.name + ".masked")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(errors[path])
+                os.replace(tmp, path)
+            else:
+                path.unlink()
+        except OSError:
+            continue
+
+
 class Node(abc.ABC):
     """One running node of a job."""
 
@@ -241,7 +290,7 @@ class Supervisor(abc.ABC):
                 self.stop_all()
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
-            state, message, code = State.FAILED.value, f"could not start the job: {exc}", EXIT_JOB_FAILED
+            state, message, code = State.FAILED.value, "could not start the job: " + self.sink.mask(str(exc)), EXIT_JOB_FAILED
             if self.done.is_set():
                 state, message, code = CANCELLED
         finally:

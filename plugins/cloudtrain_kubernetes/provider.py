@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain.durations import OptionalDuration
 from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
@@ -44,7 +44,7 @@ from cloudtrain.survival import checkpoint_uri, field_error
 
 from . import codestore
 from . import manifests as m
-from . import podlogs, trainjob
+from . import names, podlogs, trainjob
 
 # kind -> (group, version, plural)
 RESOURCES = {
@@ -88,6 +88,41 @@ class PodOptions(BaseModel):
     code_store_endpoint: Optional[str] = Field(None, pattern=r"^https?://[^/\s]+/?$", description="endpoint of an S3-compatible code_store (MinIO, Ceph), e.g. http://minio.example:9000 (default: the store's own: AWS S3, OBS)")
     code_shipping: Literal["auto", "configmap", "store"] = Field("auto", description="how the code reaches the pods: auto (a ConfigMap when the archive fits, else code_store), configmap, or store (always code_store)")
     code_url_expires: OptionalDuration = Field("7d", validate_default=True, ge=60, le=7 * 24 * 3600, description="how long the pods' URL of a stored code archive works: 90s, 30m, 8h, 2d (at most 7d, S3's limit for a presigned URL); cover the time the job may wait in a queue, and restarts")
+
+    # Kubernetes' own rules (names.py), so that a value the API server would refuse is bad input
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v):
+        return _valid(v, names.dns1123_label)
+
+    @field_validator("queue", "priority_class", "service_account")
+    @classmethod
+    def _object_name(cls, v):
+        return _valid(v, names.dns1123_subdomain)
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _object_names(cls, v):
+        for item in v:
+            _valid(item, names.dns1123_subdomain)
+        return v
+
+    @field_validator("labels", "node_selector", "spot_node_selector")
+    @classmethod
+    def _labels(cls, v):
+        for key, value in v.items():
+            problem = names.label_key(str(key))
+            if problem:
+                raise ValueError(problem)
+            _valid(value, names.label_value, f"label {key}: ")
+        return v
+
+
+def _valid(value, rule, what: str = ""):
+    problem = None if value is None else rule(str(value))
+    if problem:
+        raise ValueError(f"{what}{problem}")
+    return value
 
 
 class KubeOptions(PodOptions):
@@ -570,6 +605,15 @@ class KubeflowProvider(KubernetesProvider):
 
     name = "kubeflow"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
+
+    def check(self, job: JobSpec, options: PodOptions) -> None:
+        """Kueue takes the queue and the priority class as label values (``kueue_labels``)."""
+        for option in ("queue", "priority_class"):
+            problem = names.label_value(getattr(options, option) or "")
+            if problem:
+                raise self.job_error(job, ("providers", self.name, option), f"{problem} (Kueue reads it from the "
+                                     f"label {m.KUEUE_QUEUE if option == 'queue' else m.KUEUE_PRIORITY})")
+        super().check(job, options)
     platform = "kubeflow"
     kinds = ("PyTorchJob", "MPIJob", "TFJob")
     # The training operator's condition types (the last true one is the job's state); a

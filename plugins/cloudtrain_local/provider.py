@@ -23,6 +23,7 @@ from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.store import Store
+from cloudtrain.supervise import TORCHRUN_DIR
 from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir, spot_here_means_nothing
 
 
@@ -160,6 +161,16 @@ class LocalProvider(HostedProvider):
 
     def release(self, job_id: str) -> None:
         _kill_nodes(self.store, job_id)
+        _remove_torchrun_files(self.store, job_id)
+
+
+def _remove_torchrun_files(store: Store, job_id: str) -> None:
+    """A supervisor that died (killed) scrubbed nothing, and its secrets died with it: torchrun's
+    files, which may hold them in clear, are removed whole."""
+    row = store.get_job(job_id)
+    if row and row["run_dir"]:
+        for node_dir in Path(row["run_dir"]).glob(f"node-*/{TORCHRUN_DIR}"):
+            shutil.rmtree(node_dir, ignore_errors=True)
 
 
 def _kill_nodes(store: Store, job_id: str) -> None:

@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 
 from cloudtrain.launch.parent import die_with_parent
 from cloudtrain.codetree import working_copies
-from cloudtrain.supervise import Node, Supervisor
+from cloudtrain.supervise import Node, Supervisor, TORCHRUN_DIR, scrub_torchrun_files
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -73,10 +73,17 @@ class LocalSupervisor(Supervisor):
         self.store.set_node(self.job_id, spec["node"], pid=proc.pid, exit_code=None)
         return ProcessNode(spec["node"], proc)
 
+    def stop_all(self) -> None:
+        """Every attempt's nodes stopped, torchrun's files of that attempt are scrubbed: its own
+        per-rank logs (--tee needs them) are unmasked and removed, its error files masked."""
+        super().stop_all()
+        scrub_torchrun_files(self.run_dir, self.sink.mask)
+
     def cleanup(self) -> None:
-        """torchrun's own per-rank files (--tee needs them) are unmasked: only ours are kept."""
+        """Only our (masked) logs are kept."""
+        scrub_torchrun_files(self.run_dir, self.sink.mask)
         for spec in self.plan["nodes"]:
-            shutil.rmtree(self.run_dir / f"node-{spec['node']}" / "torchrun", ignore_errors=True)
+            shutil.rmtree(self.run_dir / f"node-{spec['node']}" / TORCHRUN_DIR, ignore_errors=True)
 
 
 def main() -> int:

@@ -305,7 +305,7 @@ def test_config_show_masks_what_looks_like_a_secret(tmp_path, account):
     proc = run_cli("config", "show", job, "--set", "providers.sagemaker.run_label=https://me:hunter2pw@example.com/x",
                    env={"CLOUDTRAIN_CONFIG": str(account)}, check=0)
     assert "AKIAIOSFODNN7EXAMPLE" not in proc.stdout and "hunter2pw" not in proc.stdout
-    assert '{"leak": "***"}' in proc.stdout and "https://me:***@example.com/x" in proc.stdout
+    assert '{"leak": "***"}' in proc.stdout and "https://***@example.com/x" in proc.stdout  # user info masked whole
     assert "s3://team-bucket/code" in proc.stdout  # names are shown as they are
 
 
