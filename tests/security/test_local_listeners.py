@@ -204,3 +204,37 @@ def test_every_listener_of_a_local_job_is_loopback_only(kind, home, tmp_path):
     exposed = sorted(s[:4] for s in seen if not s[4])
     assert not exposed, f"{kind}: listening beyond loopback: {exposed}"
     run_cli("wait", handle, timeout=300, check=0)
+
+
+def _ray_job(tmp_path, extra=""):
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "job.py").write_text("print('ran', flush=True)\n")
+    return write_job(tmp_path, f"""
+        name: refused
+        code: code
+        command: python job.py
+        distribution: {{type: ray, nodes: 2}}
+        {extra}
+        """)
+
+
+def test_a_ray_job_is_refused_where_no_network_namespace_can_be_made(home, tmp_path):
+    no_tools = tmp_path / "bin"  # no `unshare` on PATH: this machine cannot contain the job
+    no_tools.mkdir()
+    proc = run_cli("submit", _ray_job(tmp_path), "-p", "local", env={"PATH": str(no_tools)})
+    assert proc.returncode == 2, proc.stderr
+    assert "providers.local.isolate_network: false" in proc.stderr
+    assert not (home / "runs").exists() or not list((home / "runs").iterdir())
+
+
+def test_isolate_network_false_runs_it_anyway_and_says_so(home, tmp_path):
+    job = _ray_job(tmp_path, "providers: {local: {isolate_network: false}}")
+    proc = run_cli("render", job, "-p", "local")
+    assert proc.returncode == 0, proc.stderr
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    proc = run_cli("submit", job, "-p", "local", "--detach", env={"PATH": str(no_tools)})
+    assert proc.returncode == 0, proc.stderr
+    assert "listen on every interface" in proc.stderr
+    run_cli("cancel", proc.stdout.strip().splitlines()[-1])
