@@ -166,6 +166,10 @@ class HostedProvider(Provider):
         from .outputs import copy_tree
         return copy_tree(source, dest)
 
+    def supervisor_prefix(self, plan: dict) -> List[str]:
+        """What the supervisor's command runs under (the local provider: a network namespace)."""
+        return []
+
     def start_supervisor(self, job: JobSpec, job_id: str, run_dir: Path, plan: dict,
                          secrets: Dict[str, str]) -> str:
         """Write the plan, record the job, start the detached supervisor with the secrets in its
@@ -185,7 +189,7 @@ class HostedProvider(Provider):
         env["CLOUDTRAIN_HOME"] = str(home())
         env["CLOUDTRAIN_SECRET_NAMES"] = ",".join(sorted(secrets))
         with open(run_dir / "supervisor.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", self.supervisor_module, str(run_dir)],
+            proc = subprocess.Popen([*self.supervisor_prefix(plan), sys.executable, "-m", self.supervisor_module, str(run_dir)],
                                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, close_fds=True)
         self.store.update_job(job_id, supervisor_pid=proc.pid)

@@ -35,6 +35,10 @@ class LocalOptions(BaseModel):
     master_port: Optional[int] = Field(None, ge=1024, le=65000, description="fixed master port (default: a free one)")
     copy_code: bool = Field(True, description="give every node its own copy of `code` (False: run in place)")
     python: Optional[str] = Field(None, description="interpreter for `cloudtrain launch` (default: this one)")
+    isolate_network: Optional[bool] = Field(
+        None, description="run the job in its own network namespace (loopback only, no route out); default: "
+                          "for mpi, horovod and ray, whose servers listen on every interface otherwise; "
+                          "false runs those on the host network anyway")
 
 
 def interpreter_env(python: Optional[str] = None, environ=None) -> Dict[str, str]:
@@ -150,6 +154,7 @@ class LocalProvider(HostedProvider):
     # -- lifecycle ---------------------------------------------------------------------
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         job, options = rendered.job, rendered.options
+        isolate = self.isolated(job, options)
         job_id, run_dir = self.new_run(job)
         # master port, liveness port (+1), one ps-worker port per node (+2..)
         port = options.master_port or free_port_block(job.distribution.nodes + 2)
@@ -157,7 +162,33 @@ class LocalProvider(HostedProvider):
         for spec in specs:  # the rendered env masks secrets; the supervisor adds the real values
             for name in job.secrets:
                 spec["env"].pop(name, None)
-        return self.start_supervisor(job, job_id, run_dir, {"copy_code": options.copy_code, "nodes": specs}, secrets)
+        return self.start_supervisor(job, job_id, run_dir, {"copy_code": options.copy_code, "nodes": specs,
+                                                         "isolate_network": isolate}, secrets)
+
+    def isolated(self, job: JobSpec, options: LocalOptions) -> bool:
+        """Does this job run in its own network namespace?  Raises BadInput when it must and
+        this machine cannot make one (nothing is started)."""
+        from cloudtrain_local import netns
+        wanted = options.isolate_network
+        if wanted is False:
+            if job.distribution.type in netns.UNBOUNDED:
+                print(f"cloudtrain: warning: providers.local.isolate_network is false: this {job.distribution.type} "
+                      "job's servers listen on every interface of this machine", file=sys.stderr)
+            return False
+        if wanted is None and job.distribution.type not in netns.UNBOUNDED:
+            return False
+        if netns.unshare_argv() is None:
+            raise BadInput(f"distribution {job.distribution.type}: its servers listen on every interface, and this "
+                           "machine does not let this user make a network namespace to contain them (unshare "
+                           "--net needs root or user namespaces); set providers.local.isolate_network: false "
+                           "to run it on the host network anyway")
+        return True
+
+    def supervisor_prefix(self, plan: dict) -> List[str]:
+        if not plan.get("isolate_network"):
+            return []
+        from cloudtrain_local import netns
+        return netns.isolating_prefix()
 
     def release(self, job_id: str) -> None:
         _kill_nodes(self.store, job_id)

@@ -246,3 +246,35 @@ def test_torchruns_pet_defaults_from_the_platform_do_not_override_the_plan():
     assert not [k for k in env if k.startswith("PET_")] and env["PATH"] == "/bin"
     kept = plans.final_environment({}, topo(), settings("ray"), environ)
     assert kept["PET_NNODES"] == "3"
+
+
+@pytest.mark.parametrize("dist", ["ddp", "deepspeed", "mpi", "ps-worker", "ray"])
+def test_a_loopback_job_loads_the_store_hook_and_binds_liveness_to_loopback(dist, tmp_path):
+    s = settings(dist, ps=1, loopback=True, log_dir=str(tmp_path), iface="lo")
+    p = plans.plan(topo(nodes=3), s, {"PYTHONPATH": "/job/lib"})
+    site = str(tmp_path / "site")
+    assert p.env["PYTHONPATH"] == site + ":/job/lib"
+    assert "install()" in p.files[site + "/sitecustomize.py"]
+    assert p.listen_host == "127.0.0.1"
+
+
+def test_a_job_on_real_addresses_is_left_as_it_was():
+    p = plans.plan(topo(nodes=3), settings("ddp", iface="eth0"), {"PYTHONPATH": "/job/lib"})
+    assert "PYTHONPATH" not in p.env and not p.files and p.listen_host == ""
+
+
+def test_the_store_hook_binds_a_server_store_to_its_host_only():
+    import torch.distributed as torch
+    from cloudtrain.launch import loopback_site
+
+    class Store(torch.TCPStore):
+        pass
+
+    loopback_site.patch(Store)
+    store = Store("127.0.0.1", 0, 1, True)
+    tcp = open("/proc/self/net/tcp").read().splitlines()[1:]
+    port = "%04X" % store.port
+    local = [line.split()[1] for line in tcp if line.split()[1].endswith(":" + port) and line.split()[3] == "0A"]
+    assert local == ["0100007F:" + port]  # 127.0.0.1, and not also :: in tcp6
+    assert not [l for l in open("/proc/self/net/tcp6").read().splitlines()[1:]
+                if l.split()[1].endswith(":" + port) and l.split()[3] == "0A"]

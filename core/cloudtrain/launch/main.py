@@ -83,6 +83,7 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         min_nodes=args.min_nodes,
         python=_python_of(command),
         mpi_major=_open_mpi_major() if distribution == "mpi" and topology.is_master else None,
+        loopback=netif.is_loopback(master_ip),
     )
 
 
@@ -197,7 +198,7 @@ def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
     port = topology.master_port + 1
     try:
         if plan.mode in ("launcher", "ray-head"):
-            server = liveness.LivenessServer(port, expected=topology.num_nodes - 1)
+            server = liveness.LivenessServer(port, expected=topology.num_nodes - 1, host=plan.listen_host)
             try:
                 if plan.start:
                     _start_ray(children, plan.start, env)
@@ -253,6 +254,7 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
         sshd.start_sshd()
     os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
     for path, content in plan.files.items():
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(content)
     try:

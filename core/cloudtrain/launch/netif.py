@@ -21,6 +21,15 @@ def resolve(host: str, timeout: float = 0.0) -> str:
             time.sleep(0.5)
 
 
+def is_loopback(addr: str) -> bool:
+    """Is ``addr`` (an IP address) a loopback one (127.0.0.0/8, ::1)?  A name is not."""
+    import ipaddress
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False
+
+
 def local_ip_towards(addr: str) -> str:
     """The local IPv4 address the kernel would use to reach ``addr`` (no packet is sent)."""
     if addr.startswith("127."):

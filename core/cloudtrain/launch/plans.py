@@ -44,6 +44,7 @@ class Settings:
     min_nodes: Optional[int] = None
     python: str = "python3"
     mpi_major: Optional[int] = None  # Open MPI's major version on this node (None: unknown, 4's names)
+    loopback: bool = False  # the master address is a loopback one: every node is on this machine
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Plan:
     wait_peers: bool = False
     files: Dict[str, str] = field(default_factory=dict)  # path -> content, written before running
     wait_ports: List[Tuple[str, int]] = field(default_factory=list)  # (host, port) open before running argv
+    listen_host: str = ""  # where node 0's liveness server listens ("": every interface)
 
     def shell_line(self, topology: Topology) -> str:
         steps = []
@@ -290,8 +292,38 @@ def final_environment(plan_env: Dict[str, str], topology: Topology, s: Settings,
     return env
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def site_dir(topology: Topology, s: Settings) -> str:
+    """Where a loopback job's ``sitecustomize`` (``loopback_site``) is written."""
+    if s.log_dir:
+        return os.path.join(s.log_dir, "site")
+    import tempfile
+    return os.path.join(tempfile.gettempdir(), "cloudtrain-%s-node%d-site" % (s.job_id, topology.node_rank))
+
+
+def loopback_env(topology: Topology, s: Settings, environ) -> Dict[str, str]:
+    """Every node on this machine: the job's Python processes load ``loopback_site`` (PyTorch's
+    store on the master address only); gloo and TensorPipe use ``lo`` (``s.iface``)."""
+    path = [site_dir(topology, s)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": os.pathsep.join(path)}
+
+
 def plan(topology: Topology, s: Settings, environ) -> Plan:
-    """The plan for this node.  Raises ValueError for a request that cannot work."""
+    """The plan for this node.  Raises ValueError for a request that cannot work.  When every
+    node is on this machine (``s.loopback``), nothing it starts listens beyond loopback where
+    the framework can be told: see ``loopback_env``; the liveness server binds 127.0.0.1."""
+    result = _plan(topology, s, environ)
+    if s.loopback:
+        from . import loopback_site
+        with open(loopback_site.__file__, encoding="utf-8") as f:
+            result.files[os.path.join(site_dir(topology, s), "sitecustomize.py")] = f.read()
+        result.listen_host = LOOPBACK
+    return result
+
+
+def _plan(topology: Topology, s: Settings, environ) -> Plan:
     if s.distribution not in DISTRIBUTIONS:
         raise ValueError("unknown distribution type %r; use one of: %s" % (s.distribution, ", ".join(DISTRIBUTIONS)))
     if not s.command:
@@ -300,6 +332,8 @@ def plan(topology: Topology, s: Settings, environ) -> Plan:
         raise ValueError("the platform did not say where the other nodes are (no host list); "
                          "%s needs one: set CLOUDTRAIN_HOSTS" % s.distribution)
     env = common_env(topology, s)
+    if s.loopback:
+        env.update(loopback_env(topology, s, environ))
     single = {"RANK": str(topology.node_rank), "WORLD_SIZE": str(topology.num_nodes),
               "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
               "MASTER_ADDR": topology.master_addr, "MASTER_PORT": str(topology.master_port)}
