@@ -8,7 +8,7 @@ everything on SIGTERM (cancel).  Providers supply the ``Node`` kind: a process g
 
 A full disk (ENOSPC in the logs, the store or the run directory) fails the job at once with
 ``disk full under <dir>``: the nodes' output is still read (and dropped), so no node blocks on
-a full pipe, every node is stopped, and the run's reserve (``cloudtrain.diskspace``) is given
+a full pipe, every node is stopped, then the run's reserve (``cloudtrain.diskspace``) is given
 back so that the job's end can be written; until it can, the supervisor tries again.
 """
 from __future__ import annotations
@@ -258,7 +258,6 @@ class Supervisor(abc.ABC):
     def on_disk_full(self, error: DiskFull) -> None:
         if self.disk_full is None:
             self.disk_full = error
-            diskspace.give_back(self.run_dir)  # room to stop the job and say why
         self.wake.set()
 
     def record_end(self, state: str, message: str, code: int) -> None:
@@ -271,7 +270,7 @@ class Supervisor(abc.ABC):
                 return
             except DiskFull as exc:
                 self.on_disk_full(exc)
-                if self.done.wait(LAST_WORDS_RETRY):
+                if not diskspace.give_back(self.run_dir) and self.done.wait(LAST_WORDS_RETRY):
                     return
 
     def run(self) -> int:
@@ -297,7 +296,8 @@ class Supervisor(abc.ABC):
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
             state, message, code = State.FAILED.value, f"could not start the job: {exc}", EXIT_JOB_FAILED
-            if isinstance(exc, DiskFull) or diskspace.is_full(exc):
+            if isinstance(exc, DiskFull) or diskspace.is_full(exc) or (  # shutil.Error: a list of them
+                    isinstance(exc, OSError) and diskspace.nearly_full(self.run_dir)):
                 self.on_disk_full(exc if isinstance(exc, DiskFull) else diskspace.full(self.run_dir))
                 message = self.disk_full.reason
             elif self.done.is_set():
@@ -312,6 +312,8 @@ class Supervisor(abc.ABC):
             try:
                 self.cleanup()
             finally:
+                if self.disk_full is not None:  # every node has stopped: the reserve is room to say why
+                    diskspace.give_back(self.run_dir)
                 self.sink.note(f"job {state.lower()}" + (f": {message}" if message else ""))
                 self.sink.close()
                 self.record_end(state, message, code)
