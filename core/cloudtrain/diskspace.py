@@ -57,10 +57,12 @@ def reserve(run_dir: Path) -> None:
     try:
         try:
             os.posix_fallocate(fd, 0, RESERVE_BYTES)
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+        except (AttributeError, OSError) as exc:  # no fallocate here (macOS), or on this file system
+            if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
-            os.write(fd, b"\0" * RESERVE_BYTES)  # a file system without fallocate
+            data = b"\0" * RESERVE_BYTES
+            while data:
+                data = data[os.write(fd, data):]
     except OSError as exc:
         if is_full(exc):
             raise full(run_dir) from None
