@@ -91,12 +91,7 @@ def _survives_damage(cls):
 class Store:
     def __init__(self, path: Optional[Path] = None):
         self.path = Path(path) if path else home() / "state.db"
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            if diskspace.is_full(exc):
-                raise diskspace.full(self.path.parent) from None
-            raise
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         storerepair.make_sound(self.path, SCHEMA)
         with self._connect() as db:
             db.executescript(SCHEMA)
