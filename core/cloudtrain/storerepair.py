@@ -19,7 +19,7 @@ import sqlite3
 import time
 import warnings
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List
 
 from . import diskspace
 from .errors import CloudtrainError, CloudtrainWarning
@@ -80,17 +80,26 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+_run_dirs: Dict[str, Path] = {}
+
+
 def write_record(store, job_id: str) -> None:
     """Rewrite ``job_id``'s ``job.json`` from the store (under a lock on its run directory, so
     two writers cannot leave the older of two reads)."""
-    with store._connect() as db:
-        row = db.execute("SELECT run_dir FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if row is None or not os.path.isdir(row["run_dir"]):
+    run_dir = _run_dirs.get(job_id)
+    if run_dir is None:  # a job's run directory never changes: one read per process
+        with store._connect() as db:
+            row = db.execute("SELECT run_dir FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            return
+        run_dir = _run_dirs[job_id] = Path(row["run_dir"])
+    if not run_dir.is_dir():
         return
-    run_dir = Path(row["run_dir"])
     with _locked(run_dir):
         with store._connect() as db:
             job = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if job is None:
+                return
             nodes = [dict(r) for r in db.execute("SELECT * FROM nodes WHERE job_id = ? ORDER BY node", (job_id,))]
             restarts = [dict(r) for r in db.execute("SELECT * FROM restarts WHERE job_id = ? ORDER BY attempt",
                                                     (job_id,))]
