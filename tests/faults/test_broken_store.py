@@ -112,3 +112,21 @@ def test_several_processes_write_the_store_at_once(tmp_path, home):
         assert db.execute("SELECT count(*) FROM nodes WHERE exit_code = 0").fetchone() == (2 * writers * jobs,)
     records = [json.loads(p.read_text()) for p in (home / "runs").glob("*/job.json")]
     assert len(records) == writers * jobs and {r["job"]["state"] for r in records} == {"SUCCEEDED"}
+
+
+def test_a_deleted_store_is_made_again_from_the_run_directories(tmp_path, jobs_ended):
+    home = jobs_ended
+    handle = run_cli("submit", "-p", "local", sleeper_job(tmp_path, "local"), "--detach", cwd=tmp_path,
+                     check=0).stdout.strip()
+    run_dir = home / "runs" / handle.split("://", 1)[1]
+    wait_for(lambda: state_of(handle) == "RUNNING" and "up" in (run_dir / "job.log").read_text(), timeout=60,
+             what=f"{handle} runs", explain=lambda: state_of(handle))
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        if (home / name).exists():
+            (home / name).unlink()
+    listed = run_cli("list", "-p", "local", "-o", "json", timeout=60)
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    assert [(j["handle"], j["state"]) for j in json.loads(listed.stdout)] == [(handle, "RUNNING")]
+    cancelled = run_cli("cancel", handle, timeout=120)
+    assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stderr
+    wait_for(lambda: not processes_in(run_dir), timeout=15, what="no process of the job is left")
