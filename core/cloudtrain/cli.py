@@ -422,3 +422,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`cloudtrain list | head -1`): as SIGPIPE would
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        from .diskspace import full, is_full
+        if not is_full(exc):
+            raise
+        error = full(exc.filename or os.environ.get("CLOUDTRAIN_HOME") or os.getcwd())
+        print(f"cloudtrain: error: {error}", file=sys.stderr)
+        return error.exit_code

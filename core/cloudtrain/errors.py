@@ -85,3 +85,18 @@ class JobNotFound(BadInput):
 class CloudtrainWarning(UserWarning):
     """Something that works but probably not as meant (e.g. a platform feature the job's shape
     skips).  Raised with ``warnings.warn``; the CLI prints ``cloudtrain: warning: ...``."""
+
+
+class DiskFull(PlatformError):
+    """No space is left where cloudtrain writes (the state store, a run directory, its logs).
+    ``where``: the directory, named in one line: ``disk full under <where>``."""
+
+    def __init__(self, where):
+        self.where = str(where)
+        super().__init__(f"disk full under {self.where}; free space there (or set CLOUDTRAIN_HOME to a "
+                         "directory on another disk) and run the command again")
+
+    @property
+    def reason(self) -> str:
+        """How a job that met it ends: ``disk full under <where>``."""
+        return f"disk full under {self.where}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets as _random
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
 
+from . import diskspace
 from .errors import BadInput, JobNotFound
 from .job import JobSpec
 from .launch.platform import installed as installed_platforms
@@ -122,6 +124,7 @@ class HostedProvider(Provider):
     def __init__(self, store: Optional[Store] = None):
         super().__init__()
         self._store = store
+        self._unstarted: Optional[Tuple[str, Path]] = None  # the run being made, until its supervisor runs
 
     @property
     def store(self) -> Store:
@@ -140,13 +143,37 @@ class HostedProvider(Provider):
         return get_provider_class(options.emulate)
 
     # -- submitting ----------------------------------------------------------------------
-    @staticmethod
-    def new_run(job: JobSpec) -> Tuple[str, Path]:
+    def submit(self, job_or_rendered, *, secrets=None):
+        """``Provider.submit``; one that fails before the job's supervisor runs (a full disk: a
+        ``DiskFull`` naming the directory) leaves no run directory and no record of the job."""
+        self._unstarted = None
+        try:
+            return super().submit(job_or_rendered, secrets=secrets)
+        except BaseException as exc:
+            self._discard_unstarted()
+            if diskspace.is_full(exc):
+                raise diskspace.full(getattr(exc, "filename", None) or home()) from None
+            raise
+
+    def _discard_unstarted(self) -> None:
+        if self._unstarted is None:
+            return
+        job_id, run_dir = self._unstarted
+        self._unstarted = None
+        shutil.rmtree(run_dir, ignore_errors=True)
+        try:
+            self.store.forget_job(job_id)
+        except Exception:  # noqa: BLE001 -- the first error is the one to report
+            pass
+
+    def new_run(self, job: JobSpec) -> Tuple[str, Path]:
         if not job.code_path.is_dir():
             raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
         job_id = f"{job.name}-{_random.token_hex(3)}"
         run_dir = make_home() / "runs" / job_id
         run_dir.mkdir(mode=0o700)
+        self._unstarted = (job_id, run_dir)
+        diskspace.reserve(run_dir)  # room for the supervisor to end the job on a full disk
         return job_id, run_dir
 
     @staticmethod
@@ -192,6 +219,7 @@ class HostedProvider(Provider):
             proc = subprocess.Popen([*self.supervisor_prefix(plan), sys.executable, "-m", self.supervisor_module, str(run_dir)],
                                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, close_fds=True)
+        self._unstarted = None  # the supervisor owns the run now
         self.store.update_job(job_id, supervisor_pid=proc.pid)
         return job_id
 
@@ -211,6 +239,7 @@ class HostedProvider(Provider):
             time.sleep(0.2)
             if self.store.get_job(row["id"])["state"] not in TERMINAL:
                 self.release(row["id"])
+                diskspace.give_back(Path(row["run_dir"]))
                 self.store.finish_job(row["id"], State.FAILED.value, exit_code=EXIT_JOB_FAILED,
                                       message=f"the {self.name} supervisor died; see supervisor.log")
             return self.store.get_job(row["id"])

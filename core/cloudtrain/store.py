@@ -5,9 +5,15 @@ The local and Docker providers keep their jobs here, so ``status``, ``logs``, ``
 lives (``remember``/``recall``: e.g. a kubeconfig context or an EKS cluster, never
 credentials), so ``status HANDLE`` reaches the same cluster the job was sent to.  WAL mode: one writer (a job's supervisor) and
 many readers at once.
+
+Every change to a job is also kept in its run directory (``job.json``): a damaged store is
+moved aside and rebuilt from them (``cloudtrain.storerepair``).  A full disk is ``DiskFull``
+(one line, exit 3), and reads go on from the store as it is (SQLite's WAL index cannot be made
+on a full disk, the store is then read as an immutable file).
 """
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
@@ -16,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from .homedir import home, make_home, private_file  # noqa: F401  (home: re-exported)
+from . import diskspace, storerepair
 from .states import TERMINAL
 
 SCHEMA = """
@@ -58,10 +65,31 @@ CREATE TABLE IF NOT EXISTS remote_jobs (
 """
 
 
+def _repairing(method):
+    """``method``, tried once more after a repair when the store turns out damaged."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except storerepair.StoreDamaged:
+            storerepair.repair(self.path, SCHEMA)
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def _survives_damage(cls):
+    for name, value in list(vars(cls).items()):
+        if callable(value) and not name.startswith("_"):
+            setattr(cls, name, _repairing(value))
+    return cls
+
+
+@_survives_damage
 class Store:
     def __init__(self, path: Optional[Path] = None):
         self.path = Path(path) if path else make_home() / "state.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        storerepair.make_sound(self.path, SCHEMA)
         for suffix in ("", "-wal", "-shm"):  # 0600 before SQLite opens it, and once it has
             if not suffix or Path(f"{self.path}{suffix}").exists():
                 private_file(Path(f"{self.path}{suffix}"))
@@ -70,14 +98,66 @@ class Store:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA busy_timeout=30000")
+        """A connection; ``DiskFull`` for a full disk, ``StoreDamaged`` for a corrupt store."""
+        immutable = False
+        try:
+            db = self._open(immutable)
+        except sqlite3.OperationalError as exc:
+            if not self._full(exc) or self._wal_holds_commits():
+                raise self._translated(exc) from None
+            immutable = True  # no room for the WAL index: read the file as it is (it holds every commit)
+            db = self._open(immutable)
+        except sqlite3.DatabaseError as exc:
+            raise self._translated(exc) from None
         try:
             yield db
+        except sqlite3.DatabaseError as exc:
+            if immutable and isinstance(exc, sqlite3.OperationalError):  # a write, on a full disk
+                raise diskspace.full(self.path) from None
+            raise self._translated(exc) from None
         finally:
             db.close()
+
+    def _open(self, immutable: bool) -> sqlite3.Connection:
+        if immutable:
+            db = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None)
+        else:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.row_factory = sqlite3.Row
+            if not immutable:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA busy_timeout=30000")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _full(self, exc: sqlite3.Error) -> bool:
+        """SQLITE_FULL, or an I/O error (making the WAL or its index) on a nearly full disk."""
+        code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+        if code is not None and code & 0xFF == 13:  # SQLITE_FULL
+            return True
+        if code is not None and code & 0xFF not in (10, 14):  # SQLITE_IOERR, SQLITE_CANTOPEN
+            return False
+        return diskspace.nearly_full(self.path.parent)
+
+    def _wal_holds_commits(self) -> bool:
+        try:
+            return os.path.getsize(f"{self.path}-wal") > 0
+        except OSError:
+            return False
+
+    def _translated(self, exc: sqlite3.DatabaseError) -> Exception:
+        if storerepair.damaged(exc):
+            return storerepair.StoreDamaged(self.path, exc)
+        if isinstance(exc, sqlite3.OperationalError) and self._full(exc):
+            return diskspace.full(self.path)
+        return exc
+
+    def _record(self, job_id: str) -> None:
+        """Keep the job's record in its run directory (``job.json``) as the store has it."""
+        storerepair.write_record(self, job_id)
 
     def remember(self, handle: str, target: Dict[str, Any]) -> None:
         import json
@@ -110,6 +190,7 @@ class Store:
         with self._connect() as db:
             db.execute("INSERT INTO jobs (id, provider, name, state, nodes, run_dir, created_at) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?)", (id, provider, name, state, nodes, run_dir, time.time()))
+        self._record(id)
 
     def update_job(self, job_id: str, **fields: Any) -> None:
         if not fields:
@@ -117,6 +198,7 @@ class Store:
         cols = ", ".join(f"{k} = ?" for k in fields)
         with self._connect() as db:
             db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", (*fields.values(), job_id))
+        self._record(job_id)
 
     def finish_job(self, job_id: str, state: str, *, message: str = "", exit_code: Optional[int] = None) -> bool:
         """Move a job to a terminal state unless it already is in one; True if this call did it.
@@ -126,7 +208,9 @@ class Store:
                 "UPDATE jobs SET state = ?, raw_state = ?, message = ?, exit_code = ?, ended_at = ?, nodes_up = 0 "
                 f"WHERE id = ? AND state NOT IN ({', '.join('?' * len(TERMINAL))})",
                 (state, state, message, exit_code, time.time(), job_id, *TERMINAL))
-            return cur.rowcount == 1
+            done = cur.rowcount == 1
+        self._record(job_id)
+        return done
 
     def get_job(self, job_id: str) -> Optional[Dict[str, Any]]:
         with self._connect() as db:
@@ -148,12 +232,14 @@ class Store:
             if fields:
                 cols = ", ".join(f"{k} = ?" for k in fields)
                 db.execute(f"UPDATE nodes SET {cols} WHERE job_id = ? AND node = ?", (*fields.values(), job_id, node))
+        self._record(job_id)
 
     def add_restart(self, job_id: str, attempt: int, reason: str) -> None:
         """Attempt ``attempt`` (1 = the first restart) was started because of ``reason``."""
         with self._connect() as db:
             db.execute("INSERT OR REPLACE INTO restarts (job_id, attempt, reason, at) VALUES (?, ?, ?, ?)",
                        (job_id, attempt, reason, time.time()))
+        self._record(job_id)
 
     def get_restarts(self, job_id: str) -> List[Dict[str, Any]]:
         with self._connect() as db:
@@ -163,3 +249,9 @@ class Store:
     def get_nodes(self, job_id: str) -> List[Dict[str, Any]]:
         with self._connect() as db:
             return [dict(r) for r in db.execute("SELECT * FROM nodes WHERE job_id = ? ORDER BY node", (job_id,))]
+
+    def forget_job(self, job_id: str) -> None:
+        """Remove every trace of a job that never started (its submit failed)."""
+        with self._connect() as db:
+            for table, column in (("nodes", "job_id"), ("restarts", "job_id"), ("jobs", "id")):
+                db.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))

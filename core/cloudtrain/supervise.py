@@ -5,6 +5,11 @@ rank-prefixed logs (secrets masked), keeps the job's state in the store, stops e
 soon as one fails (fail fast), restarts the whole job up to ``max_restarts`` times (each
 restart's reason kept in the store), fails it when ``max_runtime`` is reached, and stops
 everything on SIGTERM (cancel).  Providers supply the ``Node`` kind: a process group, a container.
+
+A full disk (ENOSPC in the logs, the store or the run directory) fails the job at once with
+``disk full under <dir>``: the nodes' output is still read (and dropped), so no node blocks on
+a full pipe, every node is stopped, then the run's reserve (``cloudtrain.diskspace``) is given
+back so that the job's end can be written; until it can, the supervisor tries again.
 """
 from __future__ import annotations
 
@@ -15,9 +20,12 @@ import re
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from . import diskspace
+from .errors import DiskFull
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from .secrets import Masker
 from .states import State
@@ -31,13 +39,19 @@ RECHECK = 1.0         # seconds: the longest the monitor sleeps without being wo
 OUTPUT_TO_EXIT = 0.5  # seconds: from a node closing its output to its exit status
 # how a cancelled job ends: (state, message, exit code)
 CANCELLED = (State.CANCELLED.value, "cancelled", EXIT_INTERRUPTED)
+LAST_WORDS_RETRY = 1.0  # seconds between tries to record the job's end on a full disk
 
 
 class LogSink:
-    """Writes every node line to job.log (prefixed), node-<i>.log and node-<i>/rank-<r>.log."""
+    """Writes every node line to job.log (prefixed), node-<i>.log and node-<i>/rank-<r>.log.
+
+    On a full disk it stops writing (``full`` says where; ``on_full`` is told once) and drops
+    what comes after, so the nodes' output is still read."""
 
     def __init__(self, run_dir: Path, nodes: int, nproc: int, distribution: str, mask: Masker):
         self.run_dir, self.nproc, self.distribution, self.mask = run_dir, nproc, distribution, mask
+        self.full: Optional[DiskFull] = None
+        self.on_full = lambda error: None
         self.lock = threading.Lock()
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8", buffering=1)
         self.node_logs = [open(run_dir / f"node-{i}.log", "a", encoding="utf-8", buffering=1) for i in range(nodes)]
@@ -81,17 +95,31 @@ class LogSink:
             self.partial[rank] = buf
 
     def _emit(self, node: int, rank: Optional[int], line: str) -> None:
+        if self.full is not None:
+            return
         line = self.mask(line)
         prefix = f"[node{node}/rank{rank}] " if rank is not None else f"[node{node}] "
-        with self.lock:
+        with self.lock, self._marking_full():
             self.job_log.write(prefix + line + "\n")
             self.node_logs[node].write(line + "\n")
             if rank is not None:
                 self._rank_log(node, rank).write(line + "\n")
 
     def note(self, text: str) -> None:
-        with self.lock:
+        with self.lock, self._marking_full():  # tried even on a full disk: the supervisor may have freed room
             self.job_log.write(f"[cloudtrain] {self.mask(text)}\n")
+
+    @contextmanager
+    def _marking_full(self):
+        """ENOSPC in the block marks the disk full (and tells ``on_full`` once)."""
+        try:
+            yield
+        except OSError as exc:
+            if not diskspace.is_full(exc):
+                raise
+            if self.full is None:
+                self.full = diskspace.full(self.run_dir)
+                self.on_full(self.full)
 
     def close(self) -> None:
         for rank, rest in sorted(self.partial.items()):
@@ -99,7 +127,11 @@ class LogSink:
                 self._emit(rank // self.nproc, rank, rest)
         self.partial.clear()
         for f in [self.job_log, *self.node_logs, *self.rank_logs.values()]:
-            f.close()
+            try:
+                f.close()
+            except OSError as exc:  # the last buffered bytes, on a full disk
+                if not diskspace.is_full(exc):
+                    raise
 
 
 TORCHRUN_DIR = "torchrun"  # <run>/node-<i>/torchrun: torchrun's --log-dir (launch.plans.torchrun)
@@ -196,6 +228,8 @@ class Supervisor(abc.ABC):
         self.output_ended: set = set()  # nodes (of this attempt) whose output has ended
         self.deadline: Optional[float] = None  # monotonic time at which max_runtime is reached
         self.timed_out = False
+        self.disk_full: Optional[DiskFull] = None  # ENOSPC met: the job fails, without a restart
+        self.sink.on_full = self.on_disk_full
 
     # -- what a provider supplies ------------------------------------------------------
     def prepare(self) -> None:
@@ -240,6 +274,8 @@ class Supervisor(abc.ABC):
             self.wake.clear()
             if self.done.is_set():
                 return CANCELLED
+            if self.disk_full is not None:
+                return State.FAILED.value, self.disk_full.reason, EXIT_JOB_FAILED
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.timed_out = True  # a limit is not a failure to retry
                 return State.FAILED.value, f"max_runtime {self.plan.get('max_runtime_text')} reached", EXIT_JOB_FAILED
@@ -268,6 +304,24 @@ class Supervisor(abc.ABC):
         self.done.set()
         self.wake.set()
 
+    def on_disk_full(self, error: DiskFull) -> None:
+        if self.disk_full is None:
+            self.disk_full = error
+        self.wake.set()
+
+    def record_end(self, state: str, message: str, code: int) -> None:
+        """The job's end in the store (and its run directory), however long a full disk takes to
+        have room again; a SIGTERM meanwhile stops trying (``cancel`` then records it)."""
+        self.done.clear()
+        while True:
+            try:
+                self.store.finish_job(self.job_id, state, message=message, exit_code=code)
+                return
+            except DiskFull as exc:
+                self.on_disk_full(exc)
+                if not diskspace.give_back(self.run_dir) and self.done.wait(LAST_WORDS_RETRY):
+                    return
+
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
@@ -283,7 +337,7 @@ class Supervisor(abc.ABC):
                     break
                 self.start(attempt)
                 state, message, code = self.monitor()
-                if state != State.FAILED.value or attempt + 1 == attempts or self.timed_out:
+                if state != State.FAILED.value or attempt + 1 == attempts or self.timed_out or self.disk_full:
                     break
                 self.store.add_restart(self.job_id, attempt + 1, message)
                 self.sink.note(f"{message}; restarting every node (restart {attempt + 1} of {attempts - 1})")
@@ -291,7 +345,11 @@ class Supervisor(abc.ABC):
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
             state, message, code = State.FAILED.value, "could not start the job: " + self.sink.mask(str(exc)), EXIT_JOB_FAILED
-            if self.done.is_set():
+            if isinstance(exc, DiskFull) or diskspace.is_full(exc) or (  # shutil.Error: a list of them
+                    isinstance(exc, OSError) and diskspace.nearly_full(self.run_dir)):
+                self.on_disk_full(exc if isinstance(exc, DiskFull) else diskspace.full(self.run_dir))
+                message = self.disk_full.reason
+            elif self.done.is_set():
                 state, message, code = CANCELLED
         finally:
             if state != State.SUCCEEDED.value:
@@ -303,7 +361,10 @@ class Supervisor(abc.ABC):
             try:
                 self.cleanup()
             finally:
+                if self.disk_full is not None:  # every node has stopped: the reserve is room to say why
+                    diskspace.give_back(self.run_dir)
                 self.sink.note(f"job {state.lower()}" + (f": {message}" if message else ""))
                 self.sink.close()
-                self.store.finish_job(self.job_id, state, message=message, exit_code=code)
+                self.record_end(state, message, code)
+                diskspace.give_back(self.run_dir)
         return code
