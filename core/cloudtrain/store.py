@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     nodes_up INTEGER NOT NULL DEFAULT 0,
     exit_code INTEGER,
     supervisor_pid INTEGER,
+    supervisor_start INTEGER,
     run_dir TEXT NOT NULL,
     created_at REAL NOT NULL,
     started_at REAL,
@@ -38,6 +39,7 @@ CREATE TABLE IF NOT EXISTS nodes (
     job_id TEXT NOT NULL,
     node INTEGER NOT NULL,
     pid INTEGER,
+    pid_start INTEGER,
     exit_code INTEGER,
     PRIMARY KEY (job_id, node)
 );
@@ -55,6 +57,9 @@ CREATE TABLE IF NOT EXISTS remote_jobs (
     created_at REAL NOT NULL
 );
 """
+# Columns added since the first release: (table, column, type).  A store made before them gets
+# them on first open (``migrate``).
+ADDED_COLUMNS = (("jobs", "supervisor_start", "INTEGER"), ("nodes", "pid_start", "INTEGER"))
 
 
 def home() -> Path:
@@ -67,6 +72,7 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(SCHEMA)
+            migrate(db)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -106,10 +112,13 @@ class Store:
                 out.append(target)
         return out
 
-    def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str) -> None:
+    def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str,
+                **extra: Any) -> None:
+        """``extra``: more columns written in the same statement (``supervisor_pid``, ...)."""
+        cols = ", ".join(["id", "provider", "name", "state", "nodes", "run_dir", "created_at", *extra])
         with self._connect() as db:
-            db.execute("INSERT INTO jobs (id, provider, name, state, nodes, run_dir, created_at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (id, provider, name, state, nodes, run_dir, time.time()))
+            db.execute(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * (7 + len(extra)))})",
+                       (id, provider, name, state, nodes, run_dir, time.time(), *extra.values()))
 
     def update_job(self, job_id: str, **fields: Any) -> None:
         if not fields:
@@ -163,3 +172,29 @@ class Store:
     def get_nodes(self, job_id: str) -> List[Dict[str, Any]]:
         with self._connect() as db:
             return [dict(r) for r in db.execute("SELECT * FROM nodes WHERE job_id = ? ORDER BY node", (job_id,))]
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Add the columns a store made by an older cloudtrain lacks.  A PID stored without its
+    start time gets the start time of the process that has that PID now only if that process
+    started after the job was created (so it can be the job's): else the PID is taken as gone."""
+    added = []
+    for table, column, kind in ADDED_COLUMNS:
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            added.append(column)
+    if not added:
+        return
+    from .procs import start_time, started_at
+    live = f"state NOT IN ({', '.join('?' * len(TERMINAL))})"
+    for row in db.execute(f"SELECT id, supervisor_pid, created_at FROM jobs WHERE {live} AND supervisor_pid "
+                          "IS NOT NULL AND supervisor_start IS NULL", tuple(TERMINAL)).fetchall():
+        if (started_at(row[1]) or 0) >= row[2] - 1:
+            db.execute("UPDATE jobs SET supervisor_start = ? WHERE id = ?", (start_time(row[1]), row[0]))
+    for row in db.execute(f"SELECT n.job_id, n.node, n.pid, j.created_at FROM nodes n JOIN jobs j ON j.id = n.job_id "
+                          f"WHERE j.{live} AND n.pid IS NOT NULL AND n.pid_start IS NULL",
+                          tuple(TERMINAL)).fetchall():
+        if (started_at(row[2]) or 0) >= row[3] - 1:
+            db.execute("UPDATE nodes SET pid_start = ? WHERE job_id = ? AND node = ?",
+                       (start_time(row[2]), row[0], row[1]))

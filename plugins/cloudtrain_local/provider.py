@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain import storage
+from cloudtrain import procs, storage
 from cloudtrain.errors import BadInput
 from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
@@ -163,9 +163,7 @@ class LocalProvider(HostedProvider):
 
 
 def _kill_nodes(store: Store, job_id: str) -> None:
+    """SIGKILL each node's process group, only while it is still the node's (PID and start time)."""
     for node in store.get_nodes(job_id):
         if node["pid"] and node["exit_code"] is None:
-            try:
-                os.killpg(node["pid"], signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            procs.signal_group(node["pid"], node["pid_start"], signal.SIGKILL)
