@@ -156,15 +156,22 @@ def cmd_stage(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from .api import submit
-    from .plugins import get_provider
-    job, provider = _load(args)
-    rendered = get_provider(provider).render(job, submit=True)
-    if args.dry_run:
-        _print_rendered(rendered, args.output)
-        return 0
-    interrupts = Interrupts()  # from here on, no instant of submit is left to a KeyboardInterrupt
+    # From here on no instant of submit is left to a KeyboardInterrupt: one while the job file
+    # is read (pydantic turns it into a SchemaError) stops before anything is sent.
+    interrupts = Interrupts()
     try:
+        from .api import submit
+        from .plugins import get_provider
+        job, provider = _load(args)
+        rendered = get_provider(provider).render(job, submit=True)
+        if args.dry_run:
+            interrupts.restore()
+            _print_rendered(rendered, args.output)
+            return 0
+        if interrupts.pending is not None:
+            interrupts.restore()
+            print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         run = submit(rendered)
     except BaseException:
         interrupts.restore()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from . import procs
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from .secrets import Masker
 from .states import TERMINAL, State
@@ -329,6 +330,12 @@ def watch_over(job_id: str, run_dir: Path, supervisor_pid: int) -> None:
         return
     from .plugins import get_provider
     provider = get_provider(row["provider"])
+    # the nodes had SIGTERM when the supervisor died (PR_SET_PDEATHSIG): let them stop their
+    # own children (Ray's processes live in groups of their own) before release forces them
+    deadline = time.monotonic() + STOP_GRACE + 3
+    for node in store.get_nodes(job_id):
+        while node["pid"] and procs.same(node["pid"], node["pid_start"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
     try:
         provider.release(job_id)
     finally:

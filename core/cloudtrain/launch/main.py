@@ -119,23 +119,16 @@ def _python_of(command: List[str]) -> str:
     return "python3"
 
 
-def _kill_group(pgid: int, grace: float = 5.0) -> None:
-    """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds."""
+STOP_GRACE = 5.0
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """True if the group was there to signal."""
     try:
-        os.killpg(pgid, signal.SIGTERM)
+        os.killpg(pgid, sig)
+        return True
     except (ProcessLookupError, PermissionError):
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.05)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return False
 
 
 class _Children:
@@ -160,9 +153,16 @@ class _Children:
         return proc
 
     def stop_all(self) -> None:
-        while self.procs:
-            proc = self.procs.pop()
-            _kill_group(proc.pid)
+        """SIGTERM every group at once (the launcher may itself be killed soon: Ray's group must
+        not wait for the job's to end first), then SIGKILL what is left after the grace."""
+        procs, self.procs = self.procs[::-1], []
+        for proc in procs:
+            _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        while time.monotonic() < deadline and any(_signal_group(proc.pid, 0) for proc in procs):
+            time.sleep(0.05)
+        for proc in procs:
+            _signal_group(proc.pid, signal.SIGKILL)
             proc.poll()
 
 
