@@ -71,17 +71,24 @@ def _zombie_of_group(pid: int) -> bool:
         return True
 
 
-def started_at(pid: int) -> Optional[float]:
-    """When process ``pid`` started, in seconds since the epoch (None if there is none)."""
-    ticks = start_time(pid)
-    if ticks is None:
-        return None
+def adoptable_supervisor(pid: int, run_dir: str) -> bool:
+    """``pid`` (stored without a start time) is a supervisor of the run in ``run_dir``: its
+    command line is ``python -m <supervisor module> RUN_DIR``."""
     try:
-        with open("/proc/stat", "rb") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
-    except (OSError, StopIteration, ValueError):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return start_time(pid) is not None and os.fsencode(run_dir) in argv
+
+
+def adoptable_node(pid: int, supervisor: int) -> bool:
+    """``pid`` (stored without a start time) is a child of the job's supervisor."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            return start_time(pid) is not None and int(f.read().rsplit(b")", 1)[1].split()[1]) == supervisor
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 PIDS_DIR = "pids"  # in a run dir: one file per process of the job, "PID START_TIME"

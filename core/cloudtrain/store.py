@@ -176,8 +176,9 @@ class Store:
 
 def migrate(db: sqlite3.Connection) -> None:
     """Add the columns a store made by an older cloudtrain lacks.  A PID stored without its
-    start time gets the start time of the process that has that PID now only if that process
-    started after the job was created (so it can be the job's): else the PID is taken as gone."""
+    start time is adopted only if the process that has it now is provably the job's: a
+    supervisor whose command line names the job's run directory, a node whose parent is that
+    supervisor; any other is taken as gone (the job then fails, and nothing is signalled)."""
     added = []
     for table, column, kind in ADDED_COLUMNS:
         have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
@@ -186,15 +187,15 @@ def migrate(db: sqlite3.Connection) -> None:
             added.append(column)
     if not added:
         return
-    from .procs import start_time, started_at
+    from .procs import adoptable_node, adoptable_supervisor, start_time
     live = f"state NOT IN ({', '.join('?' * len(TERMINAL))})"
-    for row in db.execute(f"SELECT id, supervisor_pid, created_at FROM jobs WHERE {live} AND supervisor_pid "
-                          "IS NOT NULL AND supervisor_start IS NULL", tuple(TERMINAL)).fetchall():
-        if (started_at(row[1]) or 0) >= row[2] - 1:
-            db.execute("UPDATE jobs SET supervisor_start = ? WHERE id = ?", (start_time(row[1]), row[0]))
-    for row in db.execute(f"SELECT n.job_id, n.node, n.pid, j.created_at FROM nodes n JOIN jobs j ON j.id = n.job_id "
-                          f"WHERE j.{live} AND n.pid IS NOT NULL AND n.pid_start IS NULL",
-                          tuple(TERMINAL)).fetchall():
-        if (started_at(row[2]) or 0) >= row[3] - 1:
-            db.execute("UPDATE nodes SET pid_start = ? WHERE job_id = ? AND node = ?",
-                       (start_time(row[2]), row[0], row[1]))
+    for job_id, pid, run_dir in db.execute(f"SELECT id, supervisor_pid, run_dir FROM jobs WHERE {live} AND "
+                                           "supervisor_pid IS NOT NULL", tuple(TERMINAL)).fetchall():
+        if not adoptable_supervisor(pid, run_dir):
+            continue
+        db.execute("UPDATE jobs SET supervisor_start = ? WHERE id = ?", (start_time(pid), job_id))
+        for node, node_pid in db.execute("SELECT node, pid FROM nodes WHERE job_id = ? AND pid IS NOT NULL",
+                                         (job_id,)).fetchall():
+            if adoptable_node(node_pid, pid):
+                db.execute("UPDATE nodes SET pid_start = ? WHERE job_id = ? AND node = ?",
+                           (start_time(node_pid), job_id, node))

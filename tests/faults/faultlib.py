@@ -5,11 +5,11 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import write_job
 
 
 def sleeper_job(directory: Path, nodes: int = 1, distribution: str = "none", extra: str = "") -> Path:
     """A job that prints ``up`` and then waits 10 minutes: only a fault or a cancel ends it."""
+    from conftest import write_job
     return write_job(directory, f"""
         name: sleeper
         code: {directory}
@@ -73,18 +73,9 @@ while True:
 """
 
 
-def spawn_with_pid(pid: int, signals_file: Path, tries: int = 500) -> subprocess.Popen:
-    """An unrelated process (its own session and group, as a user's shell job would be) that
-    gets PID ``pid``: ``ns_last_pid`` (root) says which PID the next fork takes; another
-    process of the machine may fork first, so try again until the number comes round."""
-    for _ in range(tries):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-        proc = subprocess.Popen([sys.executable, "-c", VICTIM, str(signals_file)], start_new_session=True,
-                                stdout=subprocess.PIPE, text=True)
-        if proc.pid == pid:
-            assert proc.stdout.readline().strip() == "ready"
-            return proc
-        proc.kill()
-        proc.wait()
-    raise AssertionError(f"PID {pid} did not come round in {tries} forks")
+def spawn_victim(signals_file: Path) -> subprocess.Popen:
+    """An unrelated process that notes every catchable signal it gets in ``signals_file``."""
+    proc = subprocess.Popen([sys.executable, "-c", VICTIM, str(signals_file)], start_new_session=True,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
