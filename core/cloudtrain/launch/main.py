@@ -17,7 +17,7 @@ from typing import List, Optional
 
 from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
 from . import detectors, liveness, netif, plans, sshd
-from .parent import die_with_parent
+from .parent import GROUPS_FILE, die_with_parent
 from .topology import Topology
 
 PEER_TIMEOUT = float(os.environ.get("CLOUDTRAIN_PEER_TIMEOUT", "600"))
@@ -119,7 +119,9 @@ def _python_of(command: List[str]) -> str:
     return "python3"
 
 
-STOP_GRACE = 5.0
+# shorter than the supervisor's 5 s for the node's own group: the launcher must live to SIGKILL
+# its children's groups (Ray's GCS server may outlast a SIGTERM) before it is SIGKILLed itself
+STOP_GRACE = 3.0
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -129,6 +131,22 @@ def _signal_group(pgid: int, sig: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def _note_group(pgid: int) -> None:
+    """Tell the local provider which process groups this node made (Ray's daemons live on in
+    them after ``ray start`` exits), so that a node killed outright does not leave them behind."""
+    log_dir = os.environ.get("CLOUDTRAIN_LOG_DIR")
+    if not log_dir:
+        return
+    try:
+        with open("/proc/%d/stat" % pgid, "rb") as f:
+            started = f.read().rsplit(b")", 1)[1].split()[19].decode()
+        os.makedirs(log_dir, exist_ok=True)
+        with open(os.path.join(log_dir, GROUPS_FILE), "a") as f:
+            f.write("%d %s\n" % (pgid, started))
+    except (OSError, IndexError):
+        pass
 
 
 class _Children:
@@ -150,6 +168,7 @@ class _Children:
     def start(self, argv, env) -> subprocess.Popen:
         proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent())
         self.procs.append(proc)
+        _note_group(proc.pid)
         return proc
 
     def stop_all(self) -> None:
