@@ -166,6 +166,7 @@ class Supervisor(abc.ABC):
         self.output_ended: set = set()  # nodes (of this attempt) whose output has ended
         self.deadline: Optional[float] = None  # monotonic time at which max_runtime is reached
         self.timed_out = False
+        self._watchdog_pipe: Optional[int] = None  # our end of the watchdog's pipe
 
     # -- what a provider supplies ------------------------------------------------------
     def prepare(self) -> None:
@@ -318,6 +319,9 @@ class Supervisor(abc.ABC):
                 self.sink.note(f"job {state.lower()}" + (f": {message}" if message else ""))
                 self.sink.close()
                 self.store.finish_job(self.job_id, state, message=message, exit_code=code)
+                if self._watchdog_pipe is not None:  # the job is finished: the watchdog may go
+                    os.close(self._watchdog_pipe)
+                    self._watchdog_pipe = None
         return code
 
 
