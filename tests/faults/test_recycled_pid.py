@@ -71,3 +71,18 @@ def test_a_store_from_before_start_times_trusts_no_pid_that_predates_the_job(tmp
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_a_job_whose_supervisor_never_started_fails_and_wait_returns(tmp_path, home):
+    """A row with no supervisor PID (what an interrupted submit of an older cloudtrain left):
+    ``wait`` does not hang on it; the job is FAILED with the reason."""
+    import time
+    from cloudtrain.store import Store
+    (home / "runs" / "never-000001").mkdir(parents=True)
+    store = Store(home / "state.db")
+    store.add_job(id="never-000001", provider="local", name="never", nodes=1,
+                  run_dir=str(home / "runs" / "never-000001"), state="PENDING")
+    store.update_job("never-000001", created_at=time.time() - 60)
+    assert run_cli("wait", "local://never-000001", timeout=60).returncode == 1
+    status = json.loads(run_cli("status", "local://never-000001", "-o", "json", check=0).stdout)
+    assert status["state"] == "FAILED" and "never started" in status["message"], status

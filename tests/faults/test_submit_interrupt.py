@@ -70,12 +70,13 @@ def test_a_signal_at_any_instant_of_submit_cancels_the_job(tmp_path, home, sig, 
     outcomes = []
     for delay in _instants(span, count):
         code, out, err = _interrupt_at(job, delay, sig)
-        # before Python's handlers are set the signal's default ends it (nothing made yet)
-        assert code in (130, -sig), f"at {delay:.3f}s: exit {code}\n{err}"
         jobs = _jobs(home)
         new = set(jobs) - seen
         seen |= new
         assert len(new) <= 1, new
+        # before Python's handlers are set the signal's default ends it, and during the
+        # interpreter's own start-up (site) Python exits 1: either way nothing was made
+        assert code in ((130,) if new else (130, -sig, 1)), f"at {delay:.3f}s: exit {code}\n{err}"
         for job_id in new:
             # the CLI returned only after the cancel: the state is final now, not eventually
             assert (jobs[job_id]["state"], jobs[job_id]["message"]) == ("CANCELLED", "interrupted"), \
@@ -96,10 +97,10 @@ def test_a_signal_during_submit_detach_leaves_the_job_running(tmp_path, home):
     made = 0
     for delay in _instants(span, 6, past=2.0):
         code, out, err = _interrupt_at(job, delay, signal.SIGINT, "--detach")
-        assert code in (0, 130, -signal.SIGINT), err
         jobs = _jobs(home)
         new = set(jobs) - seen
         seen |= new
+        assert code in ((0, 130) if new else (130, -signal.SIGINT, 1)), err
         for job_id in new:
             made += 1
             assert out.strip() == f"local://{job_id}", (out, err)  # the handle is always printed
