@@ -39,7 +39,7 @@ def test_a_recycled_pid_is_never_signalled_and_the_job_is_failed(tmp_path, home)
     assert not signals.exists(), signals.read_text()
 
 
-def test_a_store_from_before_start_times_trusts_no_pid_that_predates_the_job(tmp_path, home):
+def test_a_store_from_before_start_times_adopts_no_unrelated_pid(tmp_path, home):
     """An old store (no start-time columns) whose RUNNING job names a PID that an unrelated
     process holds now: the migration does not adopt it, so the job FAILS and the process is left
     alone."""
