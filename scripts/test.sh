@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)   # tests/security: every node script
+command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)  # tests/faults: a PID namespace of its own
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -155,23 +156,95 @@ def cmd_stage(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from .api import submit
-    from .plugins import get_provider
-    job, provider = _load(args)
-    rendered = get_provider(provider).render(job, submit=True)
-    if args.dry_run:
-        _print_rendered(rendered, args.output)
-        return 0
-    run = submit(rendered)
-    if args.detach:
+    # From here on no instant of submit is left to a KeyboardInterrupt: one while the job file
+    # is read (pydantic turns it into a SchemaError) stops before anything is sent.
+    interrupts = Interrupts()
+    try:
+        from .api import submit
+        from .plugins import get_provider
+        job, provider = _load(args)
+        rendered = get_provider(provider).render(job, submit=True)
+        if args.dry_run:
+            interrupts.restore()
+            _print_rendered(rendered, args.output)
+            return 0
+        if interrupts.pending is not None:
+            interrupts.restore()
+            print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        run = submit(rendered)
+    except BaseException:
+        interrupts.restore()
+        raise
+    if args.detach:  # a detached job is never cancelled by this process ending
+        interrupts.restore()
         print(run.handle)
+        if interrupts.pending:
+            print(f"interrupted: {run.handle} keeps running (--detach); cloudtrain cancel {run.handle} stops it",
+                  file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         return 0
     print(f"submitted {run.handle}", file=sys.stderr, flush=True)
-    return follow(run)
+    return follow(run, interrupts)
 
 
-def follow(run) -> int:
-    """Stream the job's logs and a status line until it ends; Ctrl-C cancels it (exit 130)."""
+class Interrupts:
+    """SIGINT and SIGTERM while ``submit`` makes the job are held (``pending``) instead of
+    raising half-way through; once the job is followed (``arm``) they raise KeyboardInterrupt,
+    and a signal held until then raises at once, so the job is cancelled."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.pending: Optional[int] = None
+        self.armed = False
+        self.previous = {}
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's and a background shell's stay ignored
+                self.previous[sig] = signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.armed:
+            self.armed = False  # one at a time: a second Ctrl-C does not cut the cancel short
+            raise KeyboardInterrupt
+        self.pending = signum
+
+    def arm(self) -> None:
+        self.armed = True
+        if self.pending is not None:
+            self.armed = False
+            raise KeyboardInterrupt
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def follow(run, interrupts: Optional[Interrupts] = None) -> int:
+    """Stream the job's logs and a status line until it ends; Ctrl-C (or SIGTERM, or one held
+    since submit began) cancels it, reason ``interrupted`` (exit 130)."""
+    try:
+        if interrupts is not None:
+            interrupts.arm()
+        return _follow(run)
+    except KeyboardInterrupt:
+        if interrupts is not None:
+            interrupts.disarm()
+        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
+        if run.provider.local_state:
+            run.provider.cancel(run.id, reason="interrupted")
+        else:
+            run.cancel()
+        return EXIT_INTERRUPTED
+    finally:
+        if interrupts is not None:
+            interrupts.restore()
+
+
+def _follow(run) -> int:
     from .progress import StatusLine
     line = StatusLine()
     lines: Queue = Queue()
@@ -212,9 +285,7 @@ def follow(run) -> int:
                 break
     except KeyboardInterrupt:
         line.close()
-        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
-        run.cancel()
-        return EXIT_INTERRUPTED
+        raise
     final = run.status()
     line.update(final)
     line.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
 
 from . import diskspace
+from . import procs
 from .errors import BadInput, JobNotFound
 from .job import JobSpec
 from .launch.platform import installed as installed_platforms
@@ -26,6 +27,7 @@ from .provider import JobStatus, Provider
 from .states import TERMINAL, State
 from .homedir import make_home
 from .store import Store, home
+from .supervise import write_cancel_reason
 from .survival import host_checkpoint_dir
 
 # A render knows neither the run's id nor its directory: it shows these, submit fills them in.
@@ -52,18 +54,7 @@ def scrubbed_environ(environ) -> Dict[str, str]:
     return {k: v for k, v in environ.items() if k in KEPT or not any(p.owns(k) for p in platforms)}
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
+NEVER_STARTED = 10.0  # seconds: a job row without a supervisor PID older than this has none
 
 
 END_OF_JOB = "[cloudtrain] job "  # the supervisor's last line in job.log
@@ -209,18 +200,23 @@ class HostedProvider(Provider):
         if checkpoints is not None:  # kept across restarts and across submits: never removed here
             checkpoints.mkdir(parents=True, exist_ok=True)
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
-        self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=job.distribution.nodes,
-                           run_dir=str(run_dir), state=State.PENDING.value)
         env = scrubbed_environ(os.environ)
         env.update(secrets)
         env["CLOUDTRAIN_HOME"] = str(home())
         env["CLOUDTRAIN_SECRET_NAMES"] = ",".join(sorted(secrets))
+        # The supervisor first, then the job's row with its PID and start time in one write:
+        # there is never a job without a supervisor to follow it.  The supervisor waits for its
+        # row (and, if the submitting process died before writing it, removes the run and exits).
         with open(run_dir / "supervisor.log", "ab") as log:
             proc = subprocess.Popen([*self.supervisor_prefix(plan), sys.executable, "-m", self.supervisor_module, str(run_dir)],
                                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, close_fds=True)
         self._unstarted = None  # the supervisor owns the run now
-        self.store.update_job(job_id, supervisor_pid=proc.pid)
+        started = procs.start_time(proc.pid)
+        procs.record(run_dir, "supervisor", proc.pid, started)
+        self.store.add_job(id=job_id, provider=self.name, name=job.name, nodes=job.distribution.nodes,
+                           run_dir=str(run_dir), state=State.PENDING.value,
+                           supervisor_pid=proc.pid, supervisor_start=started)
         return job_id
 
     # -- following -----------------------------------------------------------------------
@@ -231,19 +227,24 @@ class HostedProvider(Provider):
         return row
 
     def _reconcile(self, row: dict) -> dict:
-        """A job whose supervisor vanished without a word has failed."""
+        """A job whose supervisor is gone without a word has failed, with the reason: a PID is
+        the supervisor's only while its start time matches (PIDs are handed out again)."""
         if row["state"] in TERMINAL:
             return row
         pid = row["supervisor_pid"]
-        if pid and not alive(pid):
-            time.sleep(0.2)
-            if self.store.get_job(row["id"])["state"] not in TERMINAL:
-                self.release(row["id"])
-                diskspace.give_back(Path(row["run_dir"]))
-                self.store.finish_job(row["id"], State.FAILED.value, exit_code=EXIT_JOB_FAILED,
-                                      message=f"the {self.name} supervisor died; see supervisor.log")
-            return self.store.get_job(row["id"])
-        return row
+        if pid and procs.same(pid, row.get("supervisor_start")):
+            return row
+        if not pid and time.time() - row["created_at"] < NEVER_STARTED:
+            return row  # a store from before supervisor PIDs came with the row: give it time
+        time.sleep(0.2)  # its last write may be on its way
+        if self.store.get_job(row["id"])["state"] not in TERMINAL:
+            self.release(row["id"])
+            diskspace.give_back(Path(row["run_dir"]))
+            reason = (f"the {self.name} supervisor never started; see {Path(row['run_dir']) / 'supervisor.log'}"
+                      if not pid else
+                      f"the {self.name} supervisor (pid {pid}) is gone; see {Path(row['run_dir']) / 'supervisor.log'}")
+            self.store.finish_job(row["id"], State.FAILED.value, exit_code=EXIT_JOB_FAILED, message=reason)
+        return self.store.get_job(row["id"])
 
     def _status(self, row: dict) -> JobStatus:
         return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]),
@@ -263,18 +264,20 @@ class HostedProvider(Provider):
         path = self.run_dir(job_id) / "job.log"
         yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None)
 
-    def cancel(self, job_id: str) -> JobStatus:
+    def cancel(self, job_id: str, reason: str = "cancelled") -> JobStatus:
+        """Stop the job (SIGTERM to its supervisor, only while PID and start time match); its
+        state becomes CANCELLED with ``reason`` (``interrupted``: the submitting CLI was)."""
         row = self._reconcile(self._row(job_id))
         if row["state"] in TERMINAL:
             return self._status(row)
-        pid = row["supervisor_pid"]
-        if pid and alive(pid):
-            os.kill(pid, signal.SIGTERM)
+        write_cancel_reason(Path(row["run_dir"]), reason)
+        pid, started = row["supervisor_pid"], row["supervisor_start"]
+        if procs.signal_process(pid, started, signal.SIGTERM):
             deadline = time.monotonic() + self.cancel_timeout
-            while time.monotonic() < deadline and alive(pid):
+            while time.monotonic() < deadline and procs.same(pid, started):
                 time.sleep(0.05)
         self.release(job_id)
-        self.store.finish_job(job_id, State.CANCELLED.value, message="cancelled", exit_code=EXIT_INTERRUPTED)
+        self.store.finish_job(job_id, State.CANCELLED.value, message=reason, exit_code=EXIT_INTERRUPTED)
         return self.status(job_id)
 
     def list(self) -> List[JobStatus]:

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     nodes_up INTEGER NOT NULL DEFAULT 0,
     exit_code INTEGER,
     supervisor_pid INTEGER,
+    supervisor_start INTEGER,
     run_dir TEXT NOT NULL,
     created_at REAL NOT NULL,
     started_at REAL,
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS nodes (
     job_id TEXT NOT NULL,
     node INTEGER NOT NULL,
     pid INTEGER,
+    pid_start INTEGER,
     exit_code INTEGER,
     PRIMARY KEY (job_id, node)
 );
@@ -63,6 +65,9 @@ CREATE TABLE IF NOT EXISTS remote_jobs (
     created_at REAL NOT NULL
 );
 """
+# Columns added since the first release: (table, column, type).  A store made before them gets
+# them on first open (``migrate``).
+ADDED_COLUMNS = (("jobs", "supervisor_start", "INTEGER"), ("nodes", "pid_start", "INTEGER"))
 
 
 def _repairing(method):
@@ -95,6 +100,7 @@ class Store:
                 private_file(Path(f"{self.path}{suffix}"))
         with self._connect() as db:
             db.executescript(SCHEMA)
+            migrate(db)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -186,10 +192,13 @@ class Store:
                 out.append(target)
         return out
 
-    def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str) -> None:
+    def add_job(self, *, id: str, provider: str, name: str, nodes: int, run_dir: str, state: str,
+                **extra: Any) -> None:
+        """``extra``: more columns written in the same statement (``supervisor_pid``, ...)."""
+        cols = ", ".join(["id", "provider", "name", "state", "nodes", "run_dir", "created_at", *extra])
         with self._connect() as db:
-            db.execute("INSERT INTO jobs (id, provider, name, state, nodes, run_dir, created_at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (id, provider, name, state, nodes, run_dir, time.time()))
+            db.execute(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * (7 + len(extra)))})",
+                       (id, provider, name, state, nodes, run_dir, time.time(), *extra.values()))
         self._record(id)
 
     def update_job(self, job_id: str, **fields: Any) -> None:
@@ -255,3 +264,29 @@ class Store:
         with self._connect() as db:
             for table, column in (("nodes", "job_id"), ("restarts", "job_id"), ("jobs", "id")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Add the columns a store made by an older cloudtrain lacks.  A PID stored without its
+    start time is adopted only if the process that has it now is provably the job's: a
+    supervisor whose command line names the job's run directory, a node whose parent is that
+    supervisor; any other is taken as gone (the job then fails, and nothing is signalled)."""
+    added = []
+    for table, column, kind in ADDED_COLUMNS:
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            added.append(column)
+    if not added:
+        return
+    from .procs import adoptable_node, adoptable_supervisor, start_time
+    live = f"state NOT IN ({', '.join('?' * len(TERMINAL))})"
+    for job_id, pid, run_dir in db.execute(f"SELECT id, supervisor_pid, run_dir FROM jobs WHERE {live} AND "
+                                           "supervisor_pid IS NOT NULL", tuple(TERMINAL)).fetchall():
+        if not adoptable_supervisor(pid, run_dir):
+            continue
+        db.execute("UPDATE jobs SET supervisor_start = ? WHERE id = ?", (start_time(pid), job_id))
+        for node, node_pid in db.execute("SELECT node, pid FROM nodes WHERE job_id = ? AND pid IS NOT NULL",
+                                         (job_id,)).fetchall():
+            if adoptable_node(node_pid, pid):
+                db.execute("UPDATE nodes SET pid_start = ? WHERE job_id = ? AND node = ?",
+                           (start_time(node_pid), job_id, node))

@@ -17,6 +17,7 @@ import abc
 import json
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -26,9 +27,10 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from . import diskspace
 from .errors import DiskFull
+from . import procs
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from .secrets import Masker
-from .states import State
+from .states import TERMINAL, State
 from .store import Store
 
 # torchrun --tee prefixes "[default<local_rank>]:", mpirun --tag-output "[<job>,<rank>]<stdout>:"
@@ -37,9 +39,26 @@ MPI_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
 STOP_GRACE = 5.0
 RECHECK = 1.0         # seconds: the longest the monitor sleeps without being woken
 OUTPUT_TO_EXIT = 0.5  # seconds: from a node closing its output to its exit status
+CANCEL_REASON = "cancel-reason"  # in the run dir: why the job is being cancelled
+ROW_TIMEOUT = 30.0    # seconds: the longest a supervisor waits for its job's row
 # how a cancelled job ends: (state, message, exit code)
 CANCELLED = (State.CANCELLED.value, "cancelled", EXIT_INTERRUPTED)
 LAST_WORDS_RETRY = 1.0  # seconds between tries to record the job's end on a full disk
+
+
+def write_cancel_reason(run_dir: Path, reason: str) -> None:
+    try:
+        (run_dir / CANCEL_REASON).write_text(reason)
+    except OSError:
+        pass
+
+
+def read_cancel_reason(run_dir: Path) -> Optional[str]:
+    """The reason ``cancel`` gave, if the job is being cancelled."""
+    try:
+        return (run_dir / CANCEL_REASON).read_text().strip() or "cancelled"
+    except OSError:
+        return None
 
 
 class LogSink:
@@ -230,6 +249,7 @@ class Supervisor(abc.ABC):
         self.timed_out = False
         self.disk_full: Optional[DiskFull] = None  # ENOSPC met: the job fails, without a restart
         self.sink.on_full = self.on_disk_full
+        self._watchdog_pipe: Optional[int] = None  # our end of the watchdog's pipe
 
     # -- what a provider supplies ------------------------------------------------------
     def prepare(self) -> None:
@@ -322,9 +342,49 @@ class Supervisor(abc.ABC):
                 if not diskspace.give_back(self.run_dir) and self.done.wait(LAST_WORDS_RETRY):
                     return
 
+    def await_row(self) -> bool:
+        """The submitting process writes the job's row once this process has started (with its
+        PID): wait for it.  False if it never comes (that process died first)."""
+        deadline = time.monotonic() + ROW_TIMEOUT
+        while self.store.get_job(self.job_id) is None:
+            if time.monotonic() >= deadline or self.done.is_set():
+                return False
+            time.sleep(0.01)
+        return True
+
+    def start_watchdog(self) -> None:
+        """Fork a watcher that outlives this process: when this process ends (even by SIGKILL)
+        with the job not finished, it stops and removes what the job has (the provider's
+        ``release``) and marks it FAILED, or CANCELLED if a cancel was on its way."""
+        read_end, write_end = os.pipe()  # not inherited by the nodes (PEP 446)
+        if os.fork() != 0:
+            os.close(read_end)
+            self._watchdog_pipe = write_end  # held open until this process ends
+            return
+        code = 0
+        try:
+            os.close(write_end)
+            os.setsid()  # not in this process's group: a signal to it is not a signal to us
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            os.closerange(3, read_end)
+            os.closerange(read_end + 1, 65536)
+            while os.read(read_end, 64):
+                pass
+            watch_over(self.job_id, self.run_dir, os.getppid())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
+        if not self.await_row():
+            self.sink.close()
+            shutil.rmtree(self.run_dir, ignore_errors=True)  # no job was recorded: nothing half-made is left
+            return EXIT_JOB_FAILED
+        self.start_watchdog()
         state, message, code = State.FAILED.value, "", EXIT_JOB_FAILED
         try:
             self.prepare()
@@ -352,6 +412,8 @@ class Supervisor(abc.ABC):
             elif self.done.is_set():
                 state, message, code = CANCELLED
         finally:
+            if state == State.CANCELLED.value:
+                message = read_cancel_reason(self.run_dir) or message
             if state != State.SUCCEEDED.value:
                 self.sink.note(f"stopping every node: {message or state.lower()}")
             self.stop_all()
@@ -367,4 +429,36 @@ class Supervisor(abc.ABC):
                 self.sink.close()
                 self.record_end(state, message, code)
                 diskspace.give_back(self.run_dir)
+                if self._watchdog_pipe is not None:  # the job is finished: the watchdog may go
+                    os.close(self._watchdog_pipe)
+                    self._watchdog_pipe = None
         return code
+
+
+def watch_over(job_id: str, run_dir: Path, supervisor_pid: int) -> None:
+    """The supervisor has ended: if the job is not finished, it was killed: release what the job
+    has (its nodes' process groups, its containers and network) and say so."""
+    store = Store()
+    row = store.get_job(job_id)
+    if row is None or row["state"] in TERMINAL:
+        return
+    from .plugins import get_provider
+    provider = get_provider(row["provider"])
+    # the nodes had SIGTERM when the supervisor died (PR_SET_PDEATHSIG): let them stop their
+    # own children (Ray's processes live in groups of their own) before release forces them
+    deadline = time.monotonic() + STOP_GRACE + 3
+    for node in store.get_nodes(job_id):
+        while node["pid"] and procs.same(node["pid"], node["pid_start"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    try:
+        provider.release(job_id)
+    finally:
+        reason = read_cancel_reason(run_dir)
+        if reason is not None:
+            state, message, code = State.CANCELLED.value, reason, EXIT_INTERRUPTED
+        else:
+            state, message, code = (State.FAILED.value, f"the {row['provider']} supervisor (pid {row['supervisor_pid']}) "
+                                    f"was killed; the job's nodes were stopped", EXIT_JOB_FAILED)
+        if store.finish_job(job_id, state, message=message, exit_code=code):
+            with open(run_dir / "job.log", "a", encoding="utf-8") as log:
+                log.write(f"[cloudtrain] job {state.lower()}: {message}\n")

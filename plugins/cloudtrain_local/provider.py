@@ -17,10 +17,11 @@ from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cloudtrain import storage
+from cloudtrain import procs, storage
 from cloudtrain.errors import BadInput
 from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
 from cloudtrain.job import JobSpec
+from cloudtrain.launch.parent import GROUPS_FILE
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.store import Store
 from cloudtrain.supervise import TORCHRUN_DIR
@@ -205,9 +206,18 @@ def _remove_torchrun_files(store: Store, job_id: str) -> None:
 
 
 def _kill_nodes(store: Store, job_id: str) -> None:
+    """SIGKILL each node's process group and the groups its launcher made (``node-<i>/groups``:
+    Ray's daemons), each only while it is still the job's (PID and start time)."""
+    job = store.get_job(job_id)
     for node in store.get_nodes(job_id):
         if node["pid"] and node["exit_code"] is None:
-            try:
-                os.killpg(node["pid"], signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            procs.signal_group(node["pid"], node["pid_start"], signal.SIGKILL)
+        groups = Path(job["run_dir"]) / f"node-{node['node']}" / GROUPS_FILE if job else None
+        try:
+            lines = groups.read_text().splitlines() if groups else []
+        except OSError:
+            lines = []
+        for line in lines:
+            pgid, _, started = line.partition(" ")
+            if pgid.isdigit() and started.strip().isdigit():
+                procs.signal_group(int(pgid), int(started), signal.SIGKILL)

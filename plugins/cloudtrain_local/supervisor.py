@@ -14,23 +14,17 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+from cloudtrain import procs
 from cloudtrain.launch.parent import die_with_parent
 from cloudtrain.codetree import working_copies
 from cloudtrain.supervise import Node, Supervisor, TORCHRUN_DIR, scrub_torchrun_files
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 class ProcessNode(Node):
     """A node as a process group: ``cloudtrain launch`` and everything it starts."""
 
-    def __init__(self, index: int, proc: subprocess.Popen):
-        self.index, self.proc = index, proc
+    def __init__(self, index: int, proc: subprocess.Popen, started: Optional[int]):
+        self.index, self.proc, self.started = index, proc, started
 
     def lines(self) -> Iterator[str]:
         for raw in iter(self.proc.stdout.readline, b""):
@@ -47,11 +41,12 @@ class ProcessNode(Node):
 
     def stop(self, grace: float) -> None:
         if self.proc.poll() is None:
-            _signal_group(self.proc.pid, signal.SIGTERM)
+            procs.signal_group(self.proc.pid, self.started, signal.SIGTERM)
             deadline = time.monotonic() + grace
             while self.proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-        _signal_group(self.proc.pid, signal.SIGKILL)  # also reaps what is left in the group
+        # also what is left in the group; once the leader is reaped, its PID may be another's
+        procs.signal_group(self.proc.pid, self.started, signal.SIGKILL)
         self.proc.wait()
 
 
@@ -70,8 +65,10 @@ class LocalSupervisor(Supervisor):
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                                 # SIGTERM, not SIGKILL: the node's launcher then stops its own children
                                 preexec_fn=die_with_parent(signal.SIGTERM))
-        self.store.set_node(self.job_id, spec["node"], pid=proc.pid, exit_code=None)
-        return ProcessNode(spec["node"], proc)
+        started = procs.start_time(proc.pid)
+        procs.record(self.run_dir, f"node-{spec['node']}", proc.pid, started)
+        self.store.set_node(self.job_id, spec["node"], pid=proc.pid, pid_start=started, exit_code=None)
+        return ProcessNode(spec["node"], proc, started)
 
     def stop_all(self) -> None:
         """Every attempt's nodes stopped, torchrun's files of that attempt are scrubbed: its own

@@ -17,7 +17,7 @@ from typing import List, Optional
 
 from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
 from . import detectors, liveness, netif, plans, sshd
-from .parent import die_with_parent
+from .parent import GROUPS_FILE, die_with_parent
 from .topology import Topology
 
 PEER_TIMEOUT = float(os.environ.get("CLOUDTRAIN_PEER_TIMEOUT", "600"))
@@ -120,22 +120,33 @@ def _python_of(command: List[str]) -> str:
     return "python3"
 
 
-def _kill_group(pgid: int, grace: float = 5.0) -> None:
-    """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds."""
+# shorter than the supervisor's 5 s for the node's own group: the launcher must live to SIGKILL
+# its children's groups (Ray's GCS server may outlast a SIGTERM) before it is SIGKILLed itself
+STOP_GRACE = 3.0
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """True if the group was there to signal."""
     try:
-        os.killpg(pgid, signal.SIGTERM)
+        os.killpg(pgid, sig)
+        return True
     except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _note_group(pgid: int) -> None:
+    """Tell the local provider which process groups this node made (Ray's daemons live on in
+    them after ``ray start`` exits), so that a node killed outright does not leave them behind."""
+    log_dir = os.environ.get("CLOUDTRAIN_LOG_DIR")
+    if not log_dir:
         return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.05)
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+        with open("/proc/%d/stat" % pgid, "rb") as f:
+            started = f.read().rsplit(b")", 1)[1].split()[19].decode()
+        os.makedirs(log_dir, exist_ok=True)
+        with open(os.path.join(log_dir, GROUPS_FILE), "a") as f:
+            f.write("%d %s\n" % (pgid, started))
+    except (OSError, IndexError):
         pass
 
 
@@ -158,12 +169,20 @@ class _Children:
     def start(self, argv, env) -> subprocess.Popen:
         proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent())
         self.procs.append(proc)
+        _note_group(proc.pid)
         return proc
 
     def stop_all(self) -> None:
-        while self.procs:
-            proc = self.procs.pop()
-            _kill_group(proc.pid)
+        """SIGTERM every group at once (the launcher may itself be killed soon: Ray's group must
+        not wait for the job's to end first), then SIGKILL what is left after the grace."""
+        procs, self.procs = self.procs[::-1], []
+        for proc in procs:
+            _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        while time.monotonic() < deadline and any(_signal_group(proc.pid, 0) for proc in procs):
+            time.sleep(0.05)
+        for proc in procs:
+            _signal_group(proc.pid, signal.SIGKILL)
             proc.poll()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import signal
 
+GROUPS_FILE = "groups"  # in $CLOUDTRAIN_LOG_DIR: "PGID START_TIME" of every group a node's launcher made
+
 
 def die_with_parent(sig: int = signal.SIGKILL):
     """A ``preexec_fn``: the child gets ``sig`` when its parent dies, even killed outright (Linux)."""
