@@ -95,8 +95,9 @@ def _last_lines(path: str, count: int) -> List[str]:
 
 def error_tail(result: Dict, count: int = TAIL_LINES) -> List[str]:
     """The last lines of the failed rank's error: its error file (``TORCHELASTIC_ERROR_FILE``,
-    written by a script under ``@record``) when there is one, else the rank's stderr, else its
-    stdout, as torchrun's ``--log-dir`` keeps them.  Every read of torchrun's files is here."""
+    written by a script under ``@record``) when there is one, else the rank's stderr, as
+    torchrun's ``--log-dir`` keeps it (its stdout is no error: none then).  Every read of
+    torchrun's files is here."""
     error_file = result.get("error_file") or ""
     if os.path.isfile(error_file):
         try:
@@ -117,10 +118,7 @@ def error_tail(result: Dict, count: int = TAIL_LINES) -> List[str]:
                                               str(result["local_rank"]))), key=os.path.getmtime)
         rank_dir = found[-1] if found else None
     if rank_dir:
-        for name in ("stderr.log", "stdout.log"):
-            lines = _last_lines(os.path.join(rank_dir, name), count)
-            if lines:
-                return lines
+        return _last_lines(os.path.join(rank_dir, "stderr.log"), count)
     return []
 
 
