@@ -32,8 +32,12 @@ def report(**result):
     except OSError:
         pass
 sys.argv[0] = "torchrun"
-from torch.distributed.run import parse_args, run
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+try:
+    from torch.distributed.run import parse_args, run
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+except ImportError as e:
+    sys.stderr.write("cloudtrain launch: torchrun: %s; install torch for %s\n" % (e, sys.executable))
+    sys.exit(1)
 try:
     from torch.distributed.elastic.multiprocessing.api import SignalException
 except ImportError:
