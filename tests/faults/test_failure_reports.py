@@ -82,6 +82,21 @@ def test_the_first_failing_rank_its_code_and_error_come_first(tmp_path, home, no
     assert "Traceback" not in (run_dir_of(home, handle) / "job.log").read_text()
 
 
+def test_a_docker_job_gives_the_same_reason(tmp_path, home):
+    """The reason comes from the node's own words (the launcher runs in the container), so a
+    docker job's is the same as a local one's."""
+    import docker
+    docker.from_env().images.get(DOCKER_IMAGE)  # scripts/build-test-image.sh makes it
+    proc = run_cli("submit", "-p", "docker", job_file(tmp_path, 2, 1), "--set", f"image={DOCKER_IMAGE}", timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert_reported_first(final_line(proc.stderr), 1, 1)
+    status = json.loads(run_cli("status", handle_in(proc.stderr), "-o", "json", check=0).stdout)
+    assert_reported_first(status["message"], 1, 1)
+
+
+DOCKER_IMAGE = "cloudtrain/test-python:latest"
+
+
 def test_cancel_of_a_running_ddp_job_leaves_no_traceback(tmp_path, home):
     handle = run_cli("submit", job_file(tmp_path, 2, 2, fail_rank=-1), "--detach", check=0).stdout.strip()
     job_log = run_dir_of(home, handle) / "job.log"
