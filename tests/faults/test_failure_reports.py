@@ -119,3 +119,18 @@ def test_a_misspelt_executable_is_one_line_naming_it(tmp_path, home):
     assert len(lines) == 1 and "pythn" in lines[0], lines
     assert "pythn" in final_line(proc.stderr)
     assert "Traceback" not in (run_dir_of(home, handle) / "job.log").read_text()
+
+
+def test_torchrun_runs_through_the_shim_in_its_own_interpreter(tmp_path):
+    """``python -m torch.distributed.run`` keeps its interpreter; a ``torchrun`` console script
+    runs in its shebang's; a ``torchrun`` that is no Python script is left as it is."""
+    from cloudtrain.launch.failure import SHIM, shim_argv
+    assert shim_argv(["/opt/py/bin/python3", "-m", "torch.distributed.run", "--nnodes", "1", "t.py"], {}) == \
+        ["/opt/py/bin/python3", "-c", SHIM, "--nnodes", "1", "t.py"]
+    script = tmp_path / "torchrun"
+    script.write_text("#!/opt/venv/bin/python3.11\nimport sys\n")
+    script.chmod(0o755)
+    assert shim_argv(["torchrun", "--no-python", "./run.sh"], {"PATH": str(tmp_path)}) == \
+        ["/opt/venv/bin/python3.11", "-c", SHIM, "--no-python", "./run.sh"]
+    script.write_text("#!/bin/sh\nexec something\n")
+    assert shim_argv(["torchrun", "--no-python", "./run.sh"], {"PATH": str(tmp_path)}) is None

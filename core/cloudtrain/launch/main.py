@@ -220,13 +220,10 @@ def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
         children.stop_all()
 
 
-def run_torchrun(argv: List[str], env: dict) -> int:
-    """torchrun as this node's child, through ``failure.SHIM``: the node ends with the first
-    failing rank's own exit code, says which rank it was and the last lines of its error, and a
-    cancel (SIGTERM/SIGINT, forwarded once) ends it without torchrun's traceback."""
-    shim = failure.shim_argv(argv, env)
-    if shim is None:  # a torchrun that is not a Python script: as it is
-        os.execvpe(argv[0], argv, env)
+def run_torchrun(shim: List[str], env: dict) -> int:
+    """torchrun as this node's child, through ``failure.SHIM`` (``shim``: its argv): the node ends
+    with the first failing rank's own exit code, says which rank it was and the last lines of its
+    error, and a cancel (SIGTERM/SIGINT/SIGHUP, forwarded once) ends it without torchrun's traceback."""
     read_end, write_end = os.pipe()
     try:
         # its own session: a signal to this node's group reaches torchrun once, through us
@@ -316,8 +313,9 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
             print("cloudtrain launch: %s: command not found on this node's PATH; install it in the image or "
                   "fix the job's command" % missing, file=sys.stderr)
             return EXIT_COMMAND_NOT_FOUND
-    if plan.mode == "exec" and settings.distribution == "ddp":
-        return run_torchrun(plan.argv, env)
+    shim = failure.shim_argv(plan.argv, env) if plan.mode == "exec" and settings.distribution == "ddp" else None
+    if shim is not None:  # else (a torchrun that is not a Python script) exec'd as it is
+        return run_torchrun(shim, env)
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)
