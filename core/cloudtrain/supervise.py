@@ -29,6 +29,7 @@ from . import diskspace
 from .errors import DiskFull
 from . import procs
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from .launch.failure import FailureReader
 from .secrets import Masker
 from .states import TERMINAL, State
 from .store import Store
@@ -245,6 +246,7 @@ class Supervisor(abc.ABC):
         self.done = threading.Event()   # cancel: SIGTERM / SIGINT
         self.wake = threading.Event()   # something to look at: a node's output ended, or cancel
         self.output_ended: set = set()  # nodes (of this attempt) whose output has ended
+        self.failures: Dict[int, FailureReader] = {}  # what each node's launcher said of its failure
         self.deadline: Optional[float] = None  # monotonic time at which max_runtime is reached
         self.timed_out = False
         self.disk_full: Optional[DiskFull] = None  # ENOSPC met: the job fails, without a restart
@@ -266,6 +268,7 @@ class Supervisor(abc.ABC):
     def start(self, attempt: int) -> None:
         self.nodes = []
         self.output_ended = set()
+        self.failures = {spec["node"]: FailureReader() for spec in self.plan["nodes"]}
         for spec in self.plan["nodes"]:
             node = self.start_node(spec, attempt)
             self.nodes.append(node)
@@ -275,8 +278,11 @@ class Supervisor(abc.ABC):
 
     def _pump(self, node: Node, ended: set) -> None:
         try:
+            reader = self.failures[node.index]
             for line in node.lines():
                 self.sink.write(node.index, line)
+                if line.startswith("cloudtrain launch: "):
+                    reader.feed(self.sink.mask(line))
         finally:
             ended.add(node.index)  # this attempt's set: a pump of an earlier attempt may end late
             self.wake.set()  # its output ended: the node is ending
@@ -289,6 +295,7 @@ class Supervisor(abc.ABC):
         lockstep all wait for it.  ``RECHECK`` bounds the wait for a node that ends without its
         output ending (a child it left behind holds the pipe open)."""
         remaining = set(range(len(self.nodes)))
+        started = time.monotonic()
         while remaining:
             self.wake.wait(RECHECK if self.deadline is None else max(0.0, min(RECHECK, self.deadline - time.monotonic())))
             self.wake.clear()
@@ -299,6 +306,7 @@ class Supervisor(abc.ABC):
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.timed_out = True  # a limit is not a failure to retry
                 return State.FAILED.value, f"max_runtime {self.plan.get('max_runtime_text')} reached", EXIT_JOB_FAILED
+            failed = []
             for i in sorted(remaining):
                 code = self.nodes[i].poll()
                 if code is None and i in self.output_ended:
@@ -309,9 +317,31 @@ class Supervisor(abc.ABC):
                 self.store.set_node(self.job_id, i, exit_code=code)
                 self.store.update_job(self.job_id, nodes_up=len(remaining))
                 if code != 0:
-                    reason = f"node {i} exited with code {code}" if code > 0 else f"node {i} was killed by signal {-code}"
-                    return State.FAILED.value, reason + f"; see {self.run_dir / f'node-{i}.log'}", EXIT_JOB_FAILED
+                    failed.append((i, code))
+            if failed:
+                i, code = self.first_failure(failed, started)
+                return State.FAILED.value, self.failure_reason(i, code), EXIT_JOB_FAILED
         return State.SUCCEEDED.value, "", EXIT_OK
+
+    def first_failure(self, failed: List[Tuple[int, int]], started: float) -> Tuple[int, int]:
+        """Of nodes found ended with an error at once, the one whose launcher reported a rank's
+        failure first (the others' ranks usually fail because of it)."""
+        for i, _ in failed:  # their last words are on their way: a node closes its output last
+            deadline = time.monotonic() + OUTPUT_TO_EXIT
+            while i not in self.output_ended and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return min(failed, key=lambda f: (self.failures[f[0]].at or float("inf"), f[0]))
+
+    def failure_reason(self, i: int, code: int) -> str:
+        """``node 1 rank 1 exited with code 7: <its last lines>; see <log>``: which node and rank
+        failed, its own exit code and its error first (``cloudtrain.launch.failure``)."""
+        reader = self.failures.get(i) or FailureReader()
+        reason = reader.reason(i)
+        if reason is None:
+            reason = f"node {i} exited with code {code}" if code > 0 else f"node {i} was killed by signal {-code}"
+            if reader.last_word:
+                reason += f": {reader.last_word[:300]}"
+        return reason + f"; see {self.run_dir / f'node-{i}.log'}"
 
     def stop_all(self) -> None:
         threads = [threading.Thread(target=n.stop, args=(STOP_GRACE,)) for n in self.nodes]

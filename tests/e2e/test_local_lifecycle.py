@@ -36,7 +36,7 @@ def test_a_failing_rank_fails_the_job_fast_and_leaves_nothing(tmp_path, home):
     assert proc.returncode == 1, proc.stderr
     handle = handle_from(proc.stderr)
     assert "rank 3 exits with 3" in proc.stdout
-    assert re.search(r"FAILED .*node 1 exited with code \d+", proc.stderr)
+    assert re.search(r"FAILED .*node 1 rank 3 exited with code 3", proc.stderr)
     assert_nothing_left(run_dir(home, handle))
     assert "rank 3 exits with 3" in (run_dir(home, handle) / "node-1" / "rank-3.log").read_text()
     status = json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)

@@ -74,7 +74,7 @@ def test_a_killed_rank_restarts_every_node_and_the_job_resumes_from_its_checkpoi
     assert (checkpoints / "digits-ddp.pt").is_file()  # the checkpoint outlives the job
     # status shows the restart and its reason
     assert [r["attempt"] for r in final["restarts"]] == [1]
-    assert re.match(r"node [01] (exited with code|was killed by signal)", final["restarts"][0]["reason"])
+    assert re.match(r"node [01]( rank \d+)? (exited with code|was killed by signal)", final["restarts"][0]["reason"])
     shown = run_cli("status", handle, check=0).stdout
     assert "restarts 1" in shown and "restart 1 at " in shown
     assert_nothing_left(run_dir(home, handle))

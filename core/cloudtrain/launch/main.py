@@ -16,7 +16,7 @@ import time
 from typing import List, Optional
 
 from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
-from . import detectors, liveness, netif, plans, sshd
+from . import detectors, failure, liveness, netif, plans, sshd
 from .parent import GROUPS_FILE, die_with_parent
 from .topology import Topology
 
@@ -240,6 +240,53 @@ def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
         children.stop_all()
 
 
+def run_torchrun(shim: List[str], env: dict) -> int:
+    """torchrun as this node's child, through ``failure.SHIM`` (``shim``: its argv): the node ends
+    with the first failing rank's own exit code, says which rank it was and the last lines of its
+    error, and a cancel (SIGTERM/SIGINT/SIGHUP, forwarded once) ends it without torchrun's traceback."""
+    read_end, write_end = os.pipe()
+    try:
+        # its own session: a signal to this node's group reaches torchrun once, through us
+        proc = subprocess.Popen(shim, env=dict(env, **{failure.RESULT_FD: str(write_end)}), pass_fds=(write_end,),
+                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
+    finally:
+        os.close(write_end)
+    forwarded = set()
+
+    def forward(signum, frame):
+        if signum not in forwarded:
+            forwarded.add(signum)
+            try:
+                proc.send_signal(signum)
+            except OSError:
+                pass
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    code = proc.wait()
+    with os.fdopen(read_end, "rb") as f:
+        raw = f.read()
+    try:
+        result = json.loads(raw.decode("utf-8")) if raw else {}
+    except ValueError:
+        result = {}
+    for line in failure.report_lines(result):
+        print(line, file=sys.stderr, flush=True)
+    if result.get("made_log_dir") and result.get("log_dir"):
+        import shutil
+        shutil.rmtree(result["log_dir"], ignore_errors=True)
+    if code < 0:
+        return killed_by(-code)
+    return code
+
+
+def command_missing(command: List[str], env) -> Optional[str]:
+    """The job's executable when this node cannot find it (on its ``PATH``, or at the path given)."""
+    if not command:
+        return None
+    import shutil
+    return None if shutil.which(command[0], path=env.get("PATH", os.defpath)) else command[0]
+
+
 def load_secrets(environ) -> None:
     """Secrets come as a JSON file (``$CLOUDTRAIN_SECRETS_FILE``) so that they are never part of
     a container's or pod's inspectable environment; the launcher exports them for the command."""
@@ -281,6 +328,15 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     except RuntimeError as exc:
         print("cloudtrain launch: %s; are the other nodes' ssh servers running?" % exc, file=sys.stderr)
         return EXIT_JOB_FAILED
+    if settings.distribution in ("ddp", "deepspeed", "ray", "ps-worker", "none") and plan.mode != "ray-worker":
+        missing = command_missing(settings.command, env)
+        if missing:  # before torchrun (or Ray) turns it into a traceback, on every provider
+            print("cloudtrain launch: %s: command not found on this node's PATH; install it in the image or "
+                  "fix the job's command" % missing, file=sys.stderr)
+            return EXIT_COMMAND_NOT_FOUND
+    shim = failure.shim_argv(plan.argv, env) if plan.mode == "exec" and settings.distribution == "ddp" else None
+    if shim is not None:  # else (a torchrun that is not a Python script) exec'd as it is
+        return run_torchrun(shim, env)
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)
