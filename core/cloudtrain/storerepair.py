@@ -203,6 +203,9 @@ def repair(path: Path, schema: str, why: str) -> None:
             os.rename(path, aside)
             with contextlib.suppress(FileNotFoundError):
                 os.rename(f"{path}-wal", f"{aside}-wal")
+            for kept in (aside, Path(f"{aside}-wal")):  # what it held is the user's alone, as the store was
+                with contextlib.suppress(FileNotFoundError):
+                    os.chmod(kept, 0o600)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{path}-shm")
         else:

@@ -20,6 +20,7 @@ from cloudtrain.job import JobSpec
 from cloudtrain.provider import Rendered
 
 if TYPE_CHECKING:  # annotations only: render imports no SDK
+    from cloudtrain.shipping import Archive
     from boto3.session import Session
     from botocore.client import BaseClient
 
@@ -158,9 +159,9 @@ _efa: Dict[tuple, Optional[dict]] = {}
 _efa_locks: Dict[tuple, threading.Lock] = {}
 
 
-def code_archive(job: JobSpec, targets: Iterable[str]) -> Tuple[bytes, str]:
-    """The job's code with the launcher bundle and its sha256 (``shipping.packed``, packed once
-    in a process)."""
+def code_archive(job: JobSpec, targets: Iterable[str]) -> Tuple[Archive, str]:
+    """The job's code with the launcher bundle (a ``shipping.Archive``: a file to upload from)
+    and its sha256 (``shipping.packed``, packed once in a process)."""
     from cloudtrain import shipping
     if not job.code_path.is_dir():
         raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")

@@ -68,6 +68,7 @@ def test_a_broken_store_is_moved_aside_and_rebuilt_with_the_running_job(tmp_path
     assert [(j["handle"], j["state"]) for j in json.loads(listed.stdout)] == [(handle, "RUNNING")]
     aside = [p.name for p in home.iterdir() if p.name.startswith("state.db.corrupt-")]
     assert len(aside) == 1 and aside[0] in warnings[0], (aside, warnings)
+    assert (home / aside[0]).stat().st_mode & 0o777 == 0o600  # the jobs it held are the user's alone
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
 

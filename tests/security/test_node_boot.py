@@ -34,8 +34,8 @@ def code(tmp_path, provider):
     job = job_from_dict(job)
     prov = get_provider(provider)
     targets = [prov.detector_target(), NODE_MODULE] if provider == "sagemaker" else [NODE_MODULE]
-    data, sha = code_archive(job, targets)
-    return job, prov, data, sha
+    archive, sha = code_archive(job, targets)
+    return job, prov, archive.read_bytes(), sha
 
 
 def node_env(tmp_path, **extra):

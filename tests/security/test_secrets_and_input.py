@@ -5,6 +5,7 @@ The runs are real: a local ddp job prints a private key it got from ``secrets:``
 a program may (whole, one line per write, inside JSON, in an exception torchrun records), and
 every file under the run directory and ``$CLOUDTRAIN_HOME`` is read for any line of it."""
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudtrain.store import SCHEMA
 from conftest import run_cli, write_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
@@ -170,7 +172,8 @@ def test_the_home_is_0700_and_the_store_0600_whichever_command_makes_them(tmp_pa
             run_cli("config", "set", "-p", "docker", "image=python:3.12", env=env, check=0)
         else:  # what an older cloudtrain left: a home and a store anyone may read
             (home / "runs").mkdir(parents=True)
-            sqlite3.connect(home / "state.db").close()
+            with contextlib.closing(sqlite3.connect(home / "state.db")) as db:  # a sound store, world-readable
+                db.executescript(SCHEMA)
             for path in (home, home / "runs"):
                 path.chmod(0o755)
             (home / "state.db").chmod(0o644)
