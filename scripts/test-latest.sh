@@ -2,8 +2,9 @@
 # The tests that talk to the SDKs and libraries cloudtrain depends on, against the newest
 # releases its ranges allow (no constraints.txt), so a new release that breaks cloudtrain is
 # noticed here before a user meets it. The Tests command (scripts/test.sh) runs every test on
-# the pinned versions; this runs the unit, contract and plugin tests (no training: no torch,
-# Ray, DeepSpeed or MPI) in a venv of their own, .venv-latest, upgraded on every run.
+# the pinned versions; this runs the unit, contract and plugin tests in a venv of their own,
+# .venv-latest, upgraded on every run: cloudtrain[all,examples] (every SDK, and torch for the
+# launcher's hooks), not Ray, DeepSpeed or MPI.
 # On a failure it prints what differs from constraints.txt: the suspects.
 # Usage: bash scripts/test-latest.sh [pytest args...]   (default: tests/core tests/contract tests/plugins)
 set -euo pipefail
@@ -11,8 +12,8 @@ cd "$(dirname "$0")/.."
 VENV=${CLOUDTRAIN_LATEST_VENV:-.venv-latest}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-# cloudtrain[all] and the test tools, newest (--upgrade --upgrade-strategy eager), not [train].
-"$VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e '.[all]' \
+# cloudtrain[all,examples] and the test tools, newest (--upgrade --upgrade-strategy eager), not [train].
+"$VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e '.[all,examples]' \
   'moto[server]>=5' 'pytest>=8' 'pytest-timeout>=2.2' 'jsonschema>=4' 'mkdocs>=1.6'
 
 newer=$(comm -13 <(grep -v '^#' constraints.txt | LC_ALL=C sort -f) \
