@@ -3,24 +3,7 @@ import os
 import time
 from pathlib import Path
 
-
-def processes_under(directory: Path):
-    """PIDs of live processes whose working directory is inside ``directory``."""
-    found = []
-    root = str(Path(directory).resolve())
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        if cwd == root or cwd.startswith(root + "/"):
-            found.append(int(entry))
-    return found
+from processes import processes_under
 
 
 def wait_for(predicate, timeout=60.0, interval=0.2):

@@ -11,24 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-
-def processes_in(directory: Path):
-    """PIDs of live processes whose working directory is inside ``directory``."""
-    root, found = str(Path(directory).resolve()), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        if cwd == root or cwd.startswith(root + "/"):
-            found.append(int(entry))
-    return found
+from processes import processes_under as processes_in
 
 
 def wait_for(predicate, timeout: float, what: str, explain=lambda: ""):
