@@ -33,6 +33,15 @@ def private_file(path: Path) -> Path:
     return path
 
 
+def narrow_if_present(path: Path) -> None:
+    """``path`` made 0600 if it exists: never created, and gone meanwhile is fine (SQLite removes
+    a store's -shm and -wal when its last connection closes, in whichever process that is)."""
+    try:
+        _narrow(path, PRIVATE_FILE)
+    except FileNotFoundError:
+        pass
+
+
 def make_home() -> Path:
     """The home and its ``runs/``, made private; every command that writes there calls this."""
     root = private_dir(home())

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from .homedir import home, make_home, private_file  # noqa: F401  (home: re-exported)
+from .homedir import home, make_home, narrow_if_present, private_file  # noqa: F401  (home: re-exported)
 from . import diskspace, storerepair
 from .states import TERMINAL
 
@@ -95,9 +95,9 @@ class Store:
         self.path = Path(path) if path else make_home() / "state.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         storerepair.make_sound(self.path, SCHEMA)
-        for suffix in ("", "-wal", "-shm"):  # 0600 before SQLite opens it, and once it has
-            if not suffix or Path(f"{self.path}{suffix}").exists():
-                private_file(Path(f"{self.path}{suffix}"))
+        private_file(self.path)
+        for suffix in ("-wal", "-shm"):  # SQLite makes these with the store's mode; an older one's
+            narrow_if_present(Path(f"{self.path}{suffix}"))  # may be wider (another process may remove them)
         with self._connect() as db:
             db.executescript(SCHEMA)
             migrate(db)
