@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
 
-from . import diskspace
+from . import diskspace, doorbell
 from . import procs
 from .errors import BadInput, JobNotFound
 from .job import JobSpec
@@ -61,16 +61,20 @@ END_OF_JOB = "[cloudtrain] job "  # the supervisor's last line in job.log
 
 
 def follow_file(path: Path, done=None, poll: float = 0.02, idle_poll: float = 0.1,
-                check_every: float = 0.5) -> Iterator[str]:
+                check_every: float = 0.5, bell: Optional[doorbell.Listener] = None) -> Iterator[str]:
     """Lines of ``path``; with ``done`` (a callable), keep following until the job's last line
     (``[cloudtrain] job ...``) or until ``done()`` says it ended.  The file is read again
     ``poll`` seconds after a line came, backing off to ``idle_poll`` while none come (each
     wake-up can preempt a training rank on a busy machine); ``done()`` (a store read) is asked
-    only every ``check_every``."""
+    only every ``check_every``.  With the supervisor's ``bell`` the file is read as soon as a
+    line is written (and when the supervisor ends), and between them only every ``check_every``."""
+    doze = time.sleep
+    if bell is not None:
+        doze, idle_poll = bell.wait, check_every
     while done is not None and not path.exists():
         if done():
             break
-        time.sleep(poll)
+        doze(poll)
     if not path.exists():
         return
     with open(path, "r", encoding="utf-8", errors="replace") as f:
@@ -98,7 +102,7 @@ def follow_file(path: Path, done=None, poll: float = 0.02, idle_poll: float = 0.
                     if pending or rest:
                         yield pending + rest
                     break
-            time.sleep(wait)
+            doze(wait)
             wait = min(wait * 2, idle_poll)
 
 
@@ -116,6 +120,7 @@ class HostedProvider(Provider):
         super().__init__()
         self._store = store
         self._unstarted: Optional[Tuple[str, Path]] = None  # the run being made, until its supervisor runs
+        self._bells: Dict[str, doorbell.Listener] = {}  # the supervisors this instance started
 
     @property
     def store(self) -> Store:
@@ -207,10 +212,18 @@ class HostedProvider(Provider):
         # The supervisor first, then the job's row with its PID and start time in one write:
         # there is never a job without a supervisor to follow it.  The supervisor waits for its
         # row (and, if the submitting process died before writing it, removes the run and exits).
-        with open(run_dir / "supervisor.log", "ab") as log:
-            proc = subprocess.Popen([*self.supervisor_prefix(plan), sys.executable, "-m", self.supervisor_module, str(run_dir)],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True, close_fds=True)
+        bell, bell_end = doorbell.pair(env)
+        try:
+            with open(run_dir / "supervisor.log", "ab") as log:
+                proc = subprocess.Popen([*self.supervisor_prefix(plan), sys.executable, "-m", self.supervisor_module,
+                                         str(run_dir)], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True, close_fds=True, pass_fds=(bell_end,))
+        except BaseException:
+            os.close(bell)
+            raise
+        finally:
+            os.close(bell_end)  # the supervisor's alone: its end closes the pipe
+        self._bells[job_id] = doorbell.Listener(bell)
         self._unstarted = None  # the supervisor owns the run now
         started = procs.start_time(proc.pid)
         procs.record(run_dir, "supervisor", proc.pid, started)
@@ -262,7 +275,8 @@ class HostedProvider(Provider):
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         path = self.run_dir(job_id) / "job.log"
-        yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None)
+        bell = self._bells.get(job_id) if follow else None
+        yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None, bell=bell)
 
     def cancel(self, job_id: str, reason: str = "cancelled") -> JobStatus:
         """Stop the job (SIGTERM to its supervisor, only while PID and start time match); its

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from . import diskspace
+from . import diskspace, doorbell
 from .errors import DiskFull
 from . import procs
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
@@ -77,6 +77,7 @@ class LogSink:
         self.node_logs = [open(run_dir / f"node-{i}.log", "a", encoding="utf-8", buffering=1) for i in range(nodes)]
         self.rank_logs: Dict[int, object] = {}
         self.partial: Dict[int, str] = {}  # mpirun tags every write, so a rank's line may come in pieces
+        self.bell = doorbell.Bell.from_environ()  # tells a following `cloudtrain submit` of each line
 
     def _rank_log(self, node: int, rank: int):
         f = self.rank_logs.get(rank)
@@ -124,10 +125,12 @@ class LogSink:
             self.node_logs[node].write(line + "\n")
             if rank is not None:
                 self._rank_log(node, rank).write(line + "\n")
+        self.bell.ring()
 
     def note(self, text: str) -> None:
         with self.lock, self._marking_full():  # tried even on a full disk: the supervisor may have freed room
             self.job_log.write(f"[cloudtrain] {self.mask(text)}\n")
+        self.bell.ring()
 
     @contextmanager
     def _marking_full(self):
