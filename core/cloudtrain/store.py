@@ -133,6 +133,10 @@ class Store:
             db.row_factory = sqlite3.Row
             if not immutable:
                 db.execute("PRAGMA journal_mode=WAL")
+                # WAL's NORMAL: a commit is not fsynced, a checkpoint is; an application or OS crash
+                # keeps the store sound, a power cut may lose the newest commits (sqlite.org/pragma.html
+                # #pragma_synchronous), which the run directories' job.json records give back
+                db.execute("PRAGMA synchronous=NORMAL")
                 db.execute("PRAGMA busy_timeout=30000")
         except BaseException:
             db.close()

@@ -137,6 +137,7 @@ def create(path: Path, schema: str) -> int:
         db = sqlite3.connect(tmp, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=OFF")  # built aside, synced once below before it is linked in
             db.executescript(schema)
             db.execute("BEGIN")
             for record in records:
@@ -147,7 +148,12 @@ def create(path: Path, schema: str) -> int:
                     _insert(db, "restarts", restart)
             db.execute("COMMIT")
         finally:
-            db.close()
+            db.close()  # the last connection: the WAL is checkpointed into the file and removed
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, 0o600)
         with contextlib.suppress(FileExistsError):  # another process made it first: theirs
             os.link(tmp, path)
