@@ -147,7 +147,7 @@ class TioneProvider(CloudProvider):
                 "instance_type": "TI.S.LARGE.POST"}
     required_help = {
         "code_store": rq.CODE_STORE_HELP,
-        "region": "or export TENCENTCLOUD_REGION",
+        "region": "the region of the task and of its COS buckets (TENCENTCLOUD_REGION in the environment gives it too)",
         "instance_type": "a postpaid spec (or resources.instance_type), or resource_group for prepaid",
     }
     # storage.inputs -> DataConfigs (USER_DATA), storage.output -> Output (cos) or an OUTPUT DataConfig
@@ -171,11 +171,13 @@ class TioneProvider(CloudProvider):
     def check(self, job: JobSpec, options: TioneOptions) -> None:
         for message in rq.check(job, options):
             warn(message)
-        needs = [field for field, _ in rq.missing(job, options)]
-        if needs:
-            warn(f"to submit, also set {', '.join(needs)} (cloudtrain submit says how)")
 
     def artifacts(self, job: JobSpec, options: TioneOptions) -> List[Artifact]:
+        # Only a plain render gets here with settings missing (validate and submit stop at
+        # preflight's errors, which name each one): say once what a submit would still need.
+        needs = [field for field, _ in rq.missing(job, options)]
+        if needs:
+            warn(f"to submit, also set {', '.join(needs)} (cloudtrain validate says how)")
         upload = rq.code_upload(job, options)
         code = [Artifact(CODE_UPLOAD, "code", upload)] if upload else []
         return code + [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]
