@@ -143,12 +143,12 @@ class TioneProvider(CloudProvider):
         return RULES
 
     # -- what submit needs before it sends anything ---------------------------------------------
-    required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai",
-                "instance_type": "TI.S.LARGE.POST"}
+    # instance_type is not among them: resources choose the spec (request.instance_type), and
+    # request.missing names it for the jobs they cannot choose one for (gpus_per_node alone)
+    required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai"}
     required_help = {
         "code_store": rq.CODE_STORE_HELP,
         "region": "the region of the task and of its COS buckets (TENCENTCLOUD_REGION in the environment gives it too)",
-        "instance_type": "a postpaid spec (or resources.instance_type), or resource_group for prepaid",
     }
     # storage.inputs -> DataConfigs (USER_DATA), storage.output -> Output (cos) or an OUTPUT DataConfig
     storage_schemes = rq.STORAGE_SCHEMES
@@ -158,7 +158,7 @@ class TioneProvider(CloudProvider):
             return bool(self._region or os.environ.get("TENCENTCLOUD_REGION"))
         if option == "code_store":
             return bool(options.code_source)  # code already on COS, CFS or in the image
-        return option == "instance_type" and bool(rq.instance_type(job, options) or options.resource_group)
+        return False
 
     def preflight(self, job: JobSpec, options: TioneOptions, problems) -> None:
         super().preflight(job, options, problems)

@@ -576,8 +576,10 @@ def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
             out.append(("resources.cpus_per_node", "a resource group needs resources.cpus_per_node and "
                                                    "resources.memory_gb of every node"))
     elif not instance_type(job, options):
-        out.append(("providers.tione.instance_type", "set providers.tione.instance_type (postpaid, e.g. "
-                                                     "TI.S.LARGE.POST) or resource_group (prepaid)"))
+        out.append(("providers.tione.instance_type", "resources.gpus_per_node alone names no card, so set "
+                                                     "resources.accelerator (cloudtrain resources -p tione lists the "
+                                                     "specs), providers.tione.instance_type (postpaid) or "
+                                                     "resource_group (prepaid)"))
     return out
 
 

@@ -265,3 +265,12 @@ def test_a_configured_spec_that_contradicts_the_job_is_exit_2_naming_both(tmp_pa
     assert proc.returncode == 2
     assert "providers.tione.instance_type: TI.S.LARGE.POST has 4 vCPUs and 8 GiB, but the job asks for 16 vCPUs" \
         in proc.stderr
+
+
+def test_gpus_without_a_card_still_need_a_spec_and_validate_says_how(tmp_path):
+    """TI-ONE has no default card (InstanceRules.defaults is empty): gpus_per_node alone chooses nothing."""
+    path = job_file(tmp_path, "{gpus_per_node: 2}", "{region: ap-shanghai, code_store: 'cos://b-1250000000/x'}")
+    proc = run_cli("validate", path, "-p", "tione")
+    assert proc.returncode == 2
+    assert "providers.tione.instance_type: is not set" in proc.stderr and "resources.accelerator" in proc.stderr
+    assert run_cli("validate", path, "-p", "tione", "--set", "resources.accelerator=V100").returncode == 0
