@@ -300,13 +300,18 @@ def job_in(tmp_path, text=NPU_JOB, script=None, files=None):
     return path
 
 
-def test_fewer_than_three_nodes_warns_that_routing_is_skipped(tmp_path):
+def test_fewer_than_three_nodes_warns_only_when_routing_was_asked_for(tmp_path):
+    """Seed 001: "训练作业的任务节点数要大于或等于3,否则会跳过ranktable路由加速" (below 3 nodes routing is
+    skipped): the job still runs, so a plain 2-node render says nothing (issue 30 item 8); a job that set
+    routing: true hears that it will not get it."""
     path = job_in(tmp_path)
     proc = run_cli("validate", "-p", "modelarts-lite", path, "--set", "distribution.nodes=2", check=0)
-    assert proc.stderr.strip() == ("cloudtrain: warning: ranktable routing is skipped below 3 nodes (this job has 2); "
-                                   "the job runs with Volcano's pod order")
-    with pytest.warns(CloudtrainWarning, match="below 3 nodes"):
-        get_provider("modelarts-lite").validate(load_job(path, {"distribution.nodes": 2}))
+    assert "warning" not in proc.stderr, proc.stderr
+    proc = run_cli("render", "-p", "modelarts-lite", path, "--set", "distribution.nodes=2", check=0)
+    assert "warning" not in proc.stderr, proc.stderr
+    asked = {"distribution.nodes": 2, "providers.modelarts-lite.routing": True}
+    with pytest.warns(CloudtrainWarning, match="ranktable routing is skipped below 3 nodes .this job has 2"):
+        get_provider("modelarts-lite").validate(load_job(path, asked))
 
 
 def test_image_python_other_than_37_or_39_warns(tmp_path):
