@@ -409,3 +409,18 @@ def test_shape_errors(tmp_path):
     with pytest.raises(JobFileError, match="give exactly one of pvc, nfs or host_path"):
         get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.volumes": [
             {"name": "v", "mount_path": "/v", "pvc": "a", "nfs": "s:/p"}]}))
+
+
+def test_hccl_is_initialised_from_torchrun_not_from_the_ring_controllers_rank_table(seed_render):
+    """Issue 28 "likely": no wait for the rank table's status: completed before HCCL init.  Kept as it is, with
+    its source: seed 001's command runs bootstrap.sh, then the training, with no wait of its own, and mounts no
+    rank table; cloudtrain does the same and sets no RANK_TABLE_FILE, so torch_npu initialises HCCL from
+    torchrun's MASTER_ADDR/MASTER_PORT, never from the (maybe still 'initializing') rank table."""
+    seed_command = SEED["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2]
+    assert "completed" not in seed_command and "hccl.json" not in seed_command
+    assert "configmap1980" in SEED["spec"]["plugins"]
+    vcjob = seed_render["Job"]
+    (container,) = pod_of(vcjob)["spec"]["containers"]
+    assert not [name for name in env_of(container) if "RANK_TABLE" in name]
+    assert not [m for m in container["volumeMounts"] if "rank" in m["name"] or "rings-config" in m["name"]]
+    assert vcjob["spec"]["plugins"]["configmap1980"] == ["--rank-table-version=v2"]
