@@ -111,12 +111,15 @@ SDK_GPU_TYPES = ("H800", "A800", "A100", "T4", "P4", "V100")
 def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
     """A resource group's GpuType: ``providers.tione.gpu_type``, else the job's accelerator in
     TI-ONE's names (catalog.GPU_TYPES); exit 2 for an accelerator TI-ONE has no GpuType for."""
-    if options.gpu_type:
-        return options.gpu_type
     found = wanted(job, catalog.RULES)
+    name = catalog.gpu_type(found[0]) if found else None
+    if options.gpu_type:
+        if name and name.upper() != options.gpu_type.upper():  # e.g. the account's V100 for an A100 job
+            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} (resources), "
+                                                  f"which TI-ONE calls {name}; make them agree, or drop gpu_type")
+        return options.gpu_type
     if found is None:
         return None
-    name = catalog.gpu_type(found[0])
     if name is None:
         loc = ("resources", "accelerator") if job.resources.accelerator else ("resources", "instance_type")
         raise job_error(job, loc, f"TI-ONE documents no GpuType for {found[0]} (the SDK names "

@@ -274,3 +274,14 @@ def test_gpus_without_a_card_still_need_a_spec_and_validate_says_how(tmp_path):
     assert proc.returncode == 2
     assert "providers.tione.instance_type: is not set" in proc.stderr and "resources.accelerator" in proc.stderr
     assert run_cli("validate", path, "-p", "tione", "--set", "resources.accelerator=V100").returncode == 0
+
+
+def test_a_configured_gpu_type_that_contradicts_the_accelerator_is_exit_2(tmp_path):
+    """providers.tione.gpu_type (maybe the account's) names the card only where the job's accelerator does not:
+    V100 for an accelerator: A100 job is exit 2 naming both; for H100 (no GpuType of its own) H800 is taken."""
+    group = "{resource_group: trsg-1, gpu_type: V100}"
+    path = job_file(tmp_path, "{accelerator: A100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 900}", group)
+    with pytest.raises(JobFileError, match=r"providers.tione.gpu_type: is V100, but the job asks for A100"):
+        request(path)
+    path = job_file(tmp_path / "b", "{accelerator: H100, gpus_per_node: 8}", "{resource_group: trsg-1, gpu_type: H800}")
+    assert request(path)["GpuType"] == "H800"
