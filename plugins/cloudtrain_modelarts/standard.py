@@ -251,8 +251,6 @@ class ModelartsProvider(CloudProvider):
         if self.over_ssh(job) and not options.image_runs_as_root:
             raise self.job_error(job, ("distribution", "type"), SSH_AS_MA_USER)
         self.check_network(job, options)
-        if job.spot:
-            warnings.warn(SPOT_MEANING, CloudtrainWarning)
         if self.over_ssh(job):
             warnings.warn("mpi/horovod on ModelArts Standard: node 0's mpirun reaches the other nodes over ssh, which "
                           "a custom image must allow (Huawei: without passwordless ssh between the nodes, training "
@@ -260,6 +258,8 @@ class ModelartsProvider(CloudProvider):
                           "it, but the image must hold a key pair shared by its nodes (~/.ssh/id_* with the public key in "
                           "authorized_keys)", CloudtrainWarning)
         self.check_survival(job, options)
+        if job.spot:  # after check_survival, which refuses spot without a pool: no warning before that error
+            warnings.warn(SPOT_MEANING, CloudtrainWarning)
         self.check_code(job, options)
         self.check_storage(job, options)
         reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
