@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import warnings
 import shlex
 from pathlib import Path
@@ -143,7 +144,6 @@ FLAVOR_CARDS = (("v100", "V100"), ("a100", "A100"), ("h100", "H100"), ("t4", "T4
 
 def flavor_card(flavor: str) -> Optional[str]:
     """The chip a flavor id names (``8v100`` -> V100), or None."""
-    import re
     for token, name in FLAVOR_CARDS:
         if re.search(rf"(?:^|[.\d]){token}(?:$|[.u\d])", flavor.lower()):
             return name
