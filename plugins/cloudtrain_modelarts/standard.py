@@ -283,10 +283,14 @@ class ModelartsProvider(CloudProvider):
         checkpoint_uri(job, "ModelArts", ("obs",), "obs://team-ckpt/digits/")
 
     def check_network(self, job: JobSpec, options: ModelartsOptions) -> None:
-        """network.rdma: the training-job API has no RDMA field (the SDK's Job, Spec and SpecResource:
+        """resources.shm_gb has no field: exit 2.  network.rdma: the training-job API has no RDMA field (the SDK's Job, Spec and SpecResource:
         flavor_id, node_count, pool_id, pool_group_id), so ``on`` cannot be requested: the nodes'
         RoCE/InfiniBand is the flavor's or the pool's.  ``off`` becomes NCCL_IB_DISABLE=1 (NCCL only:
         Ascend's HCCL has no such switch)."""
+        if job.resources.shm_gb:  # the SDK's Job has no /dev/shm size (spec.resource: flavor_id, node_count, pool_id)
+            raise self.job_error(job, ("resources", "shm_gb"), "ModelArts Standard's training-job API has no /dev/shm "
+                                 "setting (the flavor sizes it), so shm_gb would be ignored; drop it for this provider "
+                                 "(--set resources.shm_gb=null)")
         mode = job.network.rdma
         if mode == "on":
             raise self.job_error(job, ("network", "rdma"), RDMA_ON)

@@ -508,6 +508,10 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
                                                 "once whatever max_restarts says; drop it for this provider "
                                                 "(--set max_restarts=0) and submit again after a failure (storage."
                                                 "checkpoint keeps what the last run saved)")
+    if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no /dev/shm
+        raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the platform "
+                                                      "sizes it), so shm_gb would be ignored; drop it for this provider "
+                                                      "(--set resources.shm_gb=null)")
     if job.spot and options.resource_group:
         raise job_error(job, ("spot",), "TI-ONE's spot supply (ResourceSupplyAttribute SPOT) is for postpaid specs, "
                                         "not a prepaid resource group; drop spot or use providers.tione.instance_type")

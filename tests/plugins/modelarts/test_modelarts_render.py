@@ -372,3 +372,11 @@ def test_spot_says_it_is_preemption_inside_the_pool_not_a_discount():
     with pytest.warns(CloudtrainWarning, match="not discounted capacity"):
         _, body = render({"pool_id": "pool-1"}, spot=True)
     assert body["spec"]["schedule_policy"]["preemptible"] is True
+
+
+def test_shm_gb_is_exit_2_not_dropped():
+    """No model of the training-job request (Job, Spec, SpecResource, JobAlgorithm) has a /dev/shm size."""
+    from huaweicloudsdkmodelarts.v1.model import Job, JobAlgorithm, Spec, SpecResource
+    assert not [f for m in (Job, JobAlgorithm, Spec, SpecResource) for f in m.openapi_types if "shm" in f]
+    with pytest.raises(JobFileError, match=r"resources.shm_gb: ModelArts Standard's training-job API has no /dev/shm"):
+        render(resources={"shm_gb": 8})

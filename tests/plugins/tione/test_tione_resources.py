@@ -285,3 +285,12 @@ def test_a_configured_gpu_type_that_contradicts_the_accelerator_is_exit_2(tmp_pa
         request(path)
     path = job_file(tmp_path / "b", "{accelerator: H100, gpus_per_node: 8}", "{resource_group: trsg-1, gpu_type: H800}")
     assert request(path)["GpuType"] == "H800"
+
+
+def test_shm_gb_is_exit_2_not_dropped(tmp_path):
+    """ResourceConfigInfo and CreateTrainingTaskRequest (SDK 3.1.191) have no /dev/shm field."""
+    names = [*models.ResourceConfigInfo().__dict__, *models.CreateTrainingTaskRequest().__dict__]
+    assert not [n for n in names if "shm" in n.lower() or "sharedmem" in n.lower()]
+    path = job_file(tmp_path, "{shm_gb: 16}")
+    proc = run_cli("validate", path, "-p", "tione")
+    assert proc.returncode == 2 and f"{path}:4: resources.shm_gb: TI-ONE's CreateTrainingTask has no /dev/shm" in proc.stderr
