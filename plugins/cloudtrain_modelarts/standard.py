@@ -257,6 +257,12 @@ class ModelartsProvider(CloudProvider):
                           "fails); cloudtrain starts the image's sshd on every node (root, /usr/sbin/sshd) and waits for "
                           "it, but the image must hold a key pair shared by its nodes (~/.ssh/id_* with the public key in "
                           "authorized_keys)", CloudtrainWarning)
+        r = job.resources
+        if options.pool_id and (r.cpus_per_node or r.memory_gb):
+            # spec.resource on a pool takes a flavor_id (cards per node); the SDK's
+            # main_container_customized_flavor (cpu_core_num, mem_size) documents no units, so it is not sent
+            warnings.warn(f"resources.cpus_per_node/memory_gb are not sent on dedicated pool {options.pool_id}: the pool's "
+                          "flavor (modelarts.pool.visual.<n>xlarge) sizes each node", CloudtrainWarning)
         self.check_survival(job, options)
         if job.spot:  # after check_survival, which refuses spot without a pool: no warning before that error
             warnings.warn(SPOT_MEANING, CloudtrainWarning)

@@ -141,3 +141,10 @@ def test_a_cpu_job_needs_a_flavor_while_the_catalog_lists_none_and_says_so(tmp_p
     proc = run_cli("validate", path, "-p", "modelarts")
     assert proc.returncode == 2
     assert "providers.modelarts.flavor_id: is not set" in proc.stderr and "catalog has none" in proc.stderr
+
+
+def test_cpus_and_memory_on_a_pool_are_said_to_be_unsent(tmp_path):
+    """On a dedicated pool spec.resource carries the pool flavor only: the job's minimums are not silently dropped."""
+    path = job_file(tmp_path, "{accelerator: V100, gpus_per_node: 8, cpus_per_node: 60}", "{pool_id: pool-1}")
+    with pytest.warns(CloudtrainWarning, match="resources.cpus_per_node/memory_gb are not sent on dedicated pool pool-1"):
+        assert flavor(path) == "modelarts.pool.visual.8xlarge"
