@@ -246,3 +246,38 @@ def _no_network(job: JobSpec, rules: InstanceRules, row: Instance) -> JobFileErr
     return job_error(job, ("network", "rdma"),
                      f"is on, but {row.instance_type} ({row.accelerator_label()}) has no fast network (EFA, "
                      f"InfiniBand or RoCE); {fix}")
+
+
+def smallest_cpu(job: JobSpec, rules: InstanceRules) -> Optional[Choice]:
+    """A job that asks for no accelerator (no ``accelerator``, ``gpus_per_node`` or
+    ``instance_type``): the catalog's smallest CPU-only type with at least ``cpus_per_node``
+    vCPUs and ``memory_gb`` GiB, as SageMaker and EC2 pick one without a setting.  None: the job
+    asks for an accelerator, or the catalog lists no CPU-only type; exit 2 when none is big enough."""
+    r = job.resources
+    if r.accelerator or r.gpus_per_node or r.instance_type:
+        return None
+    rows = [row for row in rules.catalog().rows if not row.accelerator]
+    if not rows:
+        return None
+    fit = [row for row in rows if row.fits(r.cpus_per_node, r.memory_gb)]
+    if not fit:
+        biggest = max(rows, key=lambda row: (row.vcpus or 0, row.memory_gb or 0))
+        loc = ("resources", "cpus_per_node" if r.cpus_per_node and (biggest.vcpus or 0) < r.cpus_per_node
+               else "memory_gb")
+        raise job_error(job, loc, f"no {rules.provider} {rules.noun} without accelerators has {_minimums(r)}; the "
+                                  f"largest is {biggest.instance_type} ({biggest.vcpus or 0:g} vCPUs, "
+                                  f"{biggest.memory_gb or 0:g} GiB); lower the minimum, or set "
+                                  f"providers.{rules.provider}.{rules.option}")
+    best = min(fit, key=Instance.size_key)
+    return Choice(best.instance_type, best)
+
+
+def check_minimums(job: JobSpec, rules: InstanceRules, choice: Optional[Choice], loc: Tuple[str, ...]) -> None:
+    """A type named at ``loc`` (a setting, maybe the account's) with fewer vCPUs or less memory
+    than ``resources`` asks for: exit 2 naming both (nothing is sent that contradicts the job)."""
+    r, row = job.resources, (choice.row if choice else None)
+    if row is None or row.fits(r.cpus_per_node, r.memory_gb):
+        return
+    raise job_error(job, loc, f"{row.instance_type} has {row.vcpus or 0:g} vCPUs and {row.memory_gb or 0:g} GiB, but "
+                              f"the job asks for {_minimums(r)} (resources); make them agree, or drop "
+                              f"{'.'.join(loc)} and let resources choose")

@@ -305,7 +305,9 @@ class ModelartsLiteProvider(VolcanoProvider):
                                "(torch.distributed.run), which `cloudtrain launch` already does with procs_per_node "
                                "processes per node; remove the spawn and read RANK/LOCAL_RANK/WORLD_SIZE from the "
                                "environment", file=str(path), line=lineno)
-        if d.nodes < MIN_ROUTED_NODES:
+        # Below 3 nodes routing skips itself and the job runs as Volcano numbered it: harmless, so
+        # said only to whoever asked for routing by name (routing: true), not on every small render.
+        if d.nodes < MIN_ROUTED_NODES and options.routing is True:
             warnings.warn(f"ranktable routing is skipped below {MIN_ROUTED_NODES} nodes (this job has {d.nodes}); "
                           "the job runs with Volcano's pod order", CloudtrainWarning)
         if options.image_python and options.image_python not in ROUTING_PYTHONS:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import warnings
 import shlex
 from pathlib import Path
@@ -33,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain import shipping, storage
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
-from cloudtrain.instances import choose
+from cloudtrain.accelerators import is_npu
+from cloudtrain.instances import check_minimums, choose, smallest_cpu, wanted
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
@@ -98,6 +100,10 @@ class ModelartsOptions(BaseModel):
     priority: Optional[int] = Field(None, ge=1, le=3, description="scheduling priority on a dedicated pool (1-3, 3 highest)")
     master_port: int = Field(29500, ge=1024, le=65000, description="torchrun's master port (ModelArts gives none)")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
+    image_runs_as_root: bool = Field(
+        False, description="mpi/horovod on several nodes: the image runs as root, so each node can start its sshd for "
+                           "node 0's mpirun (ModelArts runs custom images as ma-user, uid 1000, unless the image and "
+                           "pool allow root); without it such a job is refused")
     secrets_in_environment: bool = Field(
         False, description="send the job's secrets as plain training-job environment variables (visible to anyone "
                            "who can read the job); without it a job with secrets is refused")
@@ -116,6 +122,37 @@ class ModelartsOptions(BaseModel):
         if v is not None and (not v.startswith("obs://") or not v[len("obs://"):].split("/")[0]):
             raise ValueError(f"{v!r} is not an obs://BUCKET/PREFIX URL; use e.g. obs://my-bucket/cloudtrain/")
         return v
+
+
+# Huawei: ModelArts runs a custom image as ma-user (uid 1000; "the default user of a custom image
+# must be the user whose UID is 1101" in older releases), and public pools do not start it as
+# root; the launcher's --sshd (cloudtrain.launch.sshd) starts the image's sshd only as root.
+SSH_AS_MA_USER = ("is mpi/horovod on several nodes: node 0's mpirun reaches the others over ssh, but ModelArts Standard "
+                  "runs a custom image as ma-user (uid 1000) and cloudtrain starts a node's sshd only as root, so no "
+                  "node would listen and node 0 would wait in vain; use ddp or deepspeed (torchrun, no ssh), or set "
+                  "providers.modelarts.image_runs_as_root: true if your image and pool run as root")
+RDMA_ON = ("is on, but ModelArts Standard's training-job API has no RDMA field (spec.resource takes flavor_id, node_count "
+           "and pool_id only): RoCE or InfiniBand comes with the flavor or the dedicated pool's nodes, and the job uses "
+           "it when they have it; set network.rdma: auto (with providers.modelarts.pool_id for a pool of RDMA nodes)")
+SPOT_MEANING = ("spot on ModelArts is schedule_policy.preemptible: the job may be preempted by higher-priority jobs in "
+                "your own dedicated pool; it is not discounted capacity (ModelArts Standard has no spot pricing for "
+                "training jobs)")
+# the card a flavor id names, e.g. modelarts.vm.gpu.8v100, modelarts.bm.npu.arm.8snt9b3.d
+FLAVOR_CARDS = (("v100", "V100"), ("a100", "A100"), ("h100", "H100"), ("t4", "T4"), ("snt9b", "Ascend-910B"),
+                ("910b", "Ascend-910B"))
+
+
+def flavor_card(flavor: str) -> Optional[str]:
+    """The chip a flavor id names (``8v100`` -> V100), or None."""
+    for token, name in FLAVOR_CARDS:
+        if re.search(rf"(?:^|[.\d]){token}(?:$|[.u\d])", flavor.lower()):
+            return name
+    return None
+
+
+def chip(accelerator: str) -> str:
+    """``A100-80GB`` -> ``A100`` (a flavor id names the chip, not its memory size)."""
+    return accelerator if accelerator.startswith("Ascend") else accelerator.split("-")[0]
 
 
 def _obs(url: str) -> str:
@@ -180,8 +217,9 @@ class ModelartsProvider(CloudProvider):
     required_help = {
         "code_store": "ModelArts runs code from OBS: submit uploads the code (with the launcher) to this OBS "
                       "bucket and prefix (or set code_dir to code you staged there yourself)",
-        "flavor_id": "a resource flavor (the console lists them), or pool_id for a dedicated pool",
-        "region": f"or export {sdk.REGION_ENV}",
+        "flavor_id": "a resource flavor (the console lists them; cloudtrain's catalog has none for this job's "
+                     "resources), or pool_id for a dedicated pool",
+        "region": f"the region of the job and of its OBS buckets ({sdk.REGION_ENV} in the environment gives it too)",
     }
 
     def fallback(self, option: str, job: JobSpec, options: ModelartsOptions) -> bool:
@@ -210,18 +248,30 @@ class ModelartsProvider(CloudProvider):
             file, line = _line(job, "env")
             raise JobFileError(f"ModelArts takes at most {MAX_ENV} environment variables, this job has {len(env)} "
                                "(with cloudtrain's own); drop some", file=file, line=line, field="env")
+        if self.over_ssh(job) and not options.image_runs_as_root:
+            raise self.job_error(job, ("distribution", "type"), SSH_AS_MA_USER)
+        self.check_network(job, options)
         if self.over_ssh(job):
             warnings.warn("mpi/horovod on ModelArts Standard: node 0's mpirun reaches the other nodes over ssh, which "
                           "a custom image must allow (Huawei: without passwordless ssh between the nodes, training "
                           "fails); cloudtrain starts the image's sshd on every node (root, /usr/sbin/sshd) and waits for "
                           "it, but the image must hold a key pair shared by its nodes (~/.ssh/id_* with the public key in "
                           "authorized_keys)", CloudtrainWarning)
+        r = job.resources
+        if options.pool_id and (r.cpus_per_node or r.memory_gb):
+            # spec.resource on a pool takes a flavor_id (cards per node); the SDK's
+            # main_container_customized_flavor (cpu_core_num, mem_size) documents no units, so it is not sent
+            warnings.warn(f"resources.cpus_per_node/memory_gb are not sent on dedicated pool {options.pool_id}: the pool's "
+                          "flavor (modelarts.pool.visual.<n>xlarge) sizes each node", CloudtrainWarning)
         self.check_survival(job, options)
+        if job.spot:  # after check_survival, which refuses spot without a pool: no warning before that error
+            warnings.warn(SPOT_MEANING, CloudtrainWarning)
         self.check_code(job, options)
         self.check_storage(job, options)
         reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
         if reserved:
             warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
+        self.body(job, options)  # whatever else render would refuse (the flavor), validate refuses too
 
     @staticmethod
     def check_survival(job: JobSpec, options: ModelartsOptions) -> None:
@@ -237,6 +287,30 @@ class ModelartsProvider(CloudProvider):
                                               "dedicated pool can be preemptible (schedule_policy.preemptible): set "
                                               "providers.modelarts.pool_id, or drop spot")
         checkpoint_uri(job, "ModelArts", ("obs",), "obs://team-ckpt/digits/")
+
+    def check_network(self, job: JobSpec, options: ModelartsOptions) -> None:
+        """resources.shm_gb has no field: exit 2.  network.rdma: the training-job API has no RDMA field (the SDK's Job, Spec and SpecResource:
+        flavor_id, node_count, pool_id, pool_group_id), so ``on`` cannot be requested: the nodes'
+        RoCE/InfiniBand is the flavor's or the pool's.  ``off`` becomes NCCL_IB_DISABLE=1 (NCCL only:
+        Ascend's HCCL has no such switch)."""
+        if job.resources.shm_gb:  # the SDK's Job has no /dev/shm size (spec.resource: flavor_id, node_count, pool_id)
+            raise self.job_error(job, ("resources", "shm_gb"), "ModelArts Standard's training-job API has no /dev/shm "
+                                 "setting (the flavor sizes it), so shm_gb would be ignored; drop it for this provider "
+                                 "(--set resources.shm_gb=null)")
+        mode = job.network.rdma
+        if mode == "on":
+            raise self.job_error(job, ("network", "rdma"), RDMA_ON)
+        if mode == "off" and is_npu(self.accelerator(job, options)):
+            raise self.job_error(job, ("network", "rdma"), "is off, but Ascend NPUs reach each other over their own "
+                                 "RoCE ports (HCCL), which a training job cannot turn off; set network.rdma: auto")
+
+    @staticmethod
+    def accelerator(job: JobSpec, options: ModelartsOptions) -> Optional[str]:
+        """The job's accelerator: resources.accelerator, else the one its resources.instance_type names."""
+        if job.resources.accelerator:
+            return job.resources.accelerator
+        found = wanted(job, catalog.RULES) if job.resources.instance_type else None
+        return found[0] if found else None
 
     def check_code(self, job: JobSpec, options: ModelartsOptions) -> None:
         if options.code_dir and options.code_store:
@@ -278,6 +352,8 @@ class ModelartsProvider(CloudProvider):
         }
         if self.over_ssh(job):  # every node starts its sshd (launch --sshd); node 0 waits for them all
             env.update({"OMPI_MCA_plm_rsh_args": sshd.CLIENT_OPTIONS, SSH_WAIT: str(sshd.SSHD_PORT)})
+        if job.network.rdma == "off":  # NCCL over TCP sockets only (check_network: not on Ascend)
+            env["NCCL_IB_DISABLE"] = "1"
         if job.storage.checkpoint:
             env["CLOUDTRAIN_CHECKPOINT_DIR"] = CHECKPOINT_DIR
         for name in job.storage.inputs:  # ModelArts downloads input <name> here before the command
@@ -294,7 +370,22 @@ class ModelartsProvider(CloudProvider):
         if options.pool_id:
             return catalog.pool_flavor(job, options.flavor_id, options.pool_id)
         choice = choose(job, catalog.RULES, options.flavor_id)
+        if options.flavor_id:
+            loc = ("providers", self.name, "flavor_id")
+            check_minimums(job, catalog.RULES, choice, loc)
+            if choice is not None and choice.row is None:
+                self.check_flavor_card(job, options, choice.instance_type, loc)
+        choice = choice or smallest_cpu(job, catalog.RULES)
         return choice.instance_type if choice else None
+
+    def check_flavor_card(self, job: JobSpec, options: ModelartsOptions, flavor: str, loc: tuple) -> None:
+        """A flavor the catalog lacks, whose id names a card (``modelarts.vm.gpu.8v100``) other than
+        the job's accelerator: exit 2 naming both, never a silent override."""
+        named = flavor_card(flavor)
+        asked = self.accelerator(job, options)
+        if named and asked and chip(asked) != named:
+            raise self.job_error(job, loc, f"{flavor} names a {named} flavor, but the job asks for {asked} "
+                                           "(resources); make them agree, or drop flavor_id and let resources choose")
 
     @classmethod
     def instance_rules(cls):

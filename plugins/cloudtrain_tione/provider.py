@@ -143,12 +143,12 @@ class TioneProvider(CloudProvider):
         return RULES
 
     # -- what submit needs before it sends anything ---------------------------------------------
-    required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai",
-                "instance_type": "TI.S.LARGE.POST"}
+    # instance_type is not among them: resources choose the spec (request.instance_type), and
+    # request.missing names it for the jobs they cannot choose one for (gpus_per_node alone)
+    required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai"}
     required_help = {
         "code_store": rq.CODE_STORE_HELP,
-        "region": "or export TENCENTCLOUD_REGION",
-        "instance_type": "a postpaid spec (or resources.instance_type), or resource_group for prepaid",
+        "region": "the region of the task and of its COS buckets (TENCENTCLOUD_REGION in the environment gives it too)",
     }
     # storage.inputs -> DataConfigs (USER_DATA), storage.output -> Output (cos) or an OUTPUT DataConfig
     storage_schemes = rq.STORAGE_SCHEMES
@@ -158,7 +158,7 @@ class TioneProvider(CloudProvider):
             return bool(self._region or os.environ.get("TENCENTCLOUD_REGION"))
         if option == "code_store":
             return bool(options.code_source)  # code already on COS, CFS or in the image
-        return option == "instance_type" and bool(rq.instance_type(job, options) or options.resource_group)
+        return False
 
     def preflight(self, job: JobSpec, options: TioneOptions, problems) -> None:
         super().preflight(job, options, problems)
@@ -171,11 +171,13 @@ class TioneProvider(CloudProvider):
     def check(self, job: JobSpec, options: TioneOptions) -> None:
         for message in rq.check(job, options):
             warn(message)
-        needs = [field for field, _ in rq.missing(job, options)]
-        if needs:
-            warn(f"to submit, also set {', '.join(needs)} (cloudtrain submit says how)")
 
     def artifacts(self, job: JobSpec, options: TioneOptions) -> List[Artifact]:
+        # Only a plain render gets here with settings missing (validate and submit stop at
+        # preflight's errors, which name each one): say once what a submit would still need.
+        needs = [field for field, _ in rq.missing(job, options)]
+        if needs:
+            warn(f"to submit, also set {', '.join(needs)} (cloudtrain validate says how)")
         upload = rq.code_upload(job, options)
         code = [Artifact(CODE_UPLOAD, "code", upload)] if upload else []
         return code + [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from cloudtrain import storage
 from cloudtrain.errors import BadInput, JobFileError
-from cloudtrain.instances import choose, wanted
+from cloudtrain.instances import check_minimums, choose, smallest_cpu, wanted
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.unpack import bootstrap_argv
 from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
@@ -66,12 +66,17 @@ def roles(job: JobSpec) -> List[Tuple[str, int]]:
 
 
 def instance_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
-    """The postpaid spec (None with a resource group, or without GPUs and a named spec):
-    ``providers.tione.instance_type``, else resolved from ``resources`` through the catalog
-    (``cloudtrain.instances``: another platform's instance type is translated, never sent raw)."""
+    """The postpaid spec (None with a resource group): ``providers.tione.instance_type`` (checked
+    against the job's resources when the catalog lists it), else resolved from ``resources``
+    through the catalog (``cloudtrain.instances``: another platform's instance type is translated,
+    never sent raw); a job without accelerators gets the smallest CPU spec with its
+    ``cpus_per_node`` and ``memory_gb``, as SageMaker and EC2 choose one."""
     if options.resource_group:
         return None
     choice = choose(job, catalog.RULES, options.instance_type)
+    if options.instance_type:
+        check_minimums(job, catalog.RULES, choice, opt("instance_type"))
+    choice = choice or smallest_cpu(job, catalog.RULES)
     return choice.instance_type if choice else None
 
 
@@ -95,21 +100,43 @@ def gpus_per_node(job: JobSpec, options: TioneOptions) -> float:
     return float(row.count) if row else 0.0
 
 
+# The cards a resource group's GpuType names, as the SDK's ResourceConf.GpuType documents them
+# (tencentcloud-sdk-python-tione 3.1.191, tione/v20211111/models.py: "GpuType 卡类型，参考资源组上
+# 对应的卡类型。eg: H800,A800,A100,T4,P4,V100等 (for预付费)"; "eg ... 等" is "e.g. ... and others",
+# so providers.tione.gpu_type takes any name the group shows).  H800, A800 and P4 have no neutral
+# name (cloudtrain.accelerators), so they are reached through providers.tione.gpu_type.
+SDK_GPU_TYPES = ("H800", "A800", "A100", "T4", "P4", "V100")
+
+
 def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
     """A resource group's GpuType: ``providers.tione.gpu_type``, else the job's accelerator in
     TI-ONE's names (catalog.GPU_TYPES); exit 2 for an accelerator TI-ONE has no GpuType for."""
-    if options.gpu_type:
-        return options.gpu_type
     found = wanted(job, catalog.RULES)
+    name = catalog.gpu_type(found[0]) if found else None
+    if options.gpu_type:
+        if name and name.upper() != options.gpu_type.upper():  # e.g. the account's V100 for an A100 job
+            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} (resources), "
+                                                  f"which TI-ONE calls {name}; make them agree, or drop gpu_type")
+        return options.gpu_type
     if found is None:
         return None
-    name = catalog.gpu_type(found[0])
     if name is None:
         loc = ("resources", "accelerator") if job.resources.accelerator else ("resources", "instance_type")
-        raise job_error(job, loc, f"TI-ONE documents no GpuType for {found[0]} (its GpuType values: "
-                                  f"{', '.join(sorted(set(catalog.GPU_TYPES.values())))}); set "
-                                  "providers.tione.gpu_type to the type of your resource group's nodes")
+        raise job_error(job, loc, f"TI-ONE documents no GpuType for {found[0]} (the SDK names "
+                                  f"{', '.join(SDK_GPU_TYPES)}); set providers.tione.gpu_type to the card type "
+                                  "your resource group shows")
     return name
+
+
+def require_gpu_type(job: JobSpec, options: TioneOptions) -> None:
+    """A resource group's node with GPUs needs its GpuType (ResourceConf.GpuType: the card type
+    of the group; Gpu alone counts hundredths of an unnamed card): exit 2 when none is known."""
+    if not options.resource_group or not gpus_per_node(job, options) or gpu_type(job, options):
+        return
+    loc = opt("gpus") if options.gpus is not None else ("resources", "gpus_per_node")
+    raise job_error(job, loc, f"a resource group's GPUs need their card type (TI-ONE's GpuType, e.g. "
+                              f"{', '.join(SDK_GPU_TYPES)}); set resources.accelerator, or "
+                              "providers.tione.gpu_type to the card type your resource group shows")
 
 
 # -- errors at the job file's lines -----------------------------------------------------------
@@ -404,9 +431,8 @@ def resource_configs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) 
             gpus = gpus_per_node(job, options)
             if gpus:
                 rc["Gpu"] = int(round(gpus * 100))  # 1/100 card
-                kind = gpu_type(job, options)
-                if kind:
-                    rc["GpuType"] = kind
+                require_gpu_type(job, options)
+                rc["GpuType"] = gpu_type(job, options)
         elif instance_type(job, options):
             rc["InstanceType"] = instance_type(job, options)
         rc["InstanceNum"] = count
@@ -450,6 +476,8 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
     if configs:
         req["DataConfigs"] = configs
         req["DataSource"] = configs[0]["DataSourceType"]
+    if options.queue:  # CreateTrainingTaskRequest.Queues: "队列ID" (list of str)
+        req["Queues"] = [options.queue]
     if options.vpc_id:
         req["VpcId"] = options.vpc_id
     if options.subnet_id:
@@ -475,6 +503,15 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
         raise job_error(job, ("max_runtime",), "TI-ONE's CreateTrainingTask has no run-time limit; drop max_runtime "
                                                "for this provider (--set max_runtime=null) and stop the task yourself "
                                                "(cloudtrain cancel)")
+    if job.max_restarts:  # CreateTrainingTaskRequest (SDK v20211111, 3.1.191) has no restart or retry field
+        raise job_error(job, ("max_restarts",), "TI-ONE's CreateTrainingTask has no restart field, so the task would run "
+                                                "once whatever max_restarts says; drop it for this provider "
+                                                "(--set max_restarts=0) and submit again after a failure (storage."
+                                                "checkpoint keeps what the last run saved)")
+    if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no /dev/shm
+        raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the platform "
+                                                      "sizes it), so shm_gb would be ignored; drop it for this provider "
+                                                      "(--set resources.shm_gb=null)")
     if job.spot and options.resource_group:
         raise job_error(job, ("spot",), "TI-ONE's spot supply (ResourceSupplyAttribute SPOT) is for postpaid specs, "
                                         "not a prepaid resource group; drop spot or use providers.tione.instance_type")
@@ -520,8 +557,10 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
             and not options.registry_id:
         raise job_error(job, opt("registry_id"), f"{image} is in a TCR registry: set providers.tione.registry_id "
                                                  "to the registry's instance id (tcr-...)")
+    require_gpu_type(job, options)
     data_configs(job, options)  # raises for a bad storage URL or too many mounts
     code_upload(job, options)  # raises for a bad code_store
+    build(job, options)  # whatever else render would refuse, validate refuses too
     if len(job.name) > NAME_MAX - SPEC_LEN - 1:
         warnings.append(f"TI-ONE task names have at most {NAME_MAX} characters: the task is named "
                         f"{task_name(job, 'x' * SPEC_LEN)[:NAME_MAX - SPEC_LEN]}... plus the spec hash")
@@ -544,8 +583,10 @@ def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
             out.append(("resources.cpus_per_node", "a resource group needs resources.cpus_per_node and "
                                                    "resources.memory_gb of every node"))
     elif not instance_type(job, options):
-        out.append(("providers.tione.instance_type", "set providers.tione.instance_type (postpaid, e.g. "
-                                                     "TI.S.LARGE.POST) or resource_group (prepaid)"))
+        out.append(("providers.tione.instance_type", "resources.gpus_per_node alone names no card, so set "
+                                                     "resources.accelerator (cloudtrain resources -p tione lists the "
+                                                     "specs), providers.tione.instance_type (postpaid) or "
+                                                     "resource_group (prepaid)"))
     return out
 
 

@@ -16,7 +16,7 @@ CLOUDS = [n for n in PROVIDERS if NEEDS[n]]
 # cloudtrain ships; a third-party provider declares its own).
 ACCOUNT_VALUES = {"sagemaker": {"role_arn", "output_s3", "region"}, "ec2": {"image_id", "instance_profile", "code_s3", "region"},
                   "eks": {"cluster", "region"}, "azure": {"subscription_id", "resource_group", "workspace"},
-                  "tione": {"code_store", "region", "instance_type"}, "modelarts": {"code_store", "flavor_id", "region"}}
+                  "tione": {"code_store", "region"}, "modelarts": {"code_store", "flavor_id", "region"}}
 JOB = "name: needs\ncode: .\ncommand: python train.py\nimage: example/train:1\n"
 
 

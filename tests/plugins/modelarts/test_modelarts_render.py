@@ -65,7 +65,10 @@ OPTIONS = {
 @pytest.mark.parametrize("shape,opts", list(itertools.product(SHAPES, OPTIONS)))
 def test_every_body_builds_the_sdk_request_model(shape, opts, monkeypatch):
     monkeypatch.setenv("CT_MA_SECRET", SECRET)
-    rendered, body = render(OPTIONS[opts], **SHAPES[shape])
+    options = OPTIONS[opts]
+    if shape == "mpi":  # ssh between nodes needs an image that runs as root (SSH_AS_MA_USER)
+        options = dict(options or {}, image_runs_as_root=True)
+    rendered, body = render(options, **SHAPES[shape])
     request, sent = build(body)
     assert sent == body                       # nothing dropped or reshaped by the SDK's model
     assert isinstance(request.body.algorithm.engine, v1.JobEngine)
@@ -156,7 +159,7 @@ def test_mpi_across_nodes_starts_sshd_on_every_node_and_waits_for_it():
     the image's (warned)."""
     for kind in ("mpi", "horovod"):
         with pytest.warns(CloudtrainWarning, match="must hold a key pair shared by its nodes"):
-            _, body = render(distribution={"type": kind, "nodes": 2})
+            _, body = render({"image_runs_as_root": True}, distribution={"type": kind, "nodes": 2})
         algo = body["algorithm"]
         assert f"python3 -m cloudtrain.launch --platform modelarts --sshd --type {kind} " in algo["command"]
         env = algo["environments"]
@@ -332,3 +335,48 @@ def test_render_imports_no_sdk(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, "render", "-p", "modelarts", str(job)], capture_output=True,
                           text=True, env=cli_env(), timeout=60)
     assert "obs/PutObject" in proc.stdout and "LOADED []" in proc.stdout, proc.stderr
+
+
+# -- issue 28: fields not dropped in silence, ssh as ma-user, spot's meaning -----------------------------------
+def test_rdma_on_is_exit_2_because_the_training_job_api_has_no_rdma_field():
+    """The SDK's SpecResource (huaweicloudsdkmodelarts 3.1.219) takes flavor_id, node_count, pool_id,
+    pool_group_id and main_container_customized_flavor: no RDMA switch (today's main dropped rdma: on)."""
+    from huaweicloudsdkmodelarts.v1.model import Spec, SpecResource
+    assert not [f for f in (*SpecResource.openapi_types, *Spec.openapi_types) if "rdma" in f or "roce" in f]
+    with pytest.raises(JobFileError, match=r"network.rdma: is on, but ModelArts Standard's training-job API has no RDMA"):
+        render(network={"rdma": "on"})
+    _, off = render(network={"rdma": "off"}, resources={"accelerator": "V100-32GB", "gpus_per_node": 1})
+    assert off["algorithm"]["environments"]["NCCL_IB_DISABLE"] == "1"
+    with pytest.raises(JobFileError, match=r"network.rdma: is off, but Ascend NPUs"):
+        render({"pool_id": "pool-1"}, network={"rdma": "off"}, resources={"accelerator": "Ascend-910B", "gpus_per_node": 8})
+    _, auto = render()
+    assert "NCCL_IB_DISABLE" not in auto["algorithm"]["environments"]
+
+
+def test_mpi_across_nodes_is_exit_2_while_the_image_runs_as_ma_user():
+    """Huawei: ModelArts runs a custom image as ma-user (UID 1000; older releases: "the default user of a
+    custom image must be the user whose UID is 1101"); cloudtrain.launch.sshd starts sshd only as root
+    (os.geteuid() == 0), so nodes 1+ would never listen on 22 and node 0 would wait 600 s."""
+    import inspect
+    from cloudtrain.launch import sshd
+    assert "os.geteuid() == 0" in inspect.getsource(sshd.start_sshd)
+    for kind in ("mpi", "horovod"):
+        with pytest.raises(JobFileError, match=r"distribution.type: is mpi/horovod on several nodes.*uid 1000"):
+            render(distribution={"type": kind, "nodes": 2})
+
+
+def test_spot_says_it_is_preemption_inside_the_pool_not_a_discount():
+    """The SDK's SchedulePolicy.preemptible: "是否可以被抢占" (may it be preempted), in a dedicated pool."""
+    from huaweicloudsdkmodelarts.v1.model import schedule_policy
+    assert "是否可以被抢占" in schedule_policy.SchedulePolicy.__init__.__doc__
+    with pytest.warns(CloudtrainWarning, match="not discounted capacity"):
+        _, body = render({"pool_id": "pool-1"}, spot=True)
+    assert body["spec"]["schedule_policy"]["preemptible"] is True
+
+
+def test_shm_gb_is_exit_2_not_dropped():
+    """No model of the training-job request (Job, Spec, SpecResource, JobAlgorithm) has a /dev/shm size."""
+    from huaweicloudsdkmodelarts.v1.model import Job, JobAlgorithm, Spec, SpecResource
+    assert not [f for m in (Job, JobAlgorithm, Spec, SpecResource) for f in m.openapi_types if "shm" in f]
+    with pytest.raises(JobFileError, match=r"resources.shm_gb: ModelArts Standard's training-job API has no /dev/shm"):
+        render(resources={"shm_gb": 8})

@@ -105,3 +105,46 @@ def test_refresh_through_show_training_job_flavors(tmp_path, monkeypatch):
     assert (v100.accelerator, v100.count, v100.vcpus, v100.memory_gb) == ("V100-32GB", 1, 8, 64)
     assert (npu.accelerator, npu.count) == ("Ascend-910B", 8)
     assert fresh.get("modelarts.vm.cpu.8u") is None  # no card: not a row
+
+
+# -- issue 30 item 4: a configured flavor never overrides the job's neutral request in silence ----------------
+def test_a_configured_flavor_naming_another_card_is_exit_2_naming_both(tmp_path):
+    """The account config's flavor_id modelarts.vm.gpu.8v100 (not in the catalog, so not checked by its row)
+    for an accelerator: A100 job: exit 2 at the config's line, naming the flavor and the accelerator."""
+    env = {"CLOUDTRAIN_CONFIG": "", "CLOUDTRAIN_HOME": str(tmp_path / "ct")}
+    run_cli("config", "set", "-p", "modelarts", "flavor_id=modelarts.vm.gpu.8v100", env=env, check=0)
+    config = tmp_path / "ct" / "config.yaml"
+    path = job_file(tmp_path / "a", "{accelerator: A100, gpus_per_node: 8}")
+    for command in ("validate", "render"):
+        proc = run_cli(command, path, "-p", "modelarts", env=env)
+        assert proc.returncode == 2, proc.stderr
+        line = next(x for x in proc.stderr.splitlines() if "providers.modelarts.flavor_id" in x)
+        assert line.startswith(f"cloudtrain: error: {config}:") and "modelarts.vm.gpu.8v100" in line and "A100" in line
+    # the same flavor for a V100 job, or a job that names no accelerator, is taken as given
+    assert flavor(job_file(tmp_path / "b", "{accelerator: V100, gpus_per_node: 8}"),
+                  **{"providers.modelarts.flavor_id": "modelarts.vm.gpu.8v100"}) == "modelarts.vm.gpu.8v100"
+
+
+def test_a_catalog_flavor_smaller_than_the_job_asks_is_exit_2(tmp_path):
+    """modelarts.p3.large.public: 8 vCPUs, 64 GiB (the catalog row's source: opensourceways/xihe-server)."""
+    path = job_file(tmp_path, "{cpus_per_node: 32}", "{flavor_id: modelarts.p3.large.public}")
+    with pytest.raises(JobFileError, match=r"providers.modelarts.flavor_id: modelarts.p3.large.public has 8 vCPUs"):
+        flavor(path)
+
+
+def test_a_cpu_job_needs_a_flavor_while_the_catalog_lists_none_and_says_so(tmp_path):
+    """The catalog holds GPU flavors only (no public source lists a CPU training flavor with its cores and
+    memory): a CPU job still needs flavor_id, and the error says why."""
+    assert not [r for r in catalog.load(catalog.package_file(
+        __import__("cloudtrain_modelarts.catalog").catalog.__file__, "modelarts.json")).rows if not r.accelerator]
+    path = job_file(tmp_path, "{cpus_per_node: 4}", "{region: cn-north-4, code_store: 'obs://b/x/'}")
+    proc = run_cli("validate", path, "-p", "modelarts")
+    assert proc.returncode == 2
+    assert "providers.modelarts.flavor_id: is not set" in proc.stderr and "catalog has none" in proc.stderr
+
+
+def test_cpus_and_memory_on_a_pool_are_said_to_be_unsent(tmp_path):
+    """On a dedicated pool spec.resource carries the pool flavor only: the job's minimums are not silently dropped."""
+    path = job_file(tmp_path, "{accelerator: V100, gpus_per_node: 8, cpus_per_node: 60}", "{pool_id: pool-1}")
+    with pytest.warns(CloudtrainWarning, match="resources.cpus_per_node/memory_gb are not sent on dedicated pool pool-1"):
+        assert flavor(path) == "modelarts.pool.visual.8xlarge"

@@ -216,7 +216,8 @@ def test_rdma_on_needs_two_nodes_by_eight_gpus(tmp_path):
 
 
 GROUP = {"instance_type": None, "resource_group": "rsg-hcc", "hcc": True}
-GROUP_RES = {"gpus_per_node": 8, "cpus_per_node": 90, "memory_gb": 900}
+# a resource group's GPUs need their GpuType (SDK ResourceConf.GpuType): the accelerator gives it
+GROUP_RES = {"accelerator": "A100", "gpus_per_node": 8, "cpus_per_node": 90, "memory_gb": 900}
 
 
 def test_rdma_settings(capsys):
@@ -280,7 +281,7 @@ def test_ray_needs_whole_cpus(tmp_path):
 
 def test_ray_fractional_gpus_warn(capsys):
     render(distribution={"type": "ray", "nodes": 2}, resources={"cpus_per_node": 4, "memory_gb": 16},
-           tione={"instance_type": None, "resource_group": "trsg-1", "gpus": 0.2})
+           tione={"instance_type": None, "resource_group": "trsg-1", "gpus": 0.2, "gpu_type": "T4"})
     assert "Ray sees a 0.2-GPU share as one whole GPU" in capsys.readouterr().err
 
 
@@ -321,7 +322,8 @@ def test_what_a_submit_still_needs_is_a_warning(capsys):
     data = {"name": "bare", "command": "python t.py"}
     get_provider("tione").render(job_from_dict(data))
     err = capsys.readouterr().err
-    assert "to submit, also set providers.tione.code_store, image, providers.tione.instance_type" in err
+    # no instance_type: a job without accelerators gets the smallest CPU spec (issue 30 item 4)
+    assert "to submit, also set providers.tione.code_store, image (" in err
 
 
 def test_cli_render_json_for_every_example_loads_into_the_model():
@@ -340,3 +342,18 @@ def test_environment_with_rdma_carries_the_nccl_preset():
     assert {k: env[k] for k in NCCL_PRESET} == NCCL_PRESET
     topo = TioneProvider.detect(env)
     assert topo.env["NCCL_IB_HCA"] == "mlx5_bond" and topo.node_rank == 1
+
+
+def test_validate_says_each_missing_setting_once_in_one_sentence(tmp_path):
+    """Issue 30 item 8: validate printed 'warning: to submit, also set ...' and then the same settings as
+    errors, and the region's hint read 'needs it to submit: or export TENCENTCLOUD_REGION: set it with'."""
+    path = write_job(tmp_path, """
+        name: bare
+        command: python t.py
+        image: ccr.ccs.tencentyun.com/a/b:1
+        """)
+    proc = run_cli("validate", path, "-p", "tione", env={"TENCENTCLOUD_REGION": ""})
+    assert proc.returncode == 2
+    assert "warning" not in proc.stderr, proc.stderr
+    region = next(line for line in proc.stderr.splitlines() if "providers.tione.region" in line)
+    assert ": or " not in region and "TENCENTCLOUD_REGION" in region

@@ -154,3 +154,143 @@ def test_resources_lists_tione(tmp_path):
     assert sorted((r["count"], r["instance_type"]) for r in rows) == [
         (1, "TI.GN10.2XLARGE40.POST"), (2, "TI.GN10.5XLARGE80.POST"), (4, "TI.GN10.10XLARGE160.POST"),
         (8, "TI.GN10.20XLARGE320.POST")]
+
+
+# -- issue 28 item 4: a resource group's GpuType; validate refuses what render refuses -----------------------
+def sdk_doc(model, field: str) -> str:
+    return getattr(models, model).__dict__[field].__doc__ or ""
+
+
+def test_validate_refuses_what_render_refuses_for_a_resource_group(tmp_path):
+    """resource_group + accelerator: H100: TI-ONE documents no GpuType for it, so render refuses;
+    `cloudtrain validate` (which submit runs first) must refuse it too, with the same one line."""
+    path = job_file(tmp_path, "{accelerator: H100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 900}",
+                    "{resource_group: trsg-1, region: ap-shanghai, code_store: 'cos://b-1250000000/x'}")
+    for command in ("validate", "render"):
+        proc = run_cli(command, path, "-p", "tione", check=2)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("cloudtrain: error:")]
+        assert len(errors) == 1 and errors[0].startswith(
+            f"cloudtrain: error: {path}:4: resources.accelerator: TI-ONE documents no GpuType for H100"), proc.stderr
+        assert proc.stdout == ""
+
+
+def test_gpu_types_the_sdk_documents_are_named_and_taken(tmp_path):
+    """The SDK's ResourceConf.GpuType (tione/v20211111/models.py, 3.1.191): "GpuType 卡类型，参考资源组
+    上对应的卡类型。eg: H800,A800,A100,T4,P4,V100等 (for预付费)"."""
+    from cloudtrain_tione.request import SDK_GPU_TYPES
+    assert "H800,A800,A100,T4,P4,V100" in sdk_doc("ResourceConf", "GpuType")
+    assert SDK_GPU_TYPES == ("H800", "A800", "A100", "T4", "P4", "V100")
+    group = "{resource_group: trsg-1}"
+    path = job_file(tmp_path, "{accelerator: H100, gpus_per_node: 8}", group)
+    with pytest.raises(JobFileError, match="H800, A800, A100, T4, P4, V100"):
+        request(path)
+    for card in SDK_GPU_TYPES:  # each one reaches the request through gpu_type (H800, A800, P4 have no neutral name)
+        rc = request(job_file(tmp_path / card, "{gpus_per_node: 8}", f"{{resource_group: trsg-1, gpu_type: {card}}}"))
+        assert (rc["GpuType"], rc["Gpu"]) == (card, 800)
+
+
+@pytest.mark.parametrize("resources,tione,field", [
+    ("{gpus_per_node: 8, cpus_per_node: 90, memory_gb: 900}", "{resource_group: trsg-1}", "resources.gpus_per_node"),
+    ("{cpus_per_node: 8, memory_gb: 32}", "{resource_group: trsg-1, gpus: 0.5}", "providers.tione.gpus"),
+])
+def test_resource_group_gpus_without_a_card_type_are_exit_2(tmp_path, resources, tione, field):
+    """ResourceConf.Gpu counts 1/100 of a card of GpuType ("例如GpuType=T4时，1 Gpu = 1/100 T4卡"): a Gpu
+    without GpuType names no card (today's main sent Gpu: 800 alone)."""
+    assert "GpuType=T4时" in sdk_doc("ResourceConf", "Gpu")
+    path = job_file(tmp_path, resources, tione)
+    for command in ("validate", "render"):
+        proc = run_cli(command, path, "-p", "tione")
+        assert proc.returncode == 2 and f"{field}: a resource group's GPUs need their card type" in proc.stderr
+        assert "providers.tione.gpu_type" in proc.stderr
+
+
+# -- issue 28 item 5: max_restarts is refused, not dropped --------------------------------------------------
+def test_max_restarts_is_exit_2_because_create_training_task_has_no_restart_field(tmp_path):
+    """CreateTrainingTaskRequest (SDK 3.1.191) has no restart or retry parameter: a task runs once."""
+    fields = models.CreateTrainingTaskRequest().__dict__
+    assert not [f for f in fields if "restart" in f.lower() or "retr" in f.lower()]
+    path = write_job(tmp_path, """
+        name: mr
+        command: python train.py
+        image: img:1
+        max_restarts: 2
+        """)
+    proc = run_cli("validate", path, "-p", "tione")
+    assert proc.returncode == 2
+    assert f"{path}:4: max_restarts: TI-ONE's CreateTrainingTask has no restart field" in proc.stderr
+    with pytest.raises(JobFileError, match="max_restarts"):
+        request(path)
+
+
+def test_queue_becomes_queues(tmp_path):
+    """CreateTrainingTaskRequest.Queues: "<p>队列ID</p>", a list of str."""
+    assert "队列ID" in models.CreateTrainingTaskRequest.Queues.__doc__
+    path = job_file(tmp_path, "{}", "{queue: q-abc}")
+    content = get_provider("tione").render(load_job(path)).artifacts[0].content
+    models.CreateTrainingTaskRequest()._deserialize(content)
+    assert content["Queues"] == ["q-abc"]
+
+
+# -- issue 30 item 4: neutral sizing --------------------------------------------------------------------------
+@pytest.mark.parametrize("resources,spec", [("{}", "TI.S.LARGE.POST"),
+                                            ("{cpus_per_node: 16, memory_gb: 64}", "TI.S.4XLARGE64.POST"),
+                                            ("{cpus_per_node: 20}", "TI.S.6XLARGE48.POST"),
+                                            ("{memory_gb: 100}", "TI.S.8XLARGE128.POST")])
+def test_a_cpu_job_gets_the_smallest_cpu_spec_that_fits(tmp_path, resources, spec):
+    """As SageMaker/EC2 choose without a setting: the TI.S specs of the SDK's InstanceType list."""
+    assert request(job_file(tmp_path, resources))["InstanceType"] == spec
+
+
+def test_a_cpu_job_bigger_than_every_spec_is_exit_2(tmp_path):
+    path = job_file(tmp_path, "{cpus_per_node: 100}")
+    proc = run_cli("validate", path, "-p", "tione")
+    assert proc.returncode == 2
+    assert f"{path}:4: resources.cpus_per_node: no tione postpaid spec without accelerators has 100 vCPUs" in proc.stderr
+    assert "TI.S.8XLARGE128.POST" in proc.stderr
+
+
+def test_a_configured_spec_that_contradicts_the_job_is_exit_2_naming_both(tmp_path):
+    """The account config's instance_type never overrides the job's neutral request in silence."""
+    env = {"CLOUDTRAIN_CONFIG": "", "CLOUDTRAIN_HOME": str(tmp_path / "ct")}
+    run_cli("config", "set", "-p", "tione", "instance_type=TI.GN10.20XLARGE320.POST", env=env, check=0)
+    config = tmp_path / "ct" / "config.yaml"
+    path = job_file(tmp_path / "a", "{accelerator: A100, gpus_per_node: 8}")
+    proc = run_cli("validate", path, "-p", "tione", env=env)
+    assert proc.returncode == 2
+    assert f"{config}:" in proc.stderr and "providers.tione.instance_type: TI.GN10.20XLARGE320.POST has V100" in proc.stderr
+    assert "resources.accelerator is A100" in proc.stderr
+    run_cli("config", "set", "-p", "tione", "instance_type=TI.S.LARGE.POST", env=env, check=0)
+    path = job_file(tmp_path / "b", "{cpus_per_node: 16}")
+    proc = run_cli("validate", path, "-p", "tione", env=env)
+    assert proc.returncode == 2
+    assert "providers.tione.instance_type: TI.S.LARGE.POST has 4 vCPUs and 8 GiB, but the job asks for 16 vCPUs" \
+        in proc.stderr
+
+
+def test_gpus_without_a_card_still_need_a_spec_and_validate_says_how(tmp_path):
+    """TI-ONE has no default card (InstanceRules.defaults is empty): gpus_per_node alone chooses nothing."""
+    path = job_file(tmp_path, "{gpus_per_node: 2}", "{region: ap-shanghai, code_store: 'cos://b-1250000000/x'}")
+    proc = run_cli("validate", path, "-p", "tione")
+    assert proc.returncode == 2
+    assert "providers.tione.instance_type: is not set" in proc.stderr and "resources.accelerator" in proc.stderr
+    assert run_cli("validate", path, "-p", "tione", "--set", "resources.accelerator=V100").returncode == 0
+
+
+def test_a_configured_gpu_type_that_contradicts_the_accelerator_is_exit_2(tmp_path):
+    """providers.tione.gpu_type (maybe the account's) names the card only where the job's accelerator does not:
+    V100 for an accelerator: A100 job is exit 2 naming both; for H100 (no GpuType of its own) H800 is taken."""
+    group = "{resource_group: trsg-1, gpu_type: V100}"
+    path = job_file(tmp_path, "{accelerator: A100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 900}", group)
+    with pytest.raises(JobFileError, match=r"providers.tione.gpu_type: is V100, but the job asks for A100"):
+        request(path)
+    path = job_file(tmp_path / "b", "{accelerator: H100, gpus_per_node: 8}", "{resource_group: trsg-1, gpu_type: H800}")
+    assert request(path)["GpuType"] == "H800"
+
+
+def test_shm_gb_is_exit_2_not_dropped(tmp_path):
+    """ResourceConfigInfo and CreateTrainingTaskRequest (SDK 3.1.191) have no /dev/shm field."""
+    names = [*models.ResourceConfigInfo().__dict__, *models.CreateTrainingTaskRequest().__dict__]
+    assert not [n for n in names if "shm" in n.lower() or "sharedmem" in n.lower()]
+    path = job_file(tmp_path, "{shm_gb: 16}")
+    proc = run_cli("validate", path, "-p", "tione")
+    assert proc.returncode == 2 and f"{path}:4: resources.shm_gb: TI-ONE's CreateTrainingTask has no /dev/shm" in proc.stderr
