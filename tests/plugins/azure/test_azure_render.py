@@ -217,7 +217,12 @@ def test_serverless_compute_takes_the_instance_type(tmp_path):
     assert rest["resources"]["shmSize"] == "1536m"
     # an InfiniBand size with rdma auto: the NCCL/UCX presets are in the render
     assert rest["environmentVariables"]["NCCL_IB_DISABLE"] == "0"
-    assert rest["environmentVariables"]["UCX_TLS"] == "rc"
+    # Microsoft's NCCL settings for the ND A100 v4 series (Azure HPC blog, "Performance considerations
+    # for large scale deep learning training on Azure NDv4 (A100) series"): UCX on TCP over eth0
+    assert rest["environmentVariables"]["UCX_TLS"] == "tcp"
+    assert rest["environmentVariables"]["UCX_NET_DEVICES"] == "eth0"
+    # no NCCL_TOPO_FILE: /opt/microsoft/ndv4-topo.xml is a file of the HPC host image, not of the container
+    assert "NCCL_TOPO_FILE" not in rest["environmentVariables"]
 
 
 def test_rdma_presets_never_override_the_jobs_env(tmp_path):
@@ -250,6 +255,50 @@ def test_undeclared_inputs_and_restarts_are_bad_input(tmp_path):
         render(make_job(tmp_path, command="python train.py ${{inputs.data}}"))
     with pytest.raises(JobFileError, match="max_restarts: 0"):
         render(make_job(tmp_path, max_restarts=2))
+
+
+def warned(job):
+    """The render's content and the text of every CloudtrainWarning it gave."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        content = render(job)
+    return content, [str(w.message) for w in caught if issubclass(w.category, CloudtrainWarning)]
+
+
+def test_spot_on_a_compute_cluster_is_the_clusters_tier_and_render_says_so(tmp_path):
+    serverless, said = warned(make_job(tmp_path, spot=True))
+    assert serverless["queue_settings"] == {"job_tier": "spot"} and not said
+    cluster, said = warned(make_job(tmp_path, spot=True, providers={"azure": {"compute": "gpu-cluster"}}))
+    assert "queue_settings" not in cluster
+    assert [t for t in said if "spot:" in t and "gpu-cluster" in t and "tier" in t]
+
+
+def test_an_accelerator_on_a_compute_cluster_is_named_as_unchecked_offline(tmp_path):
+    job = make_job(tmp_path, resources={"accelerator": "A100", "gpus_per_node": 8},
+                   providers={"azure": {"compute": "gpu-cluster"}})
+    content, said = warned(job)
+    assert "instance_type" not in content["resources"]
+    assert [t for t in said if "resources.accelerator:" in t and "gpu-cluster" in t and "vm_size" in t]
+    # the cluster's size named: checked at render, a mismatch is exit 2 at the field
+    with pytest.raises(JobFileError) as info:
+        render(make_job(tmp_path, resources={"accelerator": "H100", "gpus_per_node": 8},
+                        providers={"azure": {"compute": "gpu-cluster", "vm_size": "Standard_ND96asr_v4"}}))
+    assert "Standard_ND96asr_v4" in str(info.value) and "H100" in str(info.value)
+
+
+def test_cpus_and_memory_are_checked_or_named(tmp_path):
+    _, said = warned(make_job(tmp_path, resources={"cpus_per_node": 32}))
+    assert [t for t in said if "resources.cpus_per_node:" in t and "providers.azure.vm_size" in t]
+    with pytest.raises(JobFileError, match=r"resources\.memory_gb: is more than VM size Standard_ND96asr_v4"):
+        render(make_job(tmp_path, resources={"memory_gb": 4000, "accelerator": "A100", "gpus_per_node": 8},
+                        providers={"azure": {"vm_size": "Standard_ND96asr_v4"}}))
+
+
+def test_secrets_left_out_of_a_render_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CT_AZURE_TOKEN", "very-secret-value")
+    _, said = warned(make_job(tmp_path, secrets={"HF_TOKEN": {"from_env": "CT_AZURE_TOKEN"}}))
+    assert [t for t in said if "secrets:" in t and "HF_TOKEN" in t] and "very-secret-value" not in " ".join(said)
 
 
 # -- the InfiniBand rule -------------------------------------------------------------------
@@ -304,7 +353,7 @@ def test_an_accelerator_resolves_the_serverless_vm_size_and_its_infiniband_prese
     # Azure's size pages: ND A100 v4 = 8 x A100 40 GB with InfiniBand; ND H100 v5 = 8 x H100
     a100 = render({"accelerator": "A100", "gpus_per_node": 8})
     assert a100["resources"]["instance_type"] == "Standard_ND96asr_v4"
-    assert a100["environment_variables"]["UCX_TLS"] == "rc"  # InfiniBand: a fact of the row
+    assert a100["environment_variables"]["UCX_TLS"] == "tcp"  # InfiniBand: a fact of the row
     assert render({"accelerator": "A100-80GB", "gpus_per_node": 8})["resources"]["instance_type"] == \
         "Standard_ND96amsr_A100_v4"
     assert render({"accelerator": "H100", "gpus_per_node": 8})["resources"]["instance_type"] == \
