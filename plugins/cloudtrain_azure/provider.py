@@ -167,9 +167,20 @@ class AzureProvider(CloudProvider):
     # -- what submit needs before it sends anything ------------------------------------------
     required = {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "my-resource-group",
                 "workspace": "my-workspace"}
-    required_help = {name: "name the workspace with subscription_id, resource_group and workspace, or put its "
-                           "config.json (Azure portal > the workspace > Download config.json) in this directory or "
-                           "one above it" for name in required}
+    WORKSPACE_HELP = ("name the workspace with subscription_id, resource_group and workspace, or put its config.json "
+                      "(Azure portal > the workspace > Download config.json) in this directory or one above it")
+    required_help = dict.fromkeys(required, WORKSPACE_HELP)
+
+    def not_set(self, job: JobSpec, option: str, example: str) -> BadInput:
+        """As every provider's, but the workspace's paragraph said once: on the first of its
+        three names that is missing; the others point at it."""
+        error = super().not_set(job, option, example)
+        options = self.options(job)
+        first = next((name for name in self.required if getattr(options, name, None) in (None, "")), option)
+        if option == first or not isinstance(error, JobFileError):
+            return error
+        detail = error.detail.replace(f": {self.WORKSPACE_HELP}:", f" (the workspace, as providers.azure.{first} says):")
+        return type(error)(detail, file=error.file, line=error.line, field=error.field)
 
     def fallback(self, option: str, job: JobSpec, options: AzureOptions) -> bool:
         """The workspace's three names come from its config.json when none of them is given
@@ -691,12 +702,13 @@ class _DefaultCredential:
         for link in self._links:
             link.unavailable = False
         try:
-            return self._chain.get_token(*scopes, **kwargs)
+            with _quiet_identity():
+                return self._chain.get_token(*scopes, **kwargs)
         except ClientAuthenticationError:
             if not all(link.unavailable for link in self._links):
                 raise
         raise MissingCredentials(
-            "Azure", "DefaultAzureCredential's " + ", ".join(type(link.credential).__name__ for link in self._links),
+            "Azure", "DefaultAzureCredential's " + ", ".join(link.name for link in self._links),
             "sign in with `az login`, or export AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service "
             "principal)")
 
@@ -709,6 +721,8 @@ class _Link:
 
     def __init__(self, credential):
         self.credential, self.unavailable = credential, False
+        # a credential that failed to start stands in as FailedDACCredential, carrying its name
+        self.name = getattr(credential, "_credential_name", None) or type(credential).__name__
 
     def get_token(self, *scopes, **kwargs):
         from azure.identity import CredentialUnavailableError
@@ -720,6 +734,22 @@ class _Link:
 
     def __getattr__(self, name):
         return getattr(self.credential, name)
+
+
+@contextlib.contextmanager
+def _quiet_identity():
+    """azure-identity's chain logs every credential it tried, with links, as a WARNING when none
+    gave a token (``azure/identity/_credentials/chained.py``: ``_LOGGER.warning(message)``): Python's
+    last-resort handler prints those ~15 lines on stderr before cloudtrain's own one line.  The
+    caller says what happened (``MissingCredentials``, or the refusal's first line)."""
+    import logging
+    logger = logging.getLogger("azure.identity")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextlib.contextmanager
