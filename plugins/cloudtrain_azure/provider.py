@@ -366,10 +366,21 @@ class AzureProvider(CloudProvider):
         env.update(job.env)
         return env
 
+    # Azure ML's mpirun starts every rank itself, with no `cloudtrain launch` to export where the
+    # master is: each rank reads it from Azure's own variables, as cloudtrain_azure.detect does
+    # (AZ_BATCH_MASTER_NODE=addr:port on several nodes, AZ_BATCHAI_MPI_MASTER_NODE=addr on one;
+    # AZ_BATCH_HOST_LIST=ip,ip: seed 002 and tests/contract/platform_cases.py).
+    MPI_MASTER = ('m="${AZ_BATCH_MASTER_NODE:-${AZ_BATCHAI_MPI_MASTER_NODE:-127.0.0.1}}"; '
+                  'case "$m" in *:*) p="${m##*:}";; *) p=%d;; esac; '
+                  'export CLOUDTRAIN_MASTER_ADDR="${m%%%%:*}" CLOUDTRAIN_MASTER_PORT="$p" '
+                  'CLOUDTRAIN_HOSTS="${AZ_BATCH_HOST_LIST:-${m%%%%:*}}"; ')
+
     def node_command(self, job: JobSpec) -> str:
         kind = job.distribution.type
         if kind in ("mpi", "horovod"):
-            return shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv])
+            from .detect import DEFAULT_MASTER_PORT
+            return (self.MPI_MASTER % DEFAULT_MASTER_PORT
+                    + shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv]))
         if kind == "ray":
             return job.command_line
         return shipping.node_command(job, platform=self.name)

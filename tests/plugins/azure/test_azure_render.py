@@ -412,3 +412,19 @@ def test_submit_refuses_secrets_before_sending_anything(tmp_path, monkeypatch):
 
     with pytest.raises(BadInput, match=r"secrets: HF_TOKEN cannot be sent to Azure ML.*Key Vault"):
         get_provider("azure", ml_client=Untouchable()).submit(job)
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_mpi_ranks_get_the_masters_address_from_azures_own_variables(nodes, tmp_path):
+    # Azure ML's mpirun starts every rank (no `cloudtrain launch`): the command's prelude exports
+    # CLOUDTRAIN_MASTER_ADDR/PORT/HOSTS from the variables Azure sets on each rank, and must agree
+    # with cloudtrain_azure.detect, which reads the same ones (run in a real shell here)
+    from cloudtrain_azure import detect
+    content = render(make_job(tmp_path, kind="mpi", nodes=nodes))
+    prelude = content["command"].split("PYTHONPATH=", 1)[0]
+    hosts = [f"10.0.0.{i + 4}" for i in range(nodes)]
+    azure_env = detect.node_environment("mpi", nodes, nodes - 1, hosts, 6000)
+    shown = subprocess.run(["sh", "-c", prelude + 'echo "$CLOUDTRAIN_MASTER_ADDR $CLOUDTRAIN_MASTER_PORT $CLOUDTRAIN_HOSTS"'],
+                           env={"PATH": "/usr/bin:/bin", **azure_env}, capture_output=True, text=True, check=True)
+    topo = detect.detect(azure_env)
+    assert shown.stdout.split() == [topo.master_addr, str(topo.master_port), ",".join(topo.hosts)]
