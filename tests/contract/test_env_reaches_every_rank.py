@@ -20,9 +20,11 @@ A rank sees a variable by one of two roads, and both are checked:
    template for every node, in that template; a node that runs no ``cloudtrain launch`` gets the
    launcher's variables from the provider too.
 
-Failing on main when written, fixed on other branches: eks and kubeflow MPIJob (``mpi``,
-``horovod``): the Launcher lacks CLOUDTRAIN_CHECKPOINT_DIR, CLOUDTRAIN_INPUT_TRAIN and
-CLOUDTRAIN_OUTPUT_DIR (branch fid-kube).
+Failing on main when written: eks and kubeflow MPIJob (``mpi``, ``horovod``): the Launcher lacks
+CLOUDTRAIN_CHECKPOINT_DIR (issue 28 item 8, branch fid-kube fixes it); azure ``mpi``/``horovod``
+ranks lacked CLOUDTRAIN_MASTER_ADDR/PORT/HOSTS (fixed with this test); azure ``ray``: the driver
+gets no CLOUDTRAIN_NODE_RANK/MASTER_ADDR/MASTER_PORT/HOSTS, as Azure's Ray variables are not
+documented (open; docs/providers/azure.md says so).
 """
 from __future__ import annotations
 

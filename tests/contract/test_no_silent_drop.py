@@ -14,10 +14,18 @@ job themselves and are covered by tests/e2e).  Each outcome must be one of:
 A render identical to the job without the value, with no error or warning naming the field, is a
 silent drop and fails.
 
-Silent drops on main when this test was written, fixed on other branches (this test fails for
-them until those merge, as it should):
-- ``max_restarts`` on tione and kubeflow-trainer (branch fid-cn: tione; fid-kube: kubeflow-trainer);
-- ``network.rdma`` (``on`` and ``off``) on modelarts, the Standard flavour (branch fid-cn).
+Silent drops on main when this test was written (each case fails until its owner's fix merges,
+as it should):
+- issue 28 item 5, being fixed: ``max_restarts`` on tione (fid-cn) and kubeflow-trainer
+  (fid-kube); ``network.rdma: on`` on modelarts, the Standard flavour (fid-cn);
+- found by this test: ``network.rdma: on`` and ``resources.accelerator: Ascend-910B`` on
+  modelarts-lite; ``resources.instance_type`` of another platform on kubeflow, kubeflow-trainer,
+  volcano, modelarts-lite, tione, modelarts; ``image`` on ec2 (issue 28's "image is silently
+  ignored on ec2", fid-aws); ``resources.cpus_per_node``/``memory_gb`` on sagemaker and ec2 (a
+  CPU job's instance is the provider's default whatever the minimum: cloudtrain.instances.choose
+  reads them only with GPUs) and on tione/modelarts (the configured ``instance_type``/``flavor_id``
+  wins in silence, issue 30 item 4, fid-cn; likewise ``resources.accelerator`` and
+  ``gpus_per_node`` on modelarts); ``resources.shm_gb`` on sagemaker, ec2, tione, modelarts.
 """
 from __future__ import annotations
 
