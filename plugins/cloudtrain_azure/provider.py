@@ -18,7 +18,11 @@ Distribution types map to Azure ML's distributions:
   the shipped rank shim (``cloudtrain.launch.mpirank``), which sets ``RANK``/``WORLD_SIZE``/
   ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` from Open MPI's variables, as cloudtrain's own mpirun does.
 - ``ps-worker``: ``TensorFlow`` (parameter servers + workers); Azure ML sets ``TF_CONFIG``.
-- ``ray``: ``Ray``; Azure ML starts the Ray cluster and the command connects (``RAY_ADDRESS=auto``).
+- ``ray``: ``PyTorch`` with one process per node, as ``ddp``: ``cloudtrain launch --type ray``
+  starts Ray on every node (the head on node 0) and runs the command on the head, as on every
+  other platform and as ``--emulate azure`` runs it.  Azure ML's own ``RayDistribution`` is
+  experimental in the SDK and what its nodes see is not documented (the command's node, its
+  variables), so no ``CLOUDTRAIN_*`` variable could be promised under it.
 
 SDK imports are lazy: ``cloudtrain render -p local`` never imports azure.
 """
@@ -355,13 +359,11 @@ class AzureProvider(CloudProvider):
         env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": self.detectors_variable()}
         if not job.storage.output:  # else the command exports where Azure ML mounts the output
             env[storage.OUTPUT_ENV] = OUTPUT_DIR
-        if kind in ("mpi", "horovod", "ray"):
+        if kind in ("mpi", "horovod"):
             # No `cloudtrain launch` in between: what it would have exported, fixed per job.
             env.update({"CLOUDTRAIN_PLATFORM": self.name, "CLOUDTRAIN_DISTRIBUTION": kind,
                         "CLOUDTRAIN_NUM_NODES": str(job.distribution.nodes),
                         "CLOUDTRAIN_NPROC_PER_NODE": str(job.procs_per_node)})
-        if kind == "ray":
-            env["RAY_ADDRESS"] = "auto"
         env.update(infiniband.rdma_env(job.network.rdma, vm_size or self.known_vm_size(job, options)))
         env.update(job.env)
         return env
@@ -381,22 +383,18 @@ class AzureProvider(CloudProvider):
             from .detect import DEFAULT_MASTER_PORT
             return (self.MPI_MASTER % DEFAULT_MASTER_PORT
                     + shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv]))
-        if kind == "ray":
-            return job.command_line
         return shipping.node_command(job, platform=self.name)
 
     @staticmethod
     def distribution(job: JobSpec) -> Optional[dict]:
         """The job YAML's ``distribution`` (None: a single-node job without one)."""
         d = job.distribution
-        if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
+        if d.type in ("ddp", "deepspeed") or (d.type in ("none", "ray") and d.nodes > 1):
             return {"type": "pytorch", "process_count_per_instance": 1}
         if d.type in ("mpi", "horovod"):
             return {"type": "mpi", "process_count_per_instance": job.procs_per_node}
         if d.type == "ps-worker":
             return {"type": "tensorflow", "parameter_server_count": job.ps, "worker_count": d.nodes - job.ps}
-        if d.type == "ray":
-            return {"type": "ray", "include_dashboard": False}
         return None
 
     @staticmethod

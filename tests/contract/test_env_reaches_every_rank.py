@@ -22,9 +22,9 @@ A rank sees a variable by one of two roads, and both are checked:
 
 Failing on main when written: eks and kubeflow MPIJob (``mpi``, ``horovod``): the Launcher lacks
 CLOUDTRAIN_CHECKPOINT_DIR (issue 28 item 8, branch fid-kube fixes it); azure ``mpi``/``horovod``
-ranks lacked CLOUDTRAIN_MASTER_ADDR/PORT/HOSTS (fixed with this test); azure ``ray``: the driver
-gets no CLOUDTRAIN_NODE_RANK/MASTER_ADDR/MASTER_PORT/HOSTS, as Azure's Ray variables are not
-documented (open; docs/providers/azure.md says so).
+ranks lacked CLOUDTRAIN_MASTER_ADDR/PORT/HOSTS, and azure ``ray`` (run without the launcher under
+Azure's undocumented RayDistribution) lacked those and CLOUDTRAIN_NODE_RANK (both fixed on
+fid-azure with this test).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from cloudtrain.plugins import get_provider
 from conftest import cli_env, run_cli, write_job
 
 azure_ml = pytest.importorskip("azure.ai.ml")
-from azure.ai.ml import MpiDistribution, PyTorchDistribution, RayDistribution, TensorFlowDistribution  # noqa: E402
+from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution  # noqa: E402
 from azure.ai.ml.entities import Command  # noqa: E402
 
 WS = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.MachineLearningServices/workspaces/ws"
@@ -29,7 +29,8 @@ EXPECTED = {
     "horovod": (MpiDistribution, {"distributionType": "Mpi", "processCountPerInstance": 2}),
     "ps-worker": (TensorFlowDistribution, {"distributionType": "TensorFlow", "parameterServerCount": 1,
                                            "workerCount": 2}),
-    "ray": (RayDistribution, {"distributionType": "Ray", "includeDashboard": False}),
+    # ray: cloudtrain launch starts Ray on every node, as ddp starts torchrun (docs/providers/azure.md)
+    "ray": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
     "none": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
 }
 
@@ -85,9 +86,6 @@ def test_every_distribution_round_trips_through_load_job_and_rest(kind, tmp_path
         # Azure's mpirun starts every rank; each goes through the shipped rank shim
         assert "python3 -m cloudtrain.launch.mpirank -- python train.py --epochs 1" in command
         assert rest["environmentVariables"]["CLOUDTRAIN_NPROC_PER_NODE"] == "2"
-    elif kind == "ray":
-        assert command == "python train.py --epochs 1"
-        assert rest["environmentVariables"]["RAY_ADDRESS"] == "auto"
     else:
         assert command.startswith('PYTHONPATH=.cloudtrain"${PYTHONPATH:+:$PYTHONPATH}" python3 -m cloudtrain.launch '
                                   f"--platform azure --type {kind} --nproc-per-node 2")
@@ -109,14 +107,12 @@ def sdk_built(job):
                   environment_variables=provider.environment_variables(job, options),
                   instance_count=d.nodes,
                   tags={"cloudtrain.job": job.name, "cloudtrain.distribution": d.type, **options.tags})
-    if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
+    if d.type in ("ddp", "deepspeed") or (d.type in ("none", "ray") and d.nodes > 1):
         kwargs["distribution"] = PyTorchDistribution(process_count_per_instance=1)
     elif d.type in ("mpi", "horovod"):
         kwargs["distribution"] = MpiDistribution(process_count_per_instance=job.procs_per_node)
     elif d.type == "ps-worker":
         kwargs["distribution"] = TensorFlowDistribution(parameter_server_count=job.ps, worker_count=d.nodes - job.ps)
-    elif d.type == "ray":
-        kwargs["distribution"] = RayDistribution(include_dashboard=False)
     if options.compute:
         kwargs["compute"] = options.compute
     elif job.resources.instance_type:
