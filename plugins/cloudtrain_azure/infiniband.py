@@ -36,13 +36,22 @@ TWINS = {
 DEFAULT_SUGGESTION = "Standard_ND96asr_v4 (8x A100), Standard_ND96isr_H100_v5 (8x H100) or Standard_NC24rs_v3 (4x V100)"
 _SIZE = re.compile(r"^(?:standard_|basic_)?[a-z]+\d+(?:-\d+)?([a-z]*)", re.I)
 
-# What cloudtrain sets on InfiniBand sizes (never over the job's own env).  NCCL uses IB by
-# default when it finds it; these pin the Mellanox/SR-IOV settings Azure's HPC images use.
+# What cloudtrain sets on InfiniBand sizes (never over the job's own env): Microsoft's settings for
+# NCCL on the ND A100 v4 series ("Performance considerations for large scale deep learning training
+# on Azure NDv4 (A100) series", Azure HPC blog, 2021-08-28), which the Azure HPC images also apply:
+# IB relaxed ordering for NCCL and UCX, NCCL's socket traffic on eth0, and UCX_TLS=tcp (UCX, under
+# Open MPI's UCX PML, carries MPI's own messages over TCP on eth0; NCCL still uses InfiniBand
+# itself: NCCL_IB_DISABLE=0); a pure-MPI job that wants MPI on IB verbs sets UCX_TLS (e.g. rc) in its env.
+# NCCL_TOPO_FILE is not set: Microsoft's topology files (/opt/microsoft/ndv4-topo.xml,
+# ndv5-topo.xml) are files of the HPC *host* image (its /etc/nccl.conf points NCCL at them), not of
+# a job's container, and NCCL warns about a path it cannot open; an image that ships one sets
+# NCCL_TOPO_FILE in the job's env (docs/providers/azure.md).
 IB_ENV = {
     "NCCL_IB_DISABLE": "0",
     "NCCL_IB_PCI_RELAXED_ORDERING": "1",
     "NCCL_SOCKET_IFNAME": "eth0",
-    "UCX_TLS": "rc",
+    "UCX_TLS": "tcp",
+    "UCX_NET_DEVICES": "eth0",
     "UCX_IB_PCI_RELAXED_ORDERING": "on",
     "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 }

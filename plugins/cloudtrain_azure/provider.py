@@ -18,7 +18,11 @@ Distribution types map to Azure ML's distributions:
   the shipped rank shim (``cloudtrain.launch.mpirank``), which sets ``RANK``/``WORLD_SIZE``/
   ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` from Open MPI's variables, as cloudtrain's own mpirun does.
 - ``ps-worker``: ``TensorFlow`` (parameter servers + workers); Azure ML sets ``TF_CONFIG``.
-- ``ray``: ``Ray``; Azure ML starts the Ray cluster and the command connects (``RAY_ADDRESS=auto``).
+- ``ray``: ``PyTorch`` with one process per node, as ``ddp``: ``cloudtrain launch --type ray``
+  starts Ray on every node (the head on node 0) and runs the command on the head, as on every
+  other platform and as ``--emulate azure`` runs it.  Azure ML's own ``RayDistribution`` is
+  experimental in the SDK and what its nodes see is not documented (the command's node, its
+  variables), so no ``CLOUDTRAIN_*`` variable could be promised under it.
 
 SDK imports are lazy: ``cloudtrain render -p local`` never imports azure.
 """
@@ -28,13 +32,15 @@ import contextlib
 import json
 import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cloudtrain import shipping, storage, yamlio
-from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
+from cloudtrain.errors import (BadInput, CloudtrainWarning, JobFileError, JobNotFound, MissingCredentials,
+                               PlatformError)
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.outputs import copy_tree
@@ -165,9 +171,20 @@ class AzureProvider(CloudProvider):
     # -- what submit needs before it sends anything ------------------------------------------
     required = {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "my-resource-group",
                 "workspace": "my-workspace"}
-    required_help = {name: "name the workspace with subscription_id, resource_group and workspace, or put its "
-                           "config.json (Azure portal > the workspace > Download config.json) in this directory or "
-                           "one above it" for name in required}
+    WORKSPACE_HELP = ("name the workspace with subscription_id, resource_group and workspace, or put its config.json "
+                      "(Azure portal > the workspace > Download config.json) in this directory or one above it")
+    required_help = dict.fromkeys(required, WORKSPACE_HELP)
+
+    def not_set(self, job: JobSpec, option: str, example: str) -> BadInput:
+        """As every provider's, but the workspace's paragraph said once: on the first of its
+        three names that is missing; the others point at it."""
+        error = super().not_set(job, option, example)
+        options = self.options(job)
+        first = next((name for name in self.required if getattr(options, name, None) in (None, "")), option)
+        if option == first or not isinstance(error, JobFileError):
+            return error
+        detail = error.detail.replace(f": {self.WORKSPACE_HELP}:", f" (the workspace, as providers.azure.{first} says):")
+        return type(error)(detail, file=error.file, line=error.line, field=error.field)
 
     def fallback(self, option: str, job: JobSpec, options: AzureOptions) -> bool:
         """The workspace's three names come from its config.json when none of them is given
@@ -204,11 +221,81 @@ class AzureProvider(CloudProvider):
     @classmethod
     def options(cls, job: JobSpec) -> AzureOptions:
         """The section's options with the neutral spot (queue_settings.job_tier: spot) and
-        max_runtime (limits.timeout) in them."""
-        return with_neutral(job, cls.name, super().options(job), {
+        max_runtime (limits.timeout) in them.  On a compute cluster, spot is the cluster's tier
+        (AmlCompute ``tier``: ``low_priority`` or ``dedicated``, set when the cluster is made), not
+        a job's setting: Azure's low-priority guide says "Per-job configuration isn't possible"
+        (learn.microsoft.com/azure/machine-learning/how-to-use-low-priority-batch); submit reads
+        the cluster's tier instead (``cluster_problems``)."""
+        own = super().options(job)
+        return with_neutral(job, cls.name, own, {
             "timeout": (("max_runtime",), job.max_runtime, job.max_runtime_text),
-            "job_tier": (("spot",), "spot" if job.spot else None, "true"),
+            "job_tier": (("spot",), "spot" if job.spot and not own.compute else None, "true"),
         })
+
+    def validate(self, job: JobSpec, *, submit: bool = False):
+        """As every provider's, and say what render cannot know offline and submit checks
+        (warnings at render, then submit's own check decides: no warning before an error)."""
+        options = super().validate(job, submit=submit)
+        for loc, message in self.unchecked_offline(job, options, submit):
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
+        return options
+
+    def unchecked_offline(self, job: JobSpec, options: AzureOptions, submit: bool) -> List[Tuple[tuple, str]]:
+        """(field, why) of each neutral field the render does not carry, with what happens to it."""
+        found: List[Tuple[tuple, str]] = []
+        r = job.resources
+        cluster = options.compute if options.compute and not options.vm_size else None
+        if not submit and job.secrets:
+            found.append((("secrets",), f"{', '.join(sorted(job.secrets))} are not in this render: Azure ML stores a "
+                                        "command job's variables in clear, so submit refuses them (use the workspace's "
+                                        "Key Vault)"))
+        if not submit and cluster and job.spot:
+            found.append((("spot",), f"compute {cluster!r} is low priority or dedicated by its own tier (AmlCompute "
+                                     "tier), not by the job; submit reads its tier and refuses a dedicated cluster"))
+        if not submit and cluster and r.gpus_per_node:
+            asked = f"{r.accelerator} x {r.gpus_per_node}" if r.accelerator else f"{r.gpus_per_node} GPUs"
+            found.append((("resources", "accelerator" if r.accelerator else "gpus_per_node"),
+                          f"{asked} is not checked against compute {cluster!r} offline (a cluster's VM size is its "
+                          "own); submit reads its size (compute.get) and refuses a size without them; set "
+                          "providers.azure.vm_size to the cluster's size to check it here"))
+        if (r.cpus_per_node or r.memory_gb) and not r.gpus_per_node and not options.vm_size and not r.instance_type:
+            field = "cpus_per_node" if r.cpus_per_node else "memory_gb"
+            if cluster and not submit:
+                found.append((("resources", field), f"is not checked against compute {cluster!r} offline; submit "
+                                                    "reads its VM size and refuses one too small"))
+            elif not cluster:
+                found.append((("resources", field), "chooses no size on azure (its catalog holds GPU sizes only): "
+                                                    "serverless compute runs Azure ML's default size; set "
+                                                    "providers.azure.vm_size to a size that large"))
+        for name, uri in sorted(job.storage.inputs.items()):
+            ref = options.inputs.get(name)
+            if self.looks_like_a_file(uri) and not (ref is not None and "type" in ref.model_fields_set):
+                found.append((("storage", "inputs", name), f"{uri} is mounted as a folder (uri_folder); if it is one "
+                                                           f"file, set providers.azure.inputs.{name}.type: uri_file"))
+        return found
+
+    @staticmethod
+    def cluster_problems(job: JobSpec, compute: str, size: Optional[str], tier: Optional[str]) -> List[Tuple[tuple, str]]:
+        """What the compute cluster ``compute`` (VM ``size``, AmlCompute ``tier``) cannot give the job."""
+        found: List[Tuple[tuple, str]] = []
+        if job.spot and tier and tier.replace("_", "").lower() != "lowpriority":
+            found.append((("spot",), f"is true, but compute {compute!r} is {tier} (its VMs' tier is the cluster's: "
+                                     "AmlCompute tier low_priority); use a low-priority cluster, drop "
+                                     "providers.azure.compute for serverless spot, or set spot: false"))
+        row = infiniband.catalog().get(size) if size else None
+        r = job.resources
+        if row is not None and r.gpus_per_node:
+            if (r.accelerator and row.accelerator != r.accelerator) or row.count != r.gpus_per_node:
+                found.append((("resources", "accelerator" if r.accelerator else "gpus_per_node"),
+                              f"asks for {r.accelerator or 'a GPU'} x {r.gpus_per_node}, but compute {compute!r} runs "
+                              f"{row.instance_type} ({row.accelerator_label()}); name a cluster of that size, or make "
+                              "resources agree with the cluster"))
+        if row is not None and not row.fits(r.cpus_per_node, r.memory_gb):
+            found.append((("resources", "cpus_per_node" if r.cpus_per_node and (row.vcpus or 0) < r.cpus_per_node
+                           else "memory_gb"),
+                          f"is more than compute {compute!r} has ({row.instance_type}: {row.vcpus:g} vCPUs, "
+                          f"{row.memory_gb:g} GiB); lower it or name a larger cluster"))
+        return found
 
     def check(self, job: JobSpec, options: AzureOptions) -> None:
         if job.storage.checkpoint and CHECKPOINT_OUTPUT in options.outputs:
@@ -221,8 +308,15 @@ class AzureProvider(CloudProvider):
         if job.max_restarts:
             raise JobFileError.at(job, ("max_restarts",), "Azure ML does not restart command jobs; set max_restarts: 0 "
                                                       "and submit again after a failure")
+        known = self.known_vm_size(job, options)
+        row = infiniband.catalog().get(known) if known else None
+        r = job.resources
+        if row is not None and not row.fits(r.cpus_per_node, r.memory_gb):
+            field = "cpus_per_node" if r.cpus_per_node and (row.vcpus or 0) < r.cpus_per_node else "memory_gb"
+            raise JobFileError.at(job, ("resources", field), f"is more than VM size {row.instance_type} has "
+                                  f"({row.vcpus:g} vCPUs, {row.memory_gb:g} GiB); lower it, or name a larger size")
         if job.network.rdma == "on":
-            size = self.known_vm_size(job, options)
+            size = known
             if size:
                 problem = infiniband.rdma_problem(size)
                 if problem:
@@ -265,37 +359,42 @@ class AzureProvider(CloudProvider):
         env: Dict[str, str] = {"CLOUDTRAIN_DETECTORS": self.detectors_variable()}
         if not job.storage.output:  # else the command exports where Azure ML mounts the output
             env[storage.OUTPUT_ENV] = OUTPUT_DIR
-        if kind in ("mpi", "horovod", "ray"):
+        if kind in ("mpi", "horovod"):
             # No `cloudtrain launch` in between: what it would have exported, fixed per job.
             env.update({"CLOUDTRAIN_PLATFORM": self.name, "CLOUDTRAIN_DISTRIBUTION": kind,
                         "CLOUDTRAIN_NUM_NODES": str(job.distribution.nodes),
                         "CLOUDTRAIN_NPROC_PER_NODE": str(job.procs_per_node)})
-        if kind == "ray":
-            env["RAY_ADDRESS"] = "auto"
         env.update(infiniband.rdma_env(job.network.rdma, vm_size or self.known_vm_size(job, options)))
         env.update(job.env)
         return env
 
+    # Azure ML's mpirun starts every rank itself, with no `cloudtrain launch` to export where the
+    # master is: each rank reads it from Azure's own variables, as cloudtrain_azure.detect does
+    # (AZ_BATCH_MASTER_NODE=addr:port on several nodes, AZ_BATCHAI_MPI_MASTER_NODE=addr on one;
+    # AZ_BATCH_HOST_LIST=ip,ip: seed 002 and tests/contract/platform_cases.py).
+    MPI_MASTER = ('m="${AZ_BATCH_MASTER_NODE:-${AZ_BATCHAI_MPI_MASTER_NODE:-127.0.0.1}}"; '
+                  'case "$m" in *:*) p="${m##*:}";; *) p=%d;; esac; '
+                  'export CLOUDTRAIN_MASTER_ADDR="${m%%%%:*}" CLOUDTRAIN_MASTER_PORT="$p" '
+                  'CLOUDTRAIN_HOSTS="${AZ_BATCH_HOST_LIST:-${m%%%%:*}}"; ')
+
     def node_command(self, job: JobSpec) -> str:
         kind = job.distribution.type
         if kind in ("mpi", "horovod"):
-            return shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv])
-        if kind == "ray":
-            return job.command_line
+            from .detect import DEFAULT_MASTER_PORT
+            return (self.MPI_MASTER % DEFAULT_MASTER_PORT
+                    + shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv]))
         return shipping.node_command(job, platform=self.name)
 
     @staticmethod
     def distribution(job: JobSpec) -> Optional[dict]:
         """The job YAML's ``distribution`` (None: a single-node job without one)."""
         d = job.distribution
-        if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
+        if d.type in ("ddp", "deepspeed") or (d.type in ("none", "ray") and d.nodes > 1):
             return {"type": "pytorch", "process_count_per_instance": 1}
         if d.type in ("mpi", "horovod"):
             return {"type": "mpi", "process_count_per_instance": job.procs_per_node}
         if d.type == "ps-worker":
             return {"type": "tensorflow", "parameter_server_count": job.ps, "worker_count": d.nodes - job.ps}
-        if d.type == "ray":
-            return {"type": "ray", "include_dashboard": False}
         return None
 
     @staticmethod
@@ -304,10 +403,18 @@ class AzureProvider(CloudProvider):
 
     @staticmethod
     def input_type(uri: str) -> str:
-        """``uri_folder`` for a URI ending in ``/`` or whose last segment has no extension
-        (``.../digits/train``), ``uri_file`` for one that names a file (``.../vocab.txt``)."""
+        """``uri_folder``, whatever the URI looks like: a folder's last segment may have a dot
+        (``.../paths/v1.2``, ``imagenet.v2``) and nothing offline tells it from a file's.  It is
+        also azure-ai-ml's own default for an input without a type (``Input(type="uri_folder")``,
+        azure/ai/ml/entities/_inputs_outputs/input.py); ``providers.azure.inputs.NAME.type:
+        uri_file`` says an input is one file."""
+        return "uri_folder"
+
+    @staticmethod
+    def looks_like_a_file(uri: str) -> bool:
+        """The URI's last segment has an extension (``vocab.txt``) and no trailing ``/``: maybe one file."""
         last = uri.rstrip("/").rsplit("/", 1)[-1]
-        return "uri_file" if not uri.endswith("/") and "." in last.strip(".") else "uri_folder"
+        return not uri.endswith("/") and "." in last.strip(".")
 
     def job_inputs(self, job: JobSpec, options: AzureOptions) -> Dict[str, dict]:
         """providers.azure.inputs, and storage.inputs as read-only mounts (``ro_mount``; a
@@ -440,15 +547,19 @@ class AzureProvider(CloudProvider):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def vm_size(self, ml, job: JobSpec, options: AzureOptions) -> Optional[str]:
-        """The VM size the job runs on: known offline, or the cluster's (``compute.get``)."""
+        """The VM size the job runs on: known offline, or the cluster's (``compute.get``), after
+        checking the cluster can give what the job asks (``cluster_problems``: exit 2)."""
         size = self.known_vm_size(job, options)
-        if size or not options.compute:
+        if not options.compute or (size and not job.spot):
             return size
         with _platform_errors(f"reading compute {options.compute!r}",
                               not_found=f"the workspace has no compute {options.compute!r}; fix providers.azure.compute "
                                         "(az ml compute list shows them)"):
             compute = ml.compute.get(options.compute)
-        return getattr(compute, "size", None)
+        size = size or getattr(compute, "size", None)
+        for loc, message in self.cluster_problems(job, options.compute, size, getattr(compute, "tier", None)):
+            raise JobFileError.at(job, loc, message)
+        return size
 
     def _workspace(self, options: AzureOptions):
         return self.ml_client(options.subscription_id, options.resource_group, options.workspace, options.config_file,
@@ -600,12 +711,13 @@ class _DefaultCredential:
         for link in self._links:
             link.unavailable = False
         try:
-            return self._chain.get_token(*scopes, **kwargs)
+            with _quiet_identity():
+                return self._chain.get_token(*scopes, **kwargs)
         except ClientAuthenticationError:
             if not all(link.unavailable for link in self._links):
                 raise
         raise MissingCredentials(
-            "Azure", "DefaultAzureCredential's " + ", ".join(type(link.credential).__name__ for link in self._links),
+            "Azure", "DefaultAzureCredential's " + ", ".join(link.name for link in self._links),
             "sign in with `az login`, or export AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service "
             "principal)")
 
@@ -618,6 +730,8 @@ class _Link:
 
     def __init__(self, credential):
         self.credential, self.unavailable = credential, False
+        # a credential that failed to start stands in as FailedDACCredential, carrying its name
+        self.name = getattr(credential, "_credential_name", None) or type(credential).__name__
 
     def get_token(self, *scopes, **kwargs):
         from azure.identity import CredentialUnavailableError
@@ -629,6 +743,22 @@ class _Link:
 
     def __getattr__(self, name):
         return getattr(self.credential, name)
+
+
+@contextlib.contextmanager
+def _quiet_identity():
+    """azure-identity's chain logs every credential it tried, with links, as a WARNING when none
+    gave a token (``azure/identity/_credentials/chained.py``: ``_LOGGER.warning(message)``): Python's
+    last-resort handler prints those ~15 lines on stderr before cloudtrain's own one line.  The
+    caller says what happened (``MissingCredentials``, or the refusal's first line)."""
+    import logging
+    logger = logging.getLogger("azure.identity")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextlib.contextmanager

@@ -149,7 +149,10 @@ class FakeAzure:
         self.jobs: Dict[str, dict] = {}
         self.codes: Dict[str, dict] = {}
         self.environments: Dict[str, dict] = {}
-        self.computes: Dict[str, str] = {"gpu-cluster": "Standard_NC24rs_v3", "v100-no-ib": "Standard_NC24s_v3"}
+        self.computes: Dict[str, str] = {"gpu-cluster": "Standard_NC24rs_v3", "v100-no-ib": "Standard_NC24s_v3",
+                                         "a100-cluster": "Standard_ND96asr_v4", "spot-cluster": "Standard_ND96asr_v4"}
+        # AmlCompute vmPriority (REST), "Dedicated" unless named here
+        self.priorities: Dict[str, str] = {"spot-cluster": "LowPriority"}
         self.blobs: Dict[str, dict] = {}  # "container/blob name" -> {"data", "metadata"}
         self.datastores: Dict[str, str] = {"workspaceblobstore": "azureml-blobstore", "runs": "runs"}  # -> container
         self.logs: Dict[str, Dict[str, str]] = {}
@@ -301,7 +304,8 @@ class FakeAzure:
                 return self._error(404, "ResourceNotFound", f"compute {m.group(1)} not found")
             return self._json(200, {"id": base + rest, "name": m.group(1), "location": "westeurope",
                                     "properties": {"computeType": "AmlCompute", "provisioningState": "Succeeded",
-                                                   "properties": {"vmSize": size, "vmPriority": "Dedicated",
+                                                   "properties": {"vmSize": size,
+                                                                  "vmPriority": self.priorities.get(m.group(1), "Dedicated"),
                                                                   "scaleSettings": {"maxNodeCount": 4, "minNodeCount": 0}}}})
         m = re.match(r"^/codes/([^/]+)/versions(?:/([^/]+))?(/startPendingUpload)?$", rest)
         if m:

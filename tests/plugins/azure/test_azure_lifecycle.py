@@ -151,7 +151,32 @@ def test_rdma_auto_on_an_infiniband_cluster_applies_the_presets(fake, provider, 
     assert "NCCL_IB_DISABLE" not in provider.render(job).artifacts[0].content["environment_variables"]
     provider.submit(job)
     env = job_puts(fake)[0]["body"]["properties"]["environmentVariables"]
-    assert env["NCCL_IB_DISABLE"] == "0" and env["UCX_TLS"] == "rc" and env["OMP_NUM_THREADS"] == "1"
+    assert env["NCCL_IB_DISABLE"] == "0" and env["UCX_TLS"] == "tcp" and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_spot_on_a_dedicated_cluster_is_refused_before_anything_is_created(fake, provider, tmp_path):
+    # a cluster's VMs are low priority or dedicated by the cluster (AmlCompute tier, REST vmPriority),
+    # not by a job ("Per-job configuration isn't possible": Azure ML's low-priority VM guide)
+    with pytest.raises(JobFileError) as info:
+        provider.submit(make_job(tmp_path, compute="a100-cluster", extra="spot: true"))
+    assert info.value.exit_code == 2 and info.value.field == "spot"
+    assert "a100-cluster" in str(info.value) and "dedicated" in str(info.value)
+    assert not job_puts(fake) and not fake.calls(ARM, "PUT")
+    provider.submit(make_job(tmp_path, compute="spot-cluster", extra="spot: true"))
+    [put] = job_puts(fake)
+    assert put["body"]["properties"]["computeId"].endswith("/computes/spot-cluster")
+    assert "jobTier" not in (put["body"]["properties"].get("queueSettings") or {})  # serverless compute's setting
+
+
+def test_an_accelerator_the_cluster_does_not_have_is_refused_before_anything_is_created(fake, provider, tmp_path):
+    with pytest.raises(JobFileError) as info:
+        provider.submit(make_job(tmp_path, compute="a100-cluster",
+                                 extra="resources: {accelerator: H100, gpus_per_node: 8}"))
+    assert info.value.exit_code == 2 and info.value.field == "resources.accelerator"
+    assert "a100-cluster" in str(info.value) and "Standard_ND96asr_v4" in str(info.value)
+    assert not job_puts(fake)
+    provider.submit(make_job(tmp_path, compute="a100-cluster", extra="resources: {accelerator: A100, gpus_per_node: 8}"))
+    assert len(job_puts(fake)) == 1
 
 
 def test_status_maps_azures_states(fake, provider, tmp_path):

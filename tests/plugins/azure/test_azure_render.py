@@ -16,7 +16,7 @@ from cloudtrain.plugins import get_provider
 from conftest import cli_env, run_cli, write_job
 
 azure_ml = pytest.importorskip("azure.ai.ml")
-from azure.ai.ml import MpiDistribution, PyTorchDistribution, RayDistribution, TensorFlowDistribution  # noqa: E402
+from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution  # noqa: E402
 from azure.ai.ml.entities import Command  # noqa: E402
 
 WS = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.MachineLearningServices/workspaces/ws"
@@ -29,7 +29,8 @@ EXPECTED = {
     "horovod": (MpiDistribution, {"distributionType": "Mpi", "processCountPerInstance": 2}),
     "ps-worker": (TensorFlowDistribution, {"distributionType": "TensorFlow", "parameterServerCount": 1,
                                            "workerCount": 2}),
-    "ray": (RayDistribution, {"distributionType": "Ray", "includeDashboard": False}),
+    # ray: cloudtrain launch starts Ray on every node, as ddp starts torchrun (docs/providers/azure.md)
+    "ray": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
     "none": (PyTorchDistribution, {"distributionType": "PyTorch", "processCountPerInstance": 1}),
 }
 
@@ -85,9 +86,6 @@ def test_every_distribution_round_trips_through_load_job_and_rest(kind, tmp_path
         # Azure's mpirun starts every rank; each goes through the shipped rank shim
         assert "python3 -m cloudtrain.launch.mpirank -- python train.py --epochs 1" in command
         assert rest["environmentVariables"]["CLOUDTRAIN_NPROC_PER_NODE"] == "2"
-    elif kind == "ray":
-        assert command == "python train.py --epochs 1"
-        assert rest["environmentVariables"]["RAY_ADDRESS"] == "auto"
     else:
         assert command.startswith('PYTHONPATH=.cloudtrain"${PYTHONPATH:+:$PYTHONPATH}" python3 -m cloudtrain.launch '
                                   f"--platform azure --type {kind} --nproc-per-node 2")
@@ -109,14 +107,12 @@ def sdk_built(job):
                   environment_variables=provider.environment_variables(job, options),
                   instance_count=d.nodes,
                   tags={"cloudtrain.job": job.name, "cloudtrain.distribution": d.type, **options.tags})
-    if d.type in ("ddp", "deepspeed") or (d.type == "none" and d.nodes > 1):
+    if d.type in ("ddp", "deepspeed") or (d.type in ("none", "ray") and d.nodes > 1):
         kwargs["distribution"] = PyTorchDistribution(process_count_per_instance=1)
     elif d.type in ("mpi", "horovod"):
         kwargs["distribution"] = MpiDistribution(process_count_per_instance=job.procs_per_node)
     elif d.type == "ps-worker":
         kwargs["distribution"] = TensorFlowDistribution(parameter_server_count=job.ps, worker_count=d.nodes - job.ps)
-    elif d.type == "ray":
-        kwargs["distribution"] = RayDistribution(include_dashboard=False)
     if options.compute:
         kwargs["compute"] = options.compute
     elif job.resources.instance_type:
@@ -217,7 +213,12 @@ def test_serverless_compute_takes_the_instance_type(tmp_path):
     assert rest["resources"]["shmSize"] == "1536m"
     # an InfiniBand size with rdma auto: the NCCL/UCX presets are in the render
     assert rest["environmentVariables"]["NCCL_IB_DISABLE"] == "0"
-    assert rest["environmentVariables"]["UCX_TLS"] == "rc"
+    # Microsoft's NCCL settings for the ND A100 v4 series (Azure HPC blog, "Performance considerations
+    # for large scale deep learning training on Azure NDv4 (A100) series"): UCX on TCP over eth0
+    assert rest["environmentVariables"]["UCX_TLS"] == "tcp"
+    assert rest["environmentVariables"]["UCX_NET_DEVICES"] == "eth0"
+    # no NCCL_TOPO_FILE: /opt/microsoft/ndv4-topo.xml is a file of the HPC host image, not of the container
+    assert "NCCL_TOPO_FILE" not in rest["environmentVariables"]
 
 
 def test_rdma_presets_never_override_the_jobs_env(tmp_path):
@@ -250,6 +251,50 @@ def test_undeclared_inputs_and_restarts_are_bad_input(tmp_path):
         render(make_job(tmp_path, command="python train.py ${{inputs.data}}"))
     with pytest.raises(JobFileError, match="max_restarts: 0"):
         render(make_job(tmp_path, max_restarts=2))
+
+
+def warned(job):
+    """The render's content and the text of every CloudtrainWarning it gave."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        content = render(job)
+    return content, [str(w.message) for w in caught if issubclass(w.category, CloudtrainWarning)]
+
+
+def test_spot_on_a_compute_cluster_is_the_clusters_tier_and_render_says_so(tmp_path):
+    serverless, said = warned(make_job(tmp_path, spot=True))
+    assert serverless["queue_settings"] == {"job_tier": "spot"} and not said
+    cluster, said = warned(make_job(tmp_path, spot=True, providers={"azure": {"compute": "gpu-cluster"}}))
+    assert "queue_settings" not in cluster
+    assert [t for t in said if "spot:" in t and "gpu-cluster" in t and "tier" in t]
+
+
+def test_an_accelerator_on_a_compute_cluster_is_named_as_unchecked_offline(tmp_path):
+    job = make_job(tmp_path, resources={"accelerator": "A100", "gpus_per_node": 8},
+                   providers={"azure": {"compute": "gpu-cluster"}})
+    content, said = warned(job)
+    assert "instance_type" not in content["resources"]
+    assert [t for t in said if "resources.accelerator:" in t and "gpu-cluster" in t and "vm_size" in t]
+    # the cluster's size named: checked at render, a mismatch is exit 2 at the field
+    with pytest.raises(JobFileError) as info:
+        render(make_job(tmp_path, resources={"accelerator": "H100", "gpus_per_node": 8},
+                        providers={"azure": {"compute": "gpu-cluster", "vm_size": "Standard_ND96asr_v4"}}))
+    assert "Standard_ND96asr_v4" in str(info.value) and "H100" in str(info.value)
+
+
+def test_cpus_and_memory_are_checked_or_named(tmp_path):
+    _, said = warned(make_job(tmp_path, resources={"cpus_per_node": 32}))
+    assert [t for t in said if "resources.cpus_per_node:" in t and "providers.azure.vm_size" in t]
+    with pytest.raises(JobFileError, match=r"resources\.memory_gb: is more than VM size Standard_ND96asr_v4"):
+        render(make_job(tmp_path, resources={"memory_gb": 4000, "accelerator": "A100", "gpus_per_node": 8},
+                        providers={"azure": {"vm_size": "Standard_ND96asr_v4"}}))
+
+
+def test_secrets_left_out_of_a_render_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CT_AZURE_TOKEN", "very-secret-value")
+    _, said = warned(make_job(tmp_path, secrets={"HF_TOKEN": {"from_env": "CT_AZURE_TOKEN"}}))
+    assert [t for t in said if "secrets:" in t and "HF_TOKEN" in t] and "very-secret-value" not in " ".join(said)
 
 
 # -- the InfiniBand rule -------------------------------------------------------------------
@@ -304,7 +349,7 @@ def test_an_accelerator_resolves_the_serverless_vm_size_and_its_infiniband_prese
     # Azure's size pages: ND A100 v4 = 8 x A100 40 GB with InfiniBand; ND H100 v5 = 8 x H100
     a100 = render({"accelerator": "A100", "gpus_per_node": 8})
     assert a100["resources"]["instance_type"] == "Standard_ND96asr_v4"
-    assert a100["environment_variables"]["UCX_TLS"] == "rc"  # InfiniBand: a fact of the row
+    assert a100["environment_variables"]["UCX_TLS"] == "tcp"  # InfiniBand: a fact of the row
     assert render({"accelerator": "A100-80GB", "gpus_per_node": 8})["resources"]["instance_type"] == \
         "Standard_ND96amsr_A100_v4"
     assert render({"accelerator": "H100", "gpus_per_node": 8})["resources"]["instance_type"] == \
@@ -363,3 +408,19 @@ def test_submit_refuses_secrets_before_sending_anything(tmp_path, monkeypatch):
 
     with pytest.raises(BadInput, match=r"secrets: HF_TOKEN cannot be sent to Azure ML.*Key Vault"):
         get_provider("azure", ml_client=Untouchable()).submit(job)
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_mpi_ranks_get_the_masters_address_from_azures_own_variables(nodes, tmp_path):
+    # Azure ML's mpirun starts every rank (no `cloudtrain launch`): the command's prelude exports
+    # CLOUDTRAIN_MASTER_ADDR/PORT/HOSTS from the variables Azure sets on each rank, and must agree
+    # with cloudtrain_azure.detect, which reads the same ones (run in a real shell here)
+    from cloudtrain_azure import detect
+    content = render(make_job(tmp_path, kind="mpi", nodes=nodes))
+    prelude = content["command"].split("PYTHONPATH=", 1)[0]
+    hosts = [f"10.0.0.{i + 4}" for i in range(nodes)]
+    azure_env = detect.node_environment("mpi", nodes, nodes - 1, hosts, 6000)
+    shown = subprocess.run(["sh", "-c", prelude + 'echo "$CLOUDTRAIN_MASTER_ADDR $CLOUDTRAIN_MASTER_PORT $CLOUDTRAIN_HOSTS"'],
+                           env={"PATH": "/usr/bin:/bin", **azure_env}, capture_output=True, text=True, check=True)
+    topo = detect.detect(azure_env)
+    assert shown.stdout.split() == [topo.master_addr, str(topo.master_port), ",".join(topo.hosts)]

@@ -19,9 +19,11 @@ Pinned facts:
   (``azure/ai/ml/_artifacts/_artifact_utilities.py``) parses ``AzureMLDatastorePathUri``, which
   refuses anything but ``azureml://`` -- so storage.output takes datastore URIs only.
 """
+import warnings
+
 import pytest
 
-from cloudtrain.errors import JobFileError
+from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import load_job as load_ct_job
 from cloudtrain.plugins import get_provider
 from conftest import write_job
@@ -46,7 +48,7 @@ def test_inputs_are_read_only_mounts_and_the_output_a_read_write_mount(tmp_path)
     rest = sdk_validated(content, tmp_path)
     assert rest["inputs"] == {
         "train": {"jobInputType": "uri_folder", "uri": DATA, "mode": "ReadOnlyMount"},
-        "vocab": {"jobInputType": "uri_file", "uri": inputs["vocab"], "mode": "ReadOnlyMount"},
+        "vocab": {"jobInputType": "uri_folder", "uri": inputs["vocab"], "mode": "ReadOnlyMount"},
         "val": {"jobInputType": "uri_folder", "uri": inputs["val"], "mode": "ReadOnlyMount"},
         "lake": {"jobInputType": "uri_folder", "uri": inputs["lake"], "mode": "ReadOnlyMount"},
     }
@@ -76,16 +78,28 @@ def test_a_binding_the_job_does_not_declare_fails_the_sdks_own_check(tmp_path):
     assert loaded.component._validate().error_messages == {"command": "Invalid data binding expression: outputs.nope"}
 
 
-@pytest.mark.parametrize("uri,kind", [
-    ("azureml://datastores/data/paths/digits/train", "uri_folder"),   # no extension: a folder
-    ("azureml://datastores/data/paths/digits/train/", "uri_folder"),  # a trailing slash: always a folder
-    ("azureml://datastores/data/paths/v1.2/", "uri_folder"),
-    ("azureml://datastores/data/paths/vocab.txt", "uri_file"),         # an extension: a file
-    ("https://acct.blob.core.windows.net/c/data/train.csv", "uri_file"),
-    ("https://acct.blob.core.windows.net/c/.hidden", "uri_folder"),
+@pytest.mark.parametrize("uri", [
+    "azureml://datastores/data/paths/digits/train", "azureml://datastores/data/paths/digits/train/",
+    "azureml://datastores/data/paths/v1.2", "azureml://datastores/data/paths/imagenet.v2",  # folders with a dot
+    "azureml://datastores/data/paths/vocab.txt", "https://acct.blob.core.windows.net/c/.hidden",
 ])
-def test_the_input_type_follows_the_uri(uri, kind):
-    assert get_provider("azure").input_type(uri) == kind
+def test_a_neutral_input_is_a_folder_as_azure_ml_takes_an_input_without_a_type(uri, tmp_path):
+    # azure-ai-ml: Input(type="uri_folder") is the default (azure/ai/ml/entities/_inputs_outputs/input.py);
+    # a folder's last segment may have a dot, which no render can tell from a file's extension
+    content = render(make_job(tmp_path, storage={"inputs": {"train": uri}}))
+    assert sdk_validated(content, tmp_path)["inputs"]["train"]["jobInputType"] == "uri_folder"
+
+
+def test_an_input_that_looks_like_a_file_is_a_folder_with_a_warning_naming_the_fix(tmp_path):
+    with pytest.warns(CloudtrainWarning, match=r"storage\.inputs\.vocab: .*mounted as a folder.*"
+                                               r"providers\.azure\.inputs\.vocab\.type: uri_file"):
+        render(make_job(tmp_path, storage={"inputs": {"vocab": "azureml://datastores/d/paths/vocab.txt"}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said as a file: no warning, a uri_file
+        content = render(make_job(tmp_path, storage={"inputs": {"vocab": "azureml://datastores/d/paths/vocab.txt"}},
+                                  providers={"azure": {"inputs": {"vocab": {"type": "uri_file"}}}}))
+        render(make_job(tmp_path, storage={"inputs": {"train": "azureml://datastores/d/paths/v1.2/"}}))
+    assert sdk_validated(content, tmp_path)["inputs"]["vocab"]["jobInputType"] == "uri_file"
 
 
 def test_the_provider_section_may_set_an_inputs_type_and_mode(tmp_path):

@@ -11,8 +11,9 @@ CKPT = "azureml://datastores/workspaceblobstore/paths/ckpt/digits/"
 
 
 def test_spot_max_runtime_and_the_checkpoint_mount_reach_the_rest_body(tmp_path):
-    content = render(make_job(tmp_path, spot=True, max_runtime="8h", storage={"checkpoint": CKPT},
-                              providers={"azure": {"compute": "gpu-cluster"}}))
+    # serverless compute: spot is the job's queue_settings.job_tier (on a compute cluster it is the
+    # cluster's tier: test_azure_lifecycle.py, test_spot_on_a_dedicated_cluster_is_refused_...)
+    content = render(make_job(tmp_path, spot=True, max_runtime="8h", storage={"checkpoint": CKPT}))
     assert content["queue_settings"] == {"job_tier": "spot"} and content["limits"] == {"timeout": 28800}
     # nodes see the mount as CLOUDTRAIN_CHECKPOINT_DIR: ${{outputs.checkpoint}} resolves in the command only
     assert content["command"].startswith("export CLOUDTRAIN_CHECKPOINT_DIR=${{outputs.checkpoint}}; ")
