@@ -122,6 +122,22 @@ class Rendered:
         return self.to_yaml()
 
 
+def refused_fields(job: JobSpec, refused: Mapping[str, str]) -> List[Tuple[tuple, str]]:
+    """``(loc, why)`` for each dotted neutral field in ``refused`` that ``job`` sets to anything
+    but its default (``"resources.shm_gb"``, ``"max_restarts"``)."""
+    found = []
+    for dotted, why in refused.items():
+        owner, value, default = job, job, None
+        for part in dotted.split("."):
+            owner = value
+            value = getattr(owner, part)
+        info = type(owner).model_fields[part]
+        default = info.default_factory() if info.default_factory is not None else info.default
+        if value != default:
+            found.append((tuple(dotted.split(".")), why))
+    return found
+
+
 class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -211,6 +227,9 @@ class Provider(abc.ABC):
             problems.add(self.job_error(job, loc, message))
         if hostile:  # a NUL in a path, a password in a URI: the provider's checks go no further with them
             problems.raise_all()
+        for loc, message in refused_fields(job, self.refused_fields):
+            problems.add(self.job_error(job, loc, f"{message} ({self.name} has no such setting; remove it, "
+                                                  "or run the job on a provider that has one)"))
         if options is not None:
             problems.collect(self.check, job, options)
             if submit:
@@ -225,6 +244,9 @@ class Provider(abc.ABC):
     output_schemes: ClassVar[Optional[Tuple[str, ...]]] = None
     # Whether ``code: null`` (the image holds the code; nothing is shipped) is taken.
     code_optional: ClassVar[bool] = False
+    # Neutral fields this provider's platform has no place for, each with why (its source): set
+    # to anything but their default, they are exit 2 at their line, never dropped in silence.
+    refused_fields: ClassVar[Mapping[str, str]] = {}
 
     def check(self, job: JobSpec, options) -> None:
         """Provider-specific checks of a job against its options; raise ``BadInput``."""
