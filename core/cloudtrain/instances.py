@@ -12,6 +12,11 @@ The rules, the same for every provider that has a catalog:
    ``memory_gb`` GiB; with ``network.rdma: on``, the smallest with a fast network.
 4. ``gpus_per_node`` alone: the provider's default accelerators, in order, and one warning line
    that says which instance it picked.
+5. Regions (when the provider knows the job's region and the row lists regions): 3 and 4 pick
+   only among types the catalog lists in that region (exit 2 naming where it is offered when
+   none is); a type named by 1 or 2 and not listed there is a warning, not a refusal: the
+   catalog is a snapshot, the platform answers for its own regions (docs/resources.md).
+6. A retired row (``retired``) is never picked; naming one is exit 2 with the date and source.
 
 Errors are ``file:line: field: message`` with the fix (exit 2).
 """
@@ -38,6 +43,7 @@ class InstanceRules:
     defaults: Tuple[str, ...] = ()                       # accelerators for gpus_per_node without one, in order
     noun: str = "instance type"
     hint: Callable[[], str] = lambda: ""                 # added to "none with that accelerator x count" errors
+    region: Callable[[JobSpec], Optional[str]] = lambda job: None  # the job's region, when known offline
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,12 @@ def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) 
             return Choice(name, None)
         raise job_error(job, loc, f"{name!r} is not a {rules.provider} {rules.noun} (not in its catalog); "
                                   f"cloudtrain resources -p {rules.provider} lists them")
+    if row.retired:
+        raise job_error(job, loc, f"{row.instance_type} was retired by the platform on {row.retired} "
+                                  f"({row.retired_source or 'see its catalog row'}); choose another "
+                                  f"(cloudtrain resources -p {rules.provider}"
+                                  f"{' --accelerator ' + row.accelerator if row.accelerator else ''})")
+    _warn_if_not_offered(job, rules, row)
     r = job.resources
     if r.gpus_per_node and row.count != r.gpus_per_node:
         raise job_error(job, loc, f"{row.instance_type} has {row.count or 'no'} accelerator(s) "
@@ -174,12 +186,45 @@ def wanted(job: JobSpec, rules: InstanceRules) -> Optional[Tuple[str, int]]:
     return None
 
 
+def _warn_if_not_offered(job: JobSpec, rules: InstanceRules, row: Instance) -> None:
+    region = rules.region(job)
+    if row.offered_in(region) is False:
+        warnings.warn(f"{row.instance_type} is not offered in {region} by {rules.provider}'s catalog "
+                      f"({_where(row)}); the platform may refuse it there (cloudtrain catalog refresh -p "
+                      f"{rules.provider} updates the catalog)", CloudtrainWarning, stacklevel=4)
+
+
+def _where(row: Instance) -> str:
+    shown = ", ".join(row.regions[:6]) + (", ..." if len(row.regions) > 6 else "")
+    return f"it lists {shown}" if row.regions else "it lists no regions"
+
+
+def _in_region(job: JobSpec, rules: InstanceRules, rows: List[Instance], accelerator: str,
+               count: int) -> List[Instance]:
+    """``rows`` offered in the job's region (all of them when the region or the rows' regions are
+    unknown); exit 2 naming where they are offered when none is offered there."""
+    region = rules.region(job)
+    here = [row for row in rows if row.offered_in(region) is not False]
+    if rows and not here:
+        where = sorted({reg for row in rows for reg in row.regions})
+        raise job_error(job, ("resources", "accelerator"),
+                        f"{rules.provider} offers no {accelerator} x {count} in {region} (its catalog lists "
+                        f"{', '.join(row.instance_type for row in rows)} in {', '.join(where)}); choose one of "
+                        f"those regions, or another accelerator (cloudtrain resources -p {rules.provider} "
+                        f"--accelerator {accelerator} --region {region})")
+    return here
+
+
 def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count: int,
               default: bool = False) -> Choice:
     r, catalog = job.resources, rules.catalog()
     rdma = job.network.rdma == "on"
     for accelerator in accelerators:
         exact = catalog.select(accelerator, count)
+        if default:
+            exact = [row for row in exact if row.offered_in(rules.region(job)) is not False]
+        else:
+            exact = _in_region(job, rules, exact, accelerator, count)
         fit = [row for row in exact if row.fits(r.cpus_per_node, r.memory_gb)]
         fast = [row for row in fit if row.fast_network]
         pick = fast if rdma else fit
