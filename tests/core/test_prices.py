@@ -1,0 +1,241 @@
+"""Prices in the catalogs (issue 31 items 1-2) and the catalogs' regions and retired rows (issue
+28 item 7): ``resources`` prices and sorts, ``validate``/``submit`` print the estimate before
+anything is sent and ``max_hourly_cost`` refuses above it, ``catalog refresh`` rebuilds the
+user's copy through each platform's price source (loopback doubles answering each API's
+documented response shape, parsed by the SDK's own model where there is an SDK)."""
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from cloudtrain import plugins
+from cloudtrain.errors import CloudtrainWarning, JobFileError
+from cloudtrain.loading import job_from_dict
+from conftest import run_cli, write_job
+
+EC2 = {"region": "us-east-1", "subnet_id": "subnet-1", "image_id": "ami-0123456789abcdef0",
+       "instance_profile": "node", "code_s3": "s3://team-bucket/code"}
+
+
+def ec2_job(tmp_path, extra: str = "", accelerator: str = "H100", region: str = "us-east-1"):
+    (tmp_path / "code").mkdir(exist_ok=True)
+    (tmp_path / "code" / "train.py").write_text("print(1)\n")
+    options = ", ".join(f"{k}: {json.dumps(v if k != 'region' else region)}" for k, v in EC2.items())
+    return write_job(tmp_path, f"""
+        name: big
+        command: python train.py
+        code: code
+        distribution: {{type: ddp, nodes: 2}}
+        resources: {{accelerator: {accelerator}, gpus_per_node: 8}}
+        max_runtime: 8h
+        providers: {{ec2: {{{options}}}}}
+        """ + extra)
+
+
+def table(stdout: str):
+    """The rows of ``resources``' table, cut at its header's column starts (cells hold blanks)."""
+    import re
+    lines = stdout.rstrip().splitlines()
+    if not lines:
+        return []
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])] + [None]
+    names = lines[0].split()
+    return [{n: line[a:b].strip() for n, a, b in zip(names, starts, starts[1:])} for line in lines[1:]]
+
+
+def test_resources_prints_price_and_currency_cheapest_first_and_takes_max_price():
+    # EC2 rates: skypilot-catalog catalogs/v7/aws/vms.csv (commit 001367d), as the row's price_source says
+    rows = table(run_cli("resources", "--accelerator", "H100", "--gpus", "8", check=0).stdout)
+    assert rows[0]["INSTANCE_TYPE"] == "p5.48xlarge" and rows[0]["PRICE/H"] == "98.32"
+    assert rows[0]["CURRENCY"] == "USD" and rows[0]["REGION"] == "us-east-1"
+    priced = [r["PRICE/H"] != "-" for r in rows]
+    assert priced == sorted(priced, reverse=True)  # rows without a price come last
+    cheap = table(run_cli("resources", "--max-price", "90", check=0).stdout)
+    assert cheap and all(float(r["PRICE/H"]) <= 90 for r in cheap)
+    assert "p5en.48xlarge" in {r["INSTANCE_TYPE"] for r in cheap}
+    assert "p5.48xlarge" not in {r["INSTANCE_TYPE"] for r in cheap}
+    data = json.loads(run_cli("resources", "-p", "ec2", "--accelerator", "H200", "-o", "json", check=0).stdout)
+    p5en = next(r for r in data if r["instance_type"] == "p5en.48xlarge")
+    assert p5en["prices"]["us-east-1"] == {"on_demand": 84.8, "spot": 24.2902}
+    assert p5en["price_source"].startswith("skypilot-org/skypilot-catalog") and p5en["price_date"]
+
+
+def test_every_catalog_row_has_a_price_or_says_why_not():
+    for name, info in plugins.providers().items():
+        rules = info.cls.instance_rules()
+        if rules is None:
+            continue
+        for row in rules.catalog().rows:
+            if row.prices:
+                assert row.currency in ("USD", "CNY") and row.price_date and row.price_source, (name, row)
+            else:
+                assert row.price is None and row.price_note, (name, row.instance_type)
+
+
+def test_validate_prints_the_estimate_and_max_hourly_cost_refuses_naming_both_numbers(tmp_path):
+    path = ec2_job(tmp_path, "max_hourly_cost: 400\n")
+    proc = run_cli("validate", "-p", "ec2", path, check=0)
+    # 2 nodes x p5.48xlarge at 98.32 USD/h in us-east-1, x 8 h
+    assert "estimate: 2 x p5.48xlarge at 98.32 USD/h" in proc.stderr and "196.64 USD/h" in proc.stderr
+    assert "1,573.12 USD" in proc.stderr
+    path = ec2_job(tmp_path, "max_hourly_cost: 150\n")
+    proc = run_cli("validate", "-p", "ec2", path, check=2)
+    assert f"{path}:8: max_hourly_cost: " in proc.stderr and "196.64" in proc.stderr and "150" in proc.stderr
+    dry = run_cli("submit", "-p", "ec2", path, "--dry-run", check=2)  # refused before the render is printed
+    assert dry.stdout == "" and "max_hourly_cost" in dry.stderr
+
+
+def test_max_hourly_cost_without_a_known_price_is_refused():
+    job = job_from_dict({"name": "x", "command": "c", "distribution": {"nodes": 1},
+                         "resources": {"accelerator": "A100", "gpus_per_node": 8}, "max_hourly_cost": 1000,
+                         "providers": {"ec2": dict(EC2)}})
+    from cloudtrain.prices import check_max_hourly_cost, estimate
+    est = estimate(job, "ec2")
+    assert est.instance_type == "p4d.24xlarge" and est.rate is None
+    with pytest.raises(JobFileError, match="has no price for this job"):
+        check_max_hourly_cost(job, est)
+
+
+def test_spot_uses_the_spot_rate():
+    job = job_from_dict({"name": "x", "command": "c", "spot": True, "distribution": {"nodes": 3},
+                         "resources": {"accelerator": "H200", "gpus_per_node": 8}, "providers": {"ec2": dict(EC2)}})
+    from cloudtrain.prices import estimate
+    est = estimate(job, "ec2")
+    assert (est.instance_type, est.spot, est.rate, round(est.hourly, 4)) == ("p5en.48xlarge", True, 24.2902, 72.8706)
+
+
+def test_a_type_not_offered_in_the_region_is_refused_when_resolved_and_warned_when_named(tmp_path):
+    # issue 28 item 7: ec2 in eu-west-3 with A100 rendered p4d.24xlarge, which the catalog does not list there
+    path = ec2_job(tmp_path, accelerator="A100", region="eu-west-3")
+    proc = run_cli("validate", "-p", "ec2", path, check=2)
+    assert "resources.accelerator: ec2 offers no A100 x 8 in eu-west-3" in proc.stderr and "us-east-1" in proc.stderr
+    job = job_from_dict({"name": "x", "command": "c", "resources": {"gpus_per_node": 8},
+                         "providers": {"ec2": {**EC2, "region": "eu-west-3", "instance_type": "p4d.24xlarge"}}})
+    from cloudtrain.instances import choose
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        choice = choose(job, plugins.get_provider_class("ec2").instance_rules(), "p4d.24xlarge")
+    assert choice.instance_type == "p4d.24xlarge"
+    assert any(issubclass(w.category, CloudtrainWarning) and "not offered in eu-west-3" in str(w.message) for w in seen)
+
+
+def test_azure_never_picks_a_retired_ncv3_size():
+    # Microsoft (MicrosoftDocs azure-docs, NCv3 retirement): NC6s/12s/24s_v3 and NC24rs_v3 retired 2025-09-30
+    from cloudtrain.instances import choose
+    rules = plugins.get_provider_class("azure").instance_rules()
+    job = job_from_dict({"name": "x", "command": "c", "resources": {"accelerator": "V100", "gpus_per_node": 4}})
+    with pytest.raises(JobFileError, match="azure offers no V100 "):
+        choose(job, rules, None)
+    named = job_from_dict({"name": "x", "command": "c", "resources": {"gpus_per_node": 4}})
+    with pytest.raises(JobFileError, match="retired by the platform on 2025-09-30"):
+        choose(named, rules, "Standard_NC24rs_v3")
+
+
+def test_v100_and_the_newer_types_are_in_the_aws_catalogs():
+    import botocore.session
+    enum = set(botocore.session.get_session().get_service_model("sagemaker").shape_for("TrainingInstanceType").enum)
+    sm = plugins.get_provider_class("sagemaker").instance_rules().catalog()
+    ec2 = plugins.get_provider_class("ec2").instance_rules().catalog()
+    for size, count in (("2xlarge", 1), ("8xlarge", 4), ("16xlarge", 8)):  # botocore's TrainingInstanceType
+        assert f"ml.p3.{size}" in enum and sm.get(f"ml.p3.{size}").count == count
+        assert ec2.get(f"p3.{size}").accelerator == "V100"
+    assert {r.instance_type for r in sm.rows} <= enum  # nothing SageMaker would refuse as a training type
+    assert ec2.get("g6e.48xlarge").accelerator == "L40S"
+
+
+class _Replay(BaseHTTPRequestHandler):
+    """Answers with ``self.server.answer(path, body)`` as JSON."""
+
+    def do_GET(self):
+        self._reply(self.server.answer(self.path, b""))
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.seen.append((self.headers.get("X-Amz-Target"), json.loads(body or b"{}")))
+        self._reply(self.server.answer(self.path, body))
+
+    def _reply(self, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def replay():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _azure_item(region, price, sku="ND96asr A100 v4", product="Virtual Machines NDasrA100v4 Series"):
+    # the documented shape (learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices)
+    return {"currencyCode": "USD", "tierMinimumUnits": 0.0, "retailPrice": price, "unitPrice": price,
+            "armRegionName": region, "location": region, "effectiveStartDate": "2024-01-01T00:00:00Z",
+            "meterId": "m", "meterName": sku, "productId": "p", "skuId": "s", "productName": product,
+            "skuName": sku, "serviceName": "Virtual Machines", "serviceId": "DZH313Z7MMC8", "serviceFamily": "Compute",
+            "unitOfMeasure": "1 Hour", "type": "Consumption", "isPrimaryMeterRegion": True,
+            "armSkuName": "Standard_ND96asr_v4"}
+
+
+def test_catalog_refresh_azure_reads_the_retail_prices_api_into_the_users_copy(replay, tmp_path):
+    root = f"http://127.0.0.1:{replay.server_address[1]}"
+    base = root + "/api/retail/prices"
+
+    def answer(path, _body):
+        query = parse_qs(urlparse(path).query)
+        if "armSkuName eq 'Standard_ND96asr_v4'" not in query.get("$filter", [""])[0]:
+            return {"BillingCurrency": "USD", "Items": [], "NextPageLink": None, "Count": 0}
+        if "page" not in query:
+            return {"BillingCurrency": "USD", "Count": 3, "NextPageLink": root + path + "&page=2", "Items": [
+                _azure_item("eastus", 27.197), _azure_item("eastus", 3.1, sku="ND96asr A100 v4 Low Priority"),
+                _azure_item("eastus", 32.77, product="Virtual Machines NDasrA100v4 Series Windows")]}
+        return {"BillingCurrency": "USD", "Count": 2, "NextPageLink": None, "Items": [
+            _azure_item("eastus", 5.4394, sku="ND96asr A100 v4 Spot"), _azure_item("westeurope", 30.1)]}
+    replay.answer = answer
+    proc = run_cli("catalog", "refresh", "-p", "azure", env={"CLOUDTRAIN_AZURE_PRICES_URL": base}, check=0)
+    written = proc.stdout.split()
+    assert len(written) == 1 and written[0].endswith("catalogs/azure.json") and "/plugins/" not in written[0]
+    rows = table(run_cli("resources", "-p", "azure", "--accelerator", "A100", "--gpus", "8", "--region", "eastus",
+                         check=0).stdout)
+    row = next(r for r in rows if r["INSTANCE_TYPE"] == "Standard_ND96asr_v4")
+    # Linux consumption rate; Windows and Low Priority meters left out; the spot meter is spot
+    assert (row["PRICE/H"], row["SPOT/H"], row["CURRENCY"]) == ("27.197", "5.4394", "USD")
+    assert {r["INSTANCE_TYPE"] for r in table(run_cli("resources", "-p", "azure", "--region", "westus",
+                                                      "--accelerator", "A100", "--gpus", "8", check=0).stdout)
+            if r["INSTANCE_TYPE"] == "Standard_ND96asr_v4"} == set()  # priced in eastus/westeurope only
+
+
+def test_the_price_list_refresh_reads_get_products_through_boto3(replay):
+    import boto3
+    from cloudtrain_aws.catalog_refresh import on_demand_prices
+
+    def product(region, usd, unit="Hrs"):
+        # AWS Price List GetProducts: PriceList is a list of JSON strings (botocore's pricing model: SynthesizedJsonPriceListJsonItem)
+        return json.dumps({"product": {"attributes": {"instanceType": "p5.48xlarge", "regionCode": region,
+                                                      "operatingSystem": "Linux", "tenancy": "Shared"}},
+                           "terms": {"OnDemand": {"SKU.JRTCKXETXF": {"priceDimensions": {"SKU.JRTCKXETXF.6YS6EN2CT7": {
+                               "unit": unit, "pricePerUnit": {"USD": usd}}}}}}})
+    replay.answer = lambda path, body: {"FormatVersion": "aws_v1", "PriceList": [
+        product("us-east-1", "98.3200000000"), product("eu-north-1", "105.2024000000"),
+        product("us-west-2", "0.0000000000")]}
+    client = boto3.client("pricing", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{replay.server_address[1]}",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    assert on_demand_prices(client, "p5.48xlarge") == {"us-east-1": 98.32, "eu-north-1": 105.2024}
+    target, sent = replay.seen[0]
+    assert target == "AWSPriceListService.GetProducts" and sent["ServiceCode"] == "AmazonEC2"
+    assert {"Type": "TERM_MATCH", "Field": "instanceType", "Value": "p5.48xlarge"} in sent["Filters"]
