@@ -16,7 +16,8 @@ The rules, the same for every provider that has a catalog:
    only among types the catalog lists in that region (exit 2 naming where it is offered when
    none is); a type named by 1 or 2 and not listed there is a warning, not a refusal: the
    catalog is a snapshot, the platform answers for its own regions (docs/resources.md).
-6. A retired row (``retired``) is never picked; naming one is exit 2 with the date and source.
+6. A retired row (``retired``) is never picked nor suggested; naming one warns with the date
+   and source (a compute cluster made before the date may still run it).
 
 Errors are ``file:line: field: message`` with the fix (exit 2).
 """
@@ -100,11 +101,12 @@ def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) 
             return Choice(name, None)
         raise job_error(job, loc, f"{name!r} is not a {rules.provider} {rules.noun} (not in its catalog); "
                                   f"cloudtrain resources -p {rules.provider} lists them")
-    if row.retired:
-        raise job_error(job, loc, f"{row.instance_type} was retired by the platform on {row.retired} "
-                                  f"({row.retired_source or 'see its catalog row'}); choose another "
-                                  f"(cloudtrain resources -p {rules.provider}"
-                                  f"{' --accelerator ' + row.accelerator if row.accelerator else ''})")
+    if row.retired:  # named: the user's call (a cluster made before may still run it); never picked
+        warnings.warn(f"{'.'.join(loc)}: {row.instance_type} was retired by the platform on {row.retired} "
+                      f"({row.retired_source or 'see its catalog row'}); new capacity of it is refused there: "
+                      f"choose another (cloudtrain resources -p {rules.provider}"
+                      f"{' --accelerator ' + row.accelerator if row.accelerator else ''})", CloudtrainWarning,
+                      stacklevel=3)
     _warn_if_not_offered(job, rules, row)
     r = job.resources
     if r.gpus_per_node and row.count != r.gpus_per_node:
@@ -278,7 +280,7 @@ def _hint(rules: InstanceRules) -> str:
 def nearest_with_network(rows: Iterable[Instance], want: Instance) -> Optional[Instance]:
     """The instance with a fast network closest to ``want``: same accelerator, then the nearest
     count, then the smallest."""
-    fast = [r for r in rows if r.fast_network and r.accelerator]
+    fast = [r for r in rows if r.fast_network and r.accelerator and not r.retired]
     if not fast:
         return None
     return min(fast, key=lambda r: (r.accelerator != want.accelerator, abs(r.count - want.count), r.size_key()))

@@ -132,7 +132,7 @@ def test_azure_never_picks_a_retired_ncv3_size():
     with pytest.raises(JobFileError, match="azure offers no V100 "):
         choose(job, rules, None)
     named = job_from_dict({"name": "x", "command": "c", "resources": {"gpus_per_node": 4}})
-    with pytest.raises(JobFileError, match="retired by the platform on 2025-09-30"):
+    with pytest.warns(CloudtrainWarning, match="retired by the platform on 2025-09-30"):
         choose(named, rules, "Standard_NC24rs_v3")
 
 
