@@ -91,9 +91,10 @@ def test_validate_prints_the_estimate_and_max_hourly_cost_refuses_naming_both_nu
 
 
 def test_max_hourly_cost_without_a_known_price_is_refused():
+    # sa-east-1 offers p4d (DescribeInstanceTypeOfferings) but the snapshot's source prices no p4d there
     job = job_from_dict({"name": "x", "command": "c", "distribution": {"nodes": 1},
                          "resources": {"accelerator": "A100", "gpus_per_node": 8}, "max_hourly_cost": 1000,
-                         "providers": {"ec2": dict(EC2)}})
+                         "providers": {"ec2": {**EC2, "region": "sa-east-1"}}})
     from cloudtrain.prices import check_max_hourly_cost, estimate
     est = estimate(job, "ec2")
     assert est.instance_type == "p4d.24xlarge" and est.rate is None
