@@ -406,7 +406,8 @@ def cmd_catalog(args) -> int:
     """``cloudtrain catalog refresh -p P``: the user's copy under $CLOUDTRAIN_HOME/catalogs/."""
     from . import resources
     from .catalog import user_dir
-    for path in resources.refresh(args.provider, str(user_dir())):
+    from .homedir import private_dir
+    for path in resources.refresh(args.provider, str(private_dir(user_dir()))):
         print(path)
     return 0
 
