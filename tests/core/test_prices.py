@@ -159,13 +159,15 @@ class _Replay(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.seen.append((self.headers.get("X-Amz-Target"), json.loads(body or b"{}")))
+        target = self.headers.get("X-Amz-Target")
+        self.server.seen.append((target, json.loads(body or b"{}") if target else parse_qs(body.decode())))
         self._reply(self.server.answer(self.path, body))
 
     def _reply(self, payload):
-        data = json.dumps(payload).encode()
+        xml = isinstance(payload, str)
+        data = payload.encode() if xml else json.dumps(payload).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Type", "text/xml" if xml else "application/x-amz-json-1.1")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -242,3 +244,56 @@ def test_the_price_list_refresh_reads_get_products_through_boto3(replay):
     target, sent = replay.seen[0]
     assert target == "AWSPriceListService.GetProducts" and sent["ServiceCode"] == "AmazonEC2"
     assert {"Type": "TERM_MATCH", "Field": "instanceType", "Value": "p5.48xlarge"} in sent["Filters"]
+
+
+def test_spot_prices_read_describe_spot_price_history_through_boto3_and_keep_the_lowest_zone(replay):
+    import boto3
+    from cloudtrain_aws.catalog_refresh import spot_prices
+
+    def item(kind, zone, price):
+        return (f"<item><instanceType>{kind}</instanceType><productDescription>Linux/UNIX</productDescription>"
+                f"<spotPrice>{price}</spotPrice><timestamp>2026-11-24T10:00:00.000Z</timestamp>"
+                f"<availabilityZone>{zone}</availabilityZone></item>")
+    # EC2's query API answers in XML (botocore's ec2 model: DescribeSpotPriceHistoryResult, spotPriceHistorySet)
+    replay.answer = lambda path, body: (
+        '<?xml version="1.0" encoding="UTF-8"?><DescribeSpotPriceHistoryResponse '
+        'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-1</requestId><spotPriceHistorySet>'
+        + item("p5.48xlarge", "us-east-1a", "30.326000") + item("p5.48xlarge", "us-east-1c", "20.993400")
+        + item("p4d.24xlarge", "us-east-1b", "5.093300")
+        + "</spotPriceHistorySet><nextToken></nextToken></DescribeSpotPriceHistoryResponse>")
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{replay.server_address[1]}",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    assert spot_prices(ec2, ["p5.48xlarge", "p4d.24xlarge"]) == {"p5.48xlarge": 20.9934, "p4d.24xlarge": 5.0933}
+    _, sent = replay.seen[0]
+    assert sent["Action"] == ["DescribeSpotPriceHistory"] and sent["ProductDescription.1"] == ["Linux/UNIX"]
+    assert {sent["InstanceType.1"][0], sent["InstanceType.2"][0]} == {"p5.48xlarge", "p4d.24xlarge"}
+
+
+def test_the_ec2_refresh_prices_each_row_per_region_from_both_sources(replay):
+    import boto3
+    from cloudtrain.catalog import Instance
+    from cloudtrain_aws.catalog_refresh import priced
+    url = f"http://127.0.0.1:{replay.server_address[1]}"
+
+    class Session:  # boto3's Session.client, every endpoint on the loopback double
+        def client(self, name, region_name=None):
+            return boto3.client(name, region_name=region_name, endpoint_url=url, aws_access_key_id="testing",
+                                aws_secret_access_key="testing")
+
+    def answer(path, body):
+        if b"AmazonEC2" in body:  # the Price List
+            return {"FormatVersion": "aws_v1", "PriceList": [json.dumps({
+                "product": {"attributes": {"regionCode": "us-east-1"}},
+                "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs",
+                                                                       "pricePerUnit": {"USD": "98.32"}}}}}}})]}
+        return ('<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r'
+                '</requestId><spotPriceHistorySet><item><instanceType>p5.48xlarge</instanceType><productDescription>'
+                'Linux/UNIX</productDescription><spotPrice>20.9934</spotPrice><timestamp>2026-11-24T10:00:00Z'
+                '</timestamp><availabilityZone>us-east-1c</availabilityZone></item></spotPriceHistorySet>'
+                '</DescribeSpotPriceHistoryResponse>')
+    replay.answer = answer
+    row = Instance("p5.48xlarge", "H100", 8, regions=("us-east-1",))
+    [out] = priced(Session(), [row], "2026-11-24")
+    assert (out.rate("us-east-1"), out.rate("us-east-1", spot=True), out.currency, out.price_date) == \
+        (98.32, 20.9934, "USD", "2026-11-24")
+    assert out.price_source.startswith("AWS Price List") and out.price_note is None
