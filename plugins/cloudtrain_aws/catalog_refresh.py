@@ -121,13 +121,26 @@ PRICE_SOURCE = "AWS Price List GetProducts (AmazonEC2, Linux, Shared, NA, Used) 
 
 
 def on_demand_prices(pricing, instance_type: str) -> Dict[str, float]:
-    """region -> USD per hour, from the Price List's products for ``instance_type``."""
-    import json
-    filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
+    """region -> USD per hour, from the Price List's EC2 products for ``instance_type``."""
+    return price_list(pricing, "AmazonEC2", (
         ("instanceType", instance_type), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
-        ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+        ("preInstalledSw", "NA"), ("capacitystatus", "Used")))
+
+
+# SageMaker's Price List products (service AmazonSageMaker, productFamily "ML Instance") name the
+# type in ``instanceName`` and the use in ``component`` ("Training", "Hosting", ...), as public
+# scripts that read the offer file filter them; not checked against a live account here.
+def sagemaker_prices(pricing, instance_type: str) -> Dict[str, float]:
+    """region -> USD per hour of a SageMaker training instance (``ml.*``)."""
+    return price_list(pricing, "AmazonSageMaker", (("instanceName", instance_type), ("component", "Training")))
+
+
+def price_list(pricing, service: str, match) -> Dict[str, float]:
+    """region -> the lowest positive hourly USD rate of the Price List products that match."""
+    import json
+    filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in match]
     out: Dict[str, float] = {}
-    for page in pricing.get_paginator("get_products").paginate(ServiceCode="AmazonEC2", Filters=filters):
+    for page in pricing.get_paginator("get_products").paginate(ServiceCode=service, Filters=filters):
         for text in page.get("PriceList", []):
             product = json.loads(text) if isinstance(text, str) else text
             region = ((product.get("product") or {}).get("attributes") or {}).get("regionCode")
@@ -168,10 +181,14 @@ def priced(session, rows: List[Instance], date: str) -> List[Instance]:
         except (BotoCoreError, ClientError) as exc:
             note = f"spot price history not read ({type(exc).__name__})"
     out = []
+    failed = None  # the Price List's first failure: the others would fail alike (and retry slowly)
     for row in rows:
         try:
+            if failed:
+                raise failed
             demand = on_demand_prices(pricing, row.instance_type)
         except (BotoCoreError, ClientError) as exc:
+            failed = exc
             out.append(replace(row, price_note=f"the Price List could not be read ({type(exc).__name__}); no price"))
             continue
         regions = sorted(set(demand) | {reg for reg in row.regions if row.instance_type in spot.get(reg, {})})
@@ -181,6 +198,39 @@ def priced(session, rows: List[Instance], date: str) -> List[Instance]:
                            price_date=date if found else None, price_source=PRICE_SOURCE if found else None,
                            price_note=note if found else "the Price List has no Linux on-demand price for it"))
     return out
+
+
+def priced_sagemaker(session, rows: List[Instance], date: str) -> List[Instance]:
+    """SageMaker rows with their training rates per region; the regions priced become the row's
+    regions (a type the Price List prices in a region is offered there).  No spot rate: managed
+    spot training bills a discount SageMaker does not publish per type."""
+    from dataclasses import replace
+    from botocore.exceptions import BotoCoreError, ClientError
+    from cloudtrain.catalog import Price
+    pricing = session.client("pricing", region_name="us-east-1")
+    out = []
+    failed = None
+    for row in rows:
+        try:
+            if failed:
+                raise failed
+            demand = sagemaker_prices(pricing, row.instance_type)
+        except (BotoCoreError, ClientError) as exc:
+            failed = exc
+            out.append(replace(row, price_note=f"the Price List could not be read ({type(exc).__name__}); no price"))
+            continue
+        if not demand:
+            out.append(replace(row, price_note="the Price List has no SageMaker training price for it"))
+            continue
+        found = tuple(Price(reg, rate, None) for reg, rate in sorted(demand.items()))
+        out.append(replace(row, prices=found, price=min(demand.values()), currency="USD", price_date=date,
+                           price_source=SAGEMAKER_PRICE_SOURCE, regions=tuple(sorted(demand)),
+                           price_note="no spot rate: SageMaker publishes none per type"))
+    return out
+
+
+SAGEMAKER_PRICE_SOURCE = ("AWS Price List GetProducts (AmazonSageMaker, instanceName, component Training), through "
+                          "boto3, by cloudtrain_aws.catalog_refresh; regions: those the Price List prices")
 
 
 def hand_rows(shipped_dir: str = CATALOG_DIR) -> Tuple[List[Instance], List[Instance]]:
@@ -227,7 +277,9 @@ def refresh(session=None, regions: Optional[List[str]] = None, out_dir: str = CA
     rows += [r for r in extra if r.instance_type not in {x.instance_type for x in rows}]
     ml_rows += [r for r in ml_extra if r.instance_type not in {x.instance_type for x in ml_rows}]
     if with_prices:
-        rows = priced(session, rows, datetime.date.today().isoformat())
+        today = datetime.date.today().isoformat()
+        rows = priced(session, rows, today)
+        ml_rows = priced_sagemaker(session, ml_rows, today)
     return write(rows, ml_rows, out_dir)
 
 

@@ -297,3 +297,28 @@ def test_the_ec2_refresh_prices_each_row_per_region_from_both_sources(replay):
     assert (out.rate("us-east-1"), out.rate("us-east-1", spot=True), out.currency, out.price_date) == \
         (98.32, 20.9934, "USD", "2026-11-24")
     assert out.price_source.startswith("AWS Price List") and out.price_note is None
+
+
+def test_the_sagemaker_refresh_prices_training_instances_and_takes_their_regions_from_the_price_list(replay):
+    import boto3
+    from cloudtrain.catalog import Instance
+    from cloudtrain_aws.catalog_refresh import priced_sagemaker
+    url = f"http://127.0.0.1:{replay.server_address[1]}"
+
+    class Session:
+        def client(self, name, region_name=None):
+            return boto3.client(name, region_name=region_name, endpoint_url=url, aws_access_key_id="testing",
+                                aws_secret_access_key="testing")
+
+    def product(region, usd):
+        return json.dumps({"product": {"productFamily": "ML Instance", "attributes": {
+            "instanceName": "ml.p4d.24xlarge", "component": "Training", "regionCode": region}},
+            "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+    replay.answer = lambda path, body: {"FormatVersion": "aws_v1", "PriceList": [
+        product("us-east-1", "12.5"), product("eu-west-1", "13.5")]}
+    [out] = priced_sagemaker(Session(), [Instance("ml.p4d.24xlarge", "A100", 8)], "2026-11-24")
+    assert out.regions == ("eu-west-1", "us-east-1") and out.rate("us-east-1") == 12.5
+    assert out.rate("us-east-1", spot=True) == 12.5 and "no spot" in out.price_note  # no spot rate: on-demand
+    _, sent = replay.seen[0]
+    assert sent["ServiceCode"] == "AmazonSageMaker"
+    assert {"Type": "TERM_MATCH", "Field": "component", "Value": "Training"} in sent["Filters"]
