@@ -32,7 +32,9 @@ CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs
 # EC2 GpuInfo (name, memory in MiB) -> the neutral name (cloudtrain.accelerators); None: no neutral name
 GPU_NAMES = {"A100": {40960: "A100", 81920: "A100-80GB"}, "V100": {16384: "V100", 32768: "V100-32GB"},
              "H100": "H100", "H200": "H200", "B200": "B200", "B300": "B300", "L40S": "L40S", "L4": "L4",
-             "A10G": "A10G", "T4": "T4"}
+             "A10G": "A10G", "T4": "T4",
+             # g7e and g7 (EC2 GpuInfo names, as moto 5.2.5's recorded DescribeInstanceTypes data gives them)
+             "RTX PRO Server 6000": "RTX-PRO-6000", "RTX PRO 4500": "RTX-PRO-4500"}
 # Families whose EFA device does RDMA read.  AWS, "Elastic Fabric Adapter" (EC2 user guide,
 # efa.html): "RDMA read is supported on all instances with Nitro version 4 and later"; p4d/p4de
 # (GPUDirect RDMA over EFA since their launch), p5/p5e/p5en and p6 are such instances.  Not in
