@@ -322,3 +322,13 @@ def test_the_sagemaker_refresh_prices_training_instances_and_takes_their_regions
     _, sent = replay.seen[0]
     assert sent["ServiceCode"] == "AmazonSageMaker"
     assert {"Type": "TERM_MATCH", "Field": "component", "Value": "Training"} in sent["Filters"]
+
+
+def test_the_python_api_refuses_a_job_above_max_hourly_cost_before_sending_it(tmp_path):
+    from cloudtrain import api
+    (tmp_path / "train.py").write_text("print(1)\n")
+    job = job_from_dict({"name": "x", "command": "python train.py", "code": str(tmp_path),
+                         "distribution": {"nodes": 2}, "resources": {"accelerator": "H100", "gpus_per_node": 8},
+                         "max_hourly_cost": 100, "providers": {"ec2": dict(EC2)}})
+    with pytest.raises(JobFileError, match=r"196.64 USD/h .* above max_hourly_cost 100"):
+        api.validate(job, "ec2")
