@@ -143,8 +143,8 @@ def cmd_render(args) -> int:
 def cmd_validate(args) -> int:
     from .plugins import get_provider
     job, provider = _load(args)
-    get_provider(provider).validate(job, submit=True)
     _estimate(job, provider)
+    get_provider(provider).validate(job, submit=True)
     print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
           f"{job.procs_per_node} process(es))")
     return 0
@@ -166,8 +166,8 @@ def cmd_submit(args) -> int:
         from .api import submit
         from .plugins import get_provider
         job, provider = _load(args)
-        rendered = get_provider(provider).render(job, submit=True)
         _estimate(job, provider)
+        rendered = get_provider(provider).render(job, submit=True)
         if args.dry_run:
             interrupts.restore()
             _print_rendered(rendered, args.output)
@@ -413,9 +413,15 @@ def cmd_catalog(args) -> int:
 
 
 def _estimate(job, provider: str) -> None:
-    """The job's cost estimate on stderr, and ``max_hourly_cost`` applied: before anything is sent."""
+    """The job's cost estimate on stderr, before the checks (``max_hourly_cost`` among them, in
+    ``Provider.validate``) and before anything is sent; a job whose instance does not resolve
+    prints none here: validate says why, with its other problems."""
+    from .errors import BadInput
     from .prices import announce
-    announce(job, provider, sys.stderr)
+    try:
+        announce(job, provider, sys.stderr, check=False)
+    except BadInput:
+        pass
 
 
 def cmd_resources(args) -> int:

@@ -97,11 +97,12 @@ def check_max_hourly_cost(job: JobSpec, est: Estimate) -> None:
                               "distribution.nodes, choose a cheaper accelerator, or raise max_hourly_cost")
 
 
-def announce(job: JobSpec, provider: str, out) -> Estimate:
-    """Print the estimate line to ``out`` and apply ``max_hourly_cost`` (before anything is sent).
-    A provider without a catalog (local, docker) prints nothing."""
+def announce(job: JobSpec, provider: str, out, check: bool = True) -> Estimate:
+    """Print the estimate line to ``out`` and (``check``) apply ``max_hourly_cost``. A provider
+    without a catalog (local, docker) prints nothing."""
     est = estimate(job, provider)
     if est.instance_type is not None or getattr(job, "max_hourly_cost", None) is not None:
         print(est.line(), file=out, flush=True)
-    check_max_hourly_cost(job, est)
+    if check:
+        check_max_hourly_cost(job, est)
     return est

@@ -87,7 +87,10 @@ def test_validate_prints_the_estimate_and_max_hourly_cost_refuses_naming_both_nu
     assert "1,573.12 USD" in proc.stderr
     path = ec2_job(tmp_path, "max_hourly_cost: 150\n")
     proc = run_cli("validate", "-p", "ec2", path, check=2)
-    assert f"{path}:8: max_hourly_cost: " in proc.stderr and "196.64" in proc.stderr and "150" in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("estimate: 2 x p5.48xlarge at 98.32 USD/h")  # the estimate, then the refusal
+    assert lines[1].startswith(f"cloudtrain: error: {path}:8: max_hourly_cost: the estimate 196.64 USD/h")
+    assert "above max_hourly_cost 150" in lines[1] and len(lines) == 2
     dry = run_cli("submit", "-p", "ec2", path, "--dry-run", check=2)  # refused before the render is printed
     assert dry.stdout == "" and "max_hourly_cost" in dry.stderr
 
