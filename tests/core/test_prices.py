@@ -152,6 +152,11 @@ def test_v100_and_the_newer_types_are_in_the_aws_catalogs():
         assert ec2.get(f"p3.{size}").accelerator == "V100"
     assert {r.instance_type for r in sm.rows} <= enum  # nothing SageMaker would refuse as a training type
     assert ec2.get("g6e.48xlarge").accelerator == "L40S"
+    # g7e / g7: EC2 GpuInfo "RTX PRO Server 6000" (96 GB) / "RTX PRO 4500" (moto 5.2.5's recorded EC2 data)
+    assert (ec2.get("g7e.48xlarge").accelerator, ec2.get("g7e.48xlarge").count) == ("RTX-PRO-6000", 8)
+    assert sm.get("ml.g7.48xlarge").accelerator == "RTX-PRO-4500" and "ml.g7e.2xlarge" in enum
+    from cloudtrain.accelerators import canonical
+    assert canonical("rtx pro 6000") == "RTX-PRO-6000"
 
 
 class _Replay(BaseHTTPRequestHandler):
