@@ -436,7 +436,9 @@ def cmd_resources(args) -> int:
     elif found:
         _table(resources.rows_table(found, args.region))
     else:
-        print("no instance type matches; cloudtrain resources (no options) lists every one", file=sys.stderr)
+        gone = resources.retired_matches(args.accelerator, args.gpus, args.provider)
+        why = "; retired: " + ", ".join(f"{p} {r.instance_type} ({r.retired})" for p, r in gone) if gone else ""
+        print(f"no instance type matches{why}; cloudtrain resources (no options) lists every one", file=sys.stderr)
     return 0
 
 

@@ -92,6 +92,9 @@ def refresh(provider: Optional[str], out_dir: Optional[str]) -> List[str]:
         raise BadInput("--refresh needs -p PROVIDER, e.g. cloudtrain catalog refresh -p ec2")
     cls = get_provider_class(provider)
     target = cls.catalog_refresh or PRICE_REFRESH.get(provider)
+    if not target and cls.instance_rules() is None:
+        raise BadInput(f"{provider} has no instance catalog (it runs where it is, at no listed price); "
+                       "cloudtrain resources lists the providers that have one")
     if not target:
         raise BadInput(f"{provider} has no catalog refresh; its catalog file is edited by hand (see its header)")
     if not cls.catalog_refresh:
@@ -102,3 +105,20 @@ def refresh(provider: Optional[str], out_dir: Optional[str]) -> List[str]:
         cls.require_sdk(sdk)
     fn = getattr(importlib.import_module(module), attr)
     return fn(out_dir=out_dir) if out_dir else fn()
+
+
+def retired_matches(accelerator: Optional[str] = None, gpus: Optional[int] = None,
+                    provider: Optional[str] = None) -> List[Tuple[str, Instance]]:
+    """(provider, row) of the retired rows ``matching`` leaves out (to say why nothing matched)."""
+    from .accelerators import canonical
+    from .plugins import providers
+    try:
+        accelerator = canonical(accelerator) if accelerator else None
+    except ValueError:
+        return []
+    out = []
+    for name, info in sorted(providers().items()):
+        rules = info.cls.instance_rules() if provider in (None, name) else None
+        if rules is not None:
+            out += [(name, r) for r in rules.catalog().select(accelerator, gpus, retired=True) if r.retired]
+    return out

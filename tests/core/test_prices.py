@@ -130,7 +130,7 @@ def test_a_type_not_offered_in_the_region_is_refused_when_resolved_and_warned_wh
     assert any(issubclass(w.category, CloudtrainWarning) and "not offered in eu-west-3" in str(w.message) for w in seen)
 
 
-def test_azure_never_picks_a_retired_ncv3_size():
+def test_azure_never_picks_a_retired_ncv3_size(home):
     # Microsoft (MicrosoftDocs azure-docs, NCv3 retirement): NC6s/12s/24s_v3 and NC24rs_v3 retired 2025-09-30
     from cloudtrain.instances import choose
     rules = plugins.get_provider_class("azure").instance_rules()
@@ -140,6 +140,8 @@ def test_azure_never_picks_a_retired_ncv3_size():
     named = job_from_dict({"name": "x", "command": "c", "resources": {"gpus_per_node": 4}})
     with pytest.warns(CloudtrainWarning, match="retired by the platform on 2025-09-30"):
         choose(named, rules, "Standard_NC24rs_v3")
+    listed = run_cli("resources", "-p", "azure", "--accelerator", "V100", "--gpus", "4", check=0)
+    assert listed.stdout == "" and "retired: azure Standard_NC24rs_v3 (2025-09-30)" in listed.stderr
 
 
 def test_v100_and_the_newer_types_are_in_the_aws_catalogs():
