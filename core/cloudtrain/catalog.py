@@ -119,11 +119,24 @@ class Instance:
         return (self.price if self.price is not None else float("inf"), self.vcpus or 0, self.memory_gb or 0,
                 self.instance_type)
 
+    def spec_key(self) -> tuple:
+        """Smallest first by vCPUs, memory, name (for rows not all priced)."""
+        return (self.vcpus or 0, self.memory_gb or 0, self.instance_type)
+
+
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["regions"] = list(self.regions)
         out["prices"] = {p.region: {"on_demand": p.on_demand, "spot": p.spot} for p in self.prices}
         return out
+
+
+def smallest(rows: List["Instance"]) -> "Instance":
+    """The cheapest of ``rows`` when every one has a price, else the smallest by vCPUs and memory:
+    a snapshot that prices some rows only must not make a bigger, priced type look cheaper."""
+    if all(r.price is not None for r in rows):
+        return min(rows, key=Instance.size_key)
+    return min(rows, key=Instance.spec_key)
 
 
 @dataclass

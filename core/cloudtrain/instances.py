@@ -8,7 +8,7 @@ The rules, the same for every provider that has a catalog:
    spelled the platform's way but newer than the catalog); an instance type of another platform
    is never sent raw: its accelerator and count are resolved here instead, with a warning.
 3. ``resources.accelerator`` x ``gpus_per_node``: exactly that count; then the smallest
-   (price when known, then vCPUs, memory) with at least ``cpus_per_node`` vCPUs and
+   (the cheapest when every candidate is priced, else by vCPUs, memory) with at least ``cpus_per_node`` vCPUs and
    ``memory_gb`` GiB; with ``network.rdma: on``, the smallest with a fast network.
 4. ``gpus_per_node`` alone: the provider's default accelerators, in order, and one warning line
    that says which instance it picked.
@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Tuple
 
-from .catalog import Catalog, Instance
+from .catalog import Catalog, Instance, smallest
 from .errors import CloudtrainWarning, JobFileError
 from .job import JobSpec
 
@@ -231,7 +231,8 @@ def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count
         fast = [row for row in fit if row.fast_network]
         pick = fast if rdma else fit
         if pick:
-            return Choice(min(pick, key=Instance.size_key).instance_type, min(pick, key=Instance.size_key))
+            best = smallest(pick)
+            return Choice(best.instance_type, best)
         if default:
             continue
         if not exact:

@@ -108,11 +108,22 @@ def test_max_hourly_cost_without_a_known_price_is_refused():
 
 
 def test_spot_uses_the_spot_rate():
-    job = job_from_dict({"name": "x", "command": "c", "spot": True, "distribution": {"nodes": 3},
-                         "resources": {"accelerator": "H200", "gpus_per_node": 8}, "providers": {"ec2": dict(EC2)}})
     from cloudtrain.prices import estimate
-    est = estimate(job, "ec2")
-    assert (est.instance_type, est.spot, est.rate, round(est.hourly, 4)) == ("p5en.48xlarge", True, 24.2902, 72.8706)
+    # p5e: the source has a spot price but no on-demand one (us-east-2: 14.4663, the lowest zone's)
+    spec = {"name": "x", "command": "c", "spot": True, "distribution": {"nodes": 3},
+            "resources": {"accelerator": "H200", "gpus_per_node": 8}, "providers": {"ec2": {**EC2, "region": "us-east-2"}}}
+    est = estimate(job_from_dict(spec), "ec2")
+    assert (est.instance_type, est.spot, est.rate, round(est.hourly, 4)) == ("p5e.48xlarge", True, 14.4663, 43.3989)
+    on_demand = estimate(job_from_dict({**spec, "spot": False}), "ec2")
+    assert on_demand.rate is None and "no price in us-east-2" in on_demand.note
+
+
+def test_a_partly_priced_catalog_does_not_make_a_bigger_type_look_cheaper():
+    # g6.2xlarge is priced in the snapshot, g6.xlarge (smaller) is not: L4 x 1 stays g6.xlarge
+    from cloudtrain.instances import choose
+    job = job_from_dict({"name": "x", "command": "c", "resources": {"accelerator": "L4", "gpus_per_node": 1},
+                         "providers": {"ec2": dict(EC2)}})
+    assert choose(job, plugins.get_provider_class("ec2").instance_rules(), None).instance_type == "g6.xlarge"
 
 
 def test_a_type_not_offered_in_the_region_is_refused_when_resolved_and_warned_when_named(tmp_path, home):
