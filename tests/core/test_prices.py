@@ -116,10 +116,9 @@ def test_spot_uses_the_spot_rate():
     assert (est.instance_type, est.spot, est.rate, round(est.hourly, 4)) == ("p5e.48xlarge", True, 14.4663, 43.3989)
     on_demand = estimate(job_from_dict({**spec, "spot": False}), "ec2")
     assert on_demand.rate is None and "no price in us-east-2" in on_demand.note
-
-
-def test_a_partly_priced_catalog_does_not_make_a_bigger_type_look_cheaper():
-    # g6.2xlarge is priced in the snapshot, g6.xlarge (smaller) is not: L4 x 1 stays g6.xlarge
+    # the H200 candidates are partly priced (p5en is, p5e has no on-demand rate): the choice stays by
+    # size, and a partly priced family never makes a bigger type look cheaper: g6.2xlarge is priced in
+    # the snapshot, g6.xlarge (smaller) is not, and L4 x 1 stays g6.xlarge
     from cloudtrain.instances import choose
     job = job_from_dict({"name": "x", "command": "c", "resources": {"accelerator": "L4", "gpus_per_node": 1},
                          "providers": {"ec2": dict(EC2)}})
