@@ -1,9 +1,12 @@
-"""What resolving ``resources.accelerator`` adds to a render (goal: < 5 ms).
+"""What resolving ``resources.accelerator`` adds to a render, and the catalog lookup with prices
+that ``validate``/``submit`` add for the estimate (goal: < 5 ms each, issues 27 and 31).
 
     PYTHONPATH=core:plugins python bench/bench_resources.py [--rounds N]
 
 Two measurements per provider with a catalog:
 - in process, cold: the catalog file read and parsed (its cache cleared) plus the choice;
+- in process, cold, with prices: the same plus ``cloudtrain.prices.estimate`` (the row's rate in
+  the job's region, nodes x rate, the ceiling) - what a render with an estimate pays;
 - ``render`` as a fresh process (the cold start a user sees), the job with ``accelerator: A100``
   and ``gpus_per_node: 8`` against the same job naming the provider's instance type, which reads
   the same catalog to check it, and against a job without GPUs (no catalog read at all):
@@ -29,18 +32,24 @@ BASE = {"name": "bench", "command": "python train.py", "image": "registry.exampl
         "distribution": {"type": "ddp", "nodes": 2}, "providers": {"eks": {"cluster": "c"}}}
 
 
-def in_process(provider: str) -> float:
+def in_process(provider: str, with_prices: bool = False) -> float:
     from cloudtrain import catalog
     from cloudtrain.instances import choose
     from cloudtrain.loading import job_from_dict
     from cloudtrain.plugins import get_provider_class
+    from cloudtrain.prices import estimate
     rules = get_provider_class(provider).instance_rules()
-    job = job_from_dict({**BASE, "resources": {"accelerator": "A100", "gpus_per_node": 8}})
+    job = job_from_dict({**BASE, "max_runtime": "8h", "resources": {"accelerator": "A100", "gpus_per_node": 8},
+                         "providers": {**BASE["providers"], provider: {**BASE["providers"].get(provider, {}),
+                                                                       "region": "us-east-1"}}})
     catalog.load.cache_clear()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        choose(job, rules, None)
+        if with_prices:
+            estimate(job, provider)  # resolves the instance (choose) and prices it
+        else:
+            choose(job, rules, None)
     return (time.perf_counter() - start) * 1000
 
 
@@ -75,7 +84,9 @@ def main(argv=None) -> int:
                     times[label].append(render_ms(path, provider))
             med = {label: statistics.median(v) for label, v in times.items()}
             cold = statistics.median(in_process(provider) for _ in range(20))
+            priced = statistics.median(in_process(provider, with_prices=True) for _ in range(20))
             rows.append({"provider": provider, "resolve_cold_ms": round(cold, 2),
+                         "lookup_with_prices_cold_ms": round(priced, 2),
                          "render_accelerator_ms": round(med["accelerator"], 1),
                          "render_named_ms": round(med["named"], 1), "render_no_gpu_ms": round(med["no-gpu"], 1),
                          "added_vs_no_gpu_ms": round(med["accelerator"] - med["no-gpu"], 1),
@@ -84,6 +95,9 @@ def main(argv=None) -> int:
     worst = max(r["resolve_cold_ms"] for r in rows)
     print(f"resolution (catalog read + choice, cold, in process): worst {worst:.2f} ms; goal < 5 ms: "
           f"{'PASS' if worst < 5 else 'MISS'}", file=sys.stderr)
+    worst = max(r["lookup_with_prices_cold_ms"] for r in rows)
+    print(f"catalog lookup with prices (read + choice + estimate, cold, in process): worst {worst:.2f} ms; "
+          f"goal < 5 ms: {'PASS' if worst < 5 else 'MISS'}", file=sys.stderr)
     return 0
 
 

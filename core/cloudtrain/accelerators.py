@@ -9,14 +9,16 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 KNOWN: Tuple[str, ...] = (
-    "B300", "B200", "H200", "H100", "A100-80GB", "A100", "L40S", "L4", "A10G", "A10", "T4",
-    "V100-32GB", "V100", "Ascend-910B", "Ascend-910",
+    "B300", "B200", "H200", "H100", "A100-80GB", "A100", "RTX-PRO-6000", "RTX-PRO-4500", "L40S", "L4", "A10G",
+    "A10", "T4", "V100-32GB", "V100", "Ascend-910B", "Ascend-910",
 )
 # other spellings -> the neutral name (keys compared case-folded, without spaces, '_' read as '-')
 ALIASES: Dict[str, str] = {
     "a100-40gb": "A100", "a100-sxm4-40gb": "A100", "a100-80g": "A100-80GB", "a100-sxm4-80gb": "A100-80GB",
     "h100-80gb": "H100", "h100-sxm": "H100", "h200-141gb": "H200", "v100-16gb": "V100",
     "910b": "Ascend-910B", "ascend910b": "Ascend-910B", "ascend-snt9b": "Ascend-910B", "snt9b": "Ascend-910B",
+    "rtx-pro-server-6000": "RTX-PRO-6000", "rtxpro6000": "RTX-PRO-6000", "rtx-pro-6000-blackwell": "RTX-PRO-6000",
+    "rtxpro4500": "RTX-PRO-4500", "rtx-pro-4500-blackwell": "RTX-PRO-4500",
     "910": "Ascend-910", "ascend910": "Ascend-910", "ascend-snt9": "Ascend-910", "snt9": "Ascend-910",
 }
 _FOLDED = {name.lower(): name for name in KNOWN}

@@ -6,7 +6,19 @@ A catalog file is JSON shipped inside the plugin package::
      "rows": [{"instance_type": "p4d.24xlarge", "accelerator": "A100", "count": 8,
                "accelerator_memory_gb": 40, "vcpus": 96, "memory_gb": 1152,
                "efa": 4, "efa_rdma_read": true, "infiniband": false, "roce": false,
-               "regions": ["us-east-1", ...], "price": null}, ...]}
+               "regions": ["us-east-1", ...], "price": null,
+               "prices": {"us-east-1": {"on_demand": 21.96, "spot": 9.1}, ...}, "currency": "USD",
+               "price_date": "2026-11-24", "price_source": "...", "price_note": null,
+               "retired": null}, ...]}
+
+``prices`` maps a region (``"*"``: every region alike, for a platform with one price list) to
+its on-demand and spot rates per instance-hour; a row without any says why in ``price_note``.
+``price`` is the lowest on-demand rate of ``prices`` (for sorting), kept for old files.
+``retired``: the date the platform retired the type (with ``retired_source``); such a row is
+listed for reference and never chosen.
+
+A refreshed copy under ``$CLOUDTRAIN_HOME/catalogs/`` (``cloudtrain catalog refresh``)
+replaces the shipped file of the same name.
 
 Files are read lazily, once per process, and only by the provider that renders (or by
 ``cloudtrain resources``): render's cold start pays for one small file, not for all of them.
@@ -19,6 +31,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple
+
+ANY_REGION = "*"
+
+
+@dataclass(frozen=True)
+class Price:
+    """One region's rates per instance-hour, in the row's currency (None: not published)."""
+
+    region: str
+    on_demand: Optional[float] = None
+    spot: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -36,8 +59,37 @@ class Instance:
     infiniband: bool = False
     roce: bool = False                    # RoCE (TI-ONE HCC, ModelArts RoCE)
     regions: Tuple[str, ...] = ()
-    price: Optional[float] = None         # on-demand per hour (USD unless the file says otherwise)
+    price: Optional[float] = None         # the lowest on-demand rate of ``prices`` (sorting)
     source: Optional[str] = None          # the row's own source, when the file's is not enough
+    prices: Tuple[Price, ...] = ()        # per region
+    currency: Optional[str] = None        # USD, CNY
+    price_date: Optional[str] = None      # when the prices were read from price_source
+    price_source: Optional[str] = None
+    price_note: Optional[str] = None      # why a rate is missing (no published price, ...)
+    retired: Optional[str] = None         # the date the platform retired it: never chosen
+    retired_source: Optional[str] = None
+
+    def offered_in(self, region: Optional[str]) -> Optional[bool]:
+        """Whether the catalog lists ``region`` for this type (None: it lists no regions, or no
+        region was given)."""
+        if not region or not self.regions:
+            return None
+        return region in self.regions
+
+    def price_in(self, region: Optional[str]) -> Optional[Price]:
+        """``region``'s rates; without a region, the cheapest region's (None: no price there)."""
+        by_region = {p.region: p for p in self.prices}
+        if region:
+            return by_region.get(region) or by_region.get(ANY_REGION)
+        priced = [p for p in self.prices if p.on_demand is not None]
+        return min(priced, key=lambda p: p.on_demand) if priced else (self.prices[0] if self.prices else None)
+
+    def rate(self, region: Optional[str] = None, spot: bool = False) -> Optional[float]:
+        """Per instance-hour in ``currency``: the spot rate when asked and published, else on-demand."""
+        found = self.price_in(region)
+        if found is None:
+            return None
+        return found.spot if spot and found.spot is not None else found.on_demand
 
     @property
     def fast_network(self) -> Optional[str]:
@@ -67,10 +119,24 @@ class Instance:
         return (self.price if self.price is not None else float("inf"), self.vcpus or 0, self.memory_gb or 0,
                 self.instance_type)
 
+    def spec_key(self) -> tuple:
+        """Smallest first by vCPUs, memory, name (for rows not all priced)."""
+        return (self.vcpus or 0, self.memory_gb or 0, self.instance_type)
+
+
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["regions"] = list(self.regions)
+        out["prices"] = {p.region: {"on_demand": p.on_demand, "spot": p.spot} for p in self.prices}
         return out
+
+
+def smallest(rows: List["Instance"]) -> "Instance":
+    """The cheapest of ``rows`` when every one has a price, else the smallest by vCPUs and memory:
+    a snapshot that prices some rows only must not make a bigger, priced type look cheaper."""
+    if all(r.price is not None for r in rows):
+        return min(rows, key=Instance.size_key)
+    return min(rows, key=Instance.spec_key)
 
 
 @dataclass
@@ -90,15 +156,18 @@ class Catalog:
     def get(self, instance_type: str) -> Optional[Instance]:
         return self._index.get(instance_type.strip().lower())
 
-    def select(self, accelerator: Optional[str] = None, count: Optional[int] = None) -> List[Instance]:
+    def select(self, accelerator: Optional[str] = None, count: Optional[int] = None,
+               retired: bool = False) -> List[Instance]:
+        """Rows with ``accelerator`` x ``count`` (None: any); retired ones only when asked."""
         return [r for r in self.rows
-                if (accelerator is None or r.accelerator == accelerator) and (count is None or r.count == count)]
+                if (accelerator is None or r.accelerator == accelerator) and (count is None or r.count == count)
+                and (retired or not r.retired)]
 
     def counts(self, accelerator: str) -> List[int]:
-        return sorted({r.count for r in self.rows if r.accelerator == accelerator})
+        return sorted({r.count for r in self.select(accelerator)})
 
     def accelerators(self) -> List[str]:
-        return sorted({r.accelerator for r in self.rows if r.accelerator})
+        return sorted({r.accelerator for r in self.select() if r.accelerator})
 
 
 def parse(data: dict) -> Catalog:
@@ -107,8 +176,19 @@ def parse(data: dict) -> Catalog:
     for row in data.get("rows", []):
         values = {k: v for k, v in row.items() if k in known}
         values["regions"] = tuple(values.get("regions") or ())
+        values["prices"] = tuple(Price(region, p.get("on_demand"), p.get("spot"))
+                                 for region, p in sorted((values.get("prices") or {}).items()))
+        if values.get("price") is None:
+            rates = [p.on_demand for p in values["prices"] if p.on_demand is not None]
+            values["price"] = min(rates) if rates else None
         rows.append(Instance(**values))
     return Catalog(data.get("catalog", "?"), rows, data.get("date"), data.get("source"), data.get("notes"))
+
+
+def user_dir() -> Path:
+    """Where ``cloudtrain catalog refresh`` writes the user's copies."""
+    from .homedir import home
+    return home() / "catalogs"
 
 
 @lru_cache(maxsize=None)
@@ -118,9 +198,16 @@ def load(path: str) -> Catalog:
         return parse(json.load(f))
 
 
-def package_file(module_file: str, name: str) -> str:
-    """``catalogs/<name>`` next to a plugin module (``__file__``)."""
+def shipped_file(module_file: str, name: str) -> str:
+    """``catalogs/<name>`` next to a plugin module (``__file__``): the snapshot the plugin ships."""
     return str(Path(module_file).resolve().parent / "catalogs" / name)
+
+
+def package_file(module_file: str, name: str) -> str:
+    """The catalog a provider reads: the user's refreshed copy (``$CLOUDTRAIN_HOME/catalogs/<name>``)
+    when there is one, else the shipped snapshot."""
+    mine = user_dir() / name
+    return str(mine) if mine.is_file() else shipped_file(module_file, name)
 
 
 def dump(catalog_name: str, rows: Iterable[Instance], *, date: str, source: str, notes: str = "") -> str:
@@ -137,8 +224,12 @@ def _compact(row: Instance) -> dict:
     for key, default in (("instance_type", None), ("accelerator", None), ("count", 0),
                          ("accelerator_memory_gb", None), ("vcpus", None), ("memory_gb", None), ("efa", 0),
                          ("efa_rdma_read", False), ("infiniband", False), ("roce", False), ("regions", ()),
-                         ("price", None), ("source", None)):
+                         ("price", None), ("source", None), ("prices", ()), ("currency", None),
+                         ("price_date", None), ("price_source", None), ("price_note", None), ("retired", None),
+                         ("retired_source", None)):
         value = getattr(row, key)
         if key in ("instance_type", "accelerator", "count", "price") or value != default:
+            if key == "prices":
+                value = {p.region: {"on_demand": p.on_demand, "spot": p.spot} for p in value}
             out[key] = list(value) if isinstance(value, tuple) else value
     return out

@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--refresh", action="store_true", help="rebuild -p's catalog from the platform's API (its SDK)")
     p.add_argument("--out", help="--refresh: directory to write the catalog to (default: the plugin's own)")
+    _price_options(p)
+    _catalog_parser(sub)
 
     sub.add_parser("schema", help="print the JSON Schema of job.yaml")
     sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
@@ -141,6 +143,7 @@ def cmd_render(args) -> int:
 def cmd_validate(args) -> int:
     from .plugins import get_provider
     job, provider = _load(args)
+    _estimate(job, provider)
     get_provider(provider).validate(job, submit=True)
     print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
           f"{job.procs_per_node} process(es))")
@@ -163,6 +166,7 @@ def cmd_submit(args) -> int:
         from .api import submit
         from .plugins import get_provider
         job, provider = _load(args)
+        _estimate(job, provider)
         rendered = get_provider(provider).render(job, submit=True)
         if args.dry_run:
             interrupts.restore()
@@ -387,19 +391,54 @@ def cmd_providers(args) -> int:
     return 0
 
 
+def _price_options(p) -> None:
+    p.add_argument("--region", help="rows offered in this region, priced there")
+    p.add_argument("--max-price", type=float, help="rows whose on-demand rate per instance-hour is known and at most this")
+
+
+def _catalog_parser(sub) -> None:
+    p = sub.add_parser("catalog", help="the instance catalogs: refresh -p P rebuilds your copy (types, regions, prices)")
+    p.add_argument("action", choices=("refresh",))
+    p.add_argument("-p", "--provider", required=True, help="the provider whose catalog to rebuild")
+
+
+def cmd_catalog(args) -> int:
+    """``cloudtrain catalog refresh -p P``: the user's copy under $CLOUDTRAIN_HOME/catalogs/."""
+    from . import resources
+    from .catalog import user_dir
+    from .homedir import private_dir
+    for path in resources.refresh(args.provider, str(private_dir(user_dir()))):
+        print(path)
+    return 0
+
+
+def _estimate(job, provider: str) -> None:
+    """The job's cost estimate on stderr, before the checks (``max_hourly_cost`` among them, in
+    ``Provider.validate``) and before anything is sent; a job whose instance does not resolve
+    prints none here: validate says why, with its other problems."""
+    from .errors import BadInput
+    from .prices import announce
+    try:
+        announce(job, provider, sys.stderr, check=False)
+    except BadInput:
+        pass
+
+
 def cmd_resources(args) -> int:
     from . import resources
     if args.refresh:
         for path in resources.refresh(args.provider, args.out):
             print(path)
         return 0
-    found = resources.matching(args.accelerator, args.gpus, args.provider)
+    found = resources.matching(args.accelerator, args.gpus, args.provider, args.region, args.max_price)
     if args.output == "json":
-        print(resources.rows_json(found))
+        print(resources.rows_json(found, args.region))
     elif found:
-        _table(resources.rows_table(found))
+        _table(resources.rows_table(found, args.region))
     else:
-        print("no instance type matches; cloudtrain resources (no options) lists every one", file=sys.stderr)
+        gone = resources.retired_matches(args.accelerator, args.gpus, args.provider)
+        why = "; retired: " + ", ".join(f"{p} {r.instance_type} ({r.retired})" for p, r in gone) if gone else ""
+        print(f"no instance type matches{why}; cloudtrain resources (no options) lists every one", file=sys.stderr)
     return 0
 
 
@@ -423,7 +462,7 @@ def _table(rows) -> None:
 COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
             "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config,
-            "stage": cmd_stage}
+            "stage": cmd_stage, "catalog": cmd_catalog}
 
 
 def entry() -> None:

@@ -8,10 +8,16 @@ The rules, the same for every provider that has a catalog:
    spelled the platform's way but newer than the catalog); an instance type of another platform
    is never sent raw: its accelerator and count are resolved here instead, with a warning.
 3. ``resources.accelerator`` x ``gpus_per_node``: exactly that count; then the smallest
-   (price when known, then vCPUs, memory) with at least ``cpus_per_node`` vCPUs and
+   (the cheapest when every candidate is priced, else by vCPUs, memory) with at least ``cpus_per_node`` vCPUs and
    ``memory_gb`` GiB; with ``network.rdma: on``, the smallest with a fast network.
 4. ``gpus_per_node`` alone: the provider's default accelerators, in order, and one warning line
    that says which instance it picked.
+5. Regions (when the provider knows the job's region and the row lists regions): 3 and 4 pick
+   only among types the catalog lists in that region (exit 2 naming where it is offered when
+   none is); a type named by 1 or 2 and not listed there is a warning, not a refusal: the
+   catalog is a snapshot, the platform answers for its own regions (docs/resources.md).
+6. A retired row (``retired``) is never picked nor suggested; naming one warns with the date
+   and source (a compute cluster made before the date may still run it).
 
 Errors are ``file:line: field: message`` with the fix (exit 2).
 """
@@ -21,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Tuple
 
-from .catalog import Catalog, Instance
+from .catalog import Catalog, Instance, smallest
 from .errors import CloudtrainWarning, JobFileError
 from .job import JobSpec
 
@@ -38,6 +44,7 @@ class InstanceRules:
     defaults: Tuple[str, ...] = ()                       # accelerators for gpus_per_node without one, in order
     noun: str = "instance type"
     hint: Callable[[], str] = lambda: ""                 # added to "none with that accelerator x count" errors
+    region: Callable[[JobSpec], Optional[str]] = lambda job: None  # the job's region, when known offline
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,13 @@ def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) 
             return Choice(name, None)
         raise job_error(job, loc, f"{name!r} is not a {rules.provider} {rules.noun} (not in its catalog); "
                                   f"cloudtrain resources -p {rules.provider} lists them")
+    if row.retired:  # named: the user's call (a cluster made before may still run it); never picked
+        warnings.warn(f"{'.'.join(loc)}: {row.instance_type} was retired by the platform on {row.retired} "
+                      f"({row.retired_source or 'see its catalog row'}); new capacity of it is refused there: "
+                      f"choose another (cloudtrain resources -p {rules.provider}"
+                      f"{' --accelerator ' + row.accelerator if row.accelerator else ''})", CloudtrainWarning,
+                      stacklevel=3)
+    _warn_if_not_offered(job, rules, row)
     r = job.resources
     if r.gpus_per_node and row.count != r.gpus_per_node:
         raise job_error(job, loc, f"{row.instance_type} has {row.count or 'no'} accelerator(s) "
@@ -174,17 +188,51 @@ def wanted(job: JobSpec, rules: InstanceRules) -> Optional[Tuple[str, int]]:
     return None
 
 
+def _warn_if_not_offered(job: JobSpec, rules: InstanceRules, row: Instance) -> None:
+    region = rules.region(job)
+    if row.offered_in(region) is False:
+        warnings.warn(f"{row.instance_type} is not offered in {region} by {rules.provider}'s catalog "
+                      f"({_where(row)}); the platform may refuse it there (cloudtrain catalog refresh -p "
+                      f"{rules.provider} updates the catalog)", CloudtrainWarning, stacklevel=4)
+
+
+def _where(row: Instance) -> str:
+    shown = ", ".join(row.regions[:6]) + (", ..." if len(row.regions) > 6 else "")
+    return f"it lists {shown}" if row.regions else "it lists no regions"
+
+
+def _in_region(job: JobSpec, rules: InstanceRules, rows: List[Instance], accelerator: str,
+               count: int) -> List[Instance]:
+    """``rows`` offered in the job's region (all of them when the region or the rows' regions are
+    unknown); exit 2 naming where they are offered when none is offered there."""
+    region = rules.region(job)
+    here = [row for row in rows if row.offered_in(region) is not False]
+    if rows and not here:
+        where = sorted({reg for row in rows for reg in row.regions})
+        raise job_error(job, ("resources", "accelerator"),
+                        f"{rules.provider} offers no {accelerator} x {count} in {region} (its catalog lists "
+                        f"{', '.join(row.instance_type for row in rows)} in {', '.join(where)}); choose one of "
+                        f"those regions, or another accelerator (cloudtrain resources -p {rules.provider} "
+                        f"--accelerator {accelerator} --region {region})")
+    return here
+
+
 def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count: int,
               default: bool = False) -> Choice:
     r, catalog = job.resources, rules.catalog()
     rdma = job.network.rdma == "on"
     for accelerator in accelerators:
         exact = catalog.select(accelerator, count)
+        if default:
+            exact = [row for row in exact if row.offered_in(rules.region(job)) is not False]
+        else:
+            exact = _in_region(job, rules, exact, accelerator, count)
         fit = [row for row in exact if row.fits(r.cpus_per_node, r.memory_gb)]
         fast = [row for row in fit if row.fast_network]
         pick = fast if rdma else fit
         if pick:
-            return Choice(min(pick, key=Instance.size_key).instance_type, min(pick, key=Instance.size_key))
+            best = smallest(pick)
+            return Choice(best.instance_type, best)
         if default:
             continue
         if not exact:
@@ -233,7 +281,7 @@ def _hint(rules: InstanceRules) -> str:
 def nearest_with_network(rows: Iterable[Instance], want: Instance) -> Optional[Instance]:
     """The instance with a fast network closest to ``want``: same accelerator, then the nearest
     count, then the smallest."""
-    fast = [r for r in rows if r.fast_network and r.accelerator]
+    fast = [r for r in rows if r.fast_network and r.accelerator and not r.retired]
     if not fast:
         return None
     return min(fast, key=lambda r: (r.accelerator != want.accelerator, abs(r.count - want.count), r.size_key()))

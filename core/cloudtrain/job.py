@@ -159,6 +159,8 @@ class JobSpec(Strict):
     max_runtime: OptionalDuration = Field(None, description="hard limit on the run time: 90s, 30m, 8h, 2d or 1h30m "
                                                             "(a bare number is seconds); the job fails when it is reached")
     max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a failure or a preemption")
+    max_hourly_cost: Optional[float] = Field(None, gt=0, description="refuse the job when its estimate (nodes x the "
+                                             "instance's rate per hour, in the catalog's currency) is above this")
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)

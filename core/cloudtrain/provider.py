@@ -234,6 +234,8 @@ class Provider(abc.ABC):
             problems.collect(self.check, job, options)
             if submit:
                 self.preflight(job, options, problems)
+            if submit and not problems:
+                _check_cost(job, self.name, problems)
         problems.raise_all()
         return options
 
@@ -479,3 +481,10 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<Run {self.handle}>"
+
+
+def _check_cost(job: JobSpec, provider: str, problems) -> None:
+    """``max_hourly_cost`` (cloudtrain.prices), for every caller of validate/render/submit."""
+    if getattr(job, "max_hourly_cost", None) is not None:
+        from .prices import check_max_hourly_cost, estimate
+        problems.collect(lambda: check_max_hourly_cost(job, estimate(job, provider)))

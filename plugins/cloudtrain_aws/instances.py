@@ -8,6 +8,7 @@ instance type, pods ask for GPUs and the cluster's scheduler places them.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Dict, Optional
 
@@ -31,16 +32,23 @@ def sagemaker_catalog() -> Catalog:
     return load(package_file(__file__, "sagemaker.json"))
 
 
+def job_region(provider: str):
+    """The job's region as known without an SDK call: ``providers.<provider>.region``, else
+    ``AWS_DEFAULT_REGION`` (a region only in ~/.aws/config is not read here: no check then)."""
+    return lambda job: (job.providers.get(provider) or {}).get("region") or os.environ.get("AWS_DEFAULT_REGION")
+
+
 def _ec2_name(name: str) -> str:
     return name[3:] if name.startswith("ml.") else name
 
 
 EC2_RULES = InstanceRules("ec2", ec2_catalog, owns=lambda n: bool(EC2_TYPE.match(n)), to_own=_ec2_name,
-                          defaults=DEFAULTS)
+                          defaults=DEFAULTS, region=job_region("ec2"))
 EKS_RULES = InstanceRules("eks", ec2_catalog, owns=lambda n: bool(EC2_TYPE.match(n)), to_own=_ec2_name)
 SAGEMAKER_RULES = InstanceRules("sagemaker", sagemaker_catalog,
                                 owns=lambda n: n.startswith("ml.") and bool(EC2_TYPE.match(n[3:])),
-                                to_own=lambda n: n if n.startswith("ml.") else "ml." + n, defaults=DEFAULTS)
+                                to_own=lambda n: n if n.startswith("ml.") else "ml." + n, defaults=DEFAULTS,
+                                region=job_region("sagemaker"))
 
 
 def efa_env(row: Optional[Instance]) -> Dict[str, str]:

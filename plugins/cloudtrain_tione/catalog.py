@@ -39,8 +39,12 @@ ALIAS = re.compile(r"^\s*(?P<cpu>\d+)C(?P<mem>\d+)G(?:\s+(?P<gpu>[A-Za-z0-9-]+)\
 SOURCE = ("DescribeBillingSpecs (API 2021-11-11, ChargeType POSTPAID_BY_HOUR, TaskType TRAIN) through "
           "tencentcloud-sdk-python-tione, by cloudtrain_tione.catalog: SpecName = InstanceType, "
           "SpecAlias '<cores>C<memory>G <card>*<n>' as in the SDK's InstanceTypeAlias list")
-NOTES = ("price: null: DescribeBillingSpecsPrice is not read. A100 has no public postpaid spec: use a resource "
-         "group (GpuType A100, SDK GpuDetail.Name).")
+NOTES = ("price: CNY per hour from DescribeBillingSpecsPrice (TotalCost in fen for SpecCount 1, the list price "
+         "before the account's discounts). A100 has no public postpaid spec: use a resource group (GpuType A100, "
+         "SDK GpuDetail.Name).")
+PRICE_SOURCE = ("DescribeBillingSpecsPrice (API 2021-11-11) through tencentcloud-sdk-python-tione, by "
+                "cloudtrain_tione.catalog: SpecsPrice[].TotalCost (fen, the list price) for SpecCount 1 of a "
+                "POSTPAID_BY_HOUR spec, read as CNY per hour, for the region the call was made in")
 
 
 def tione_catalog() -> Catalog:
@@ -90,6 +94,28 @@ def fetch(client) -> List[Instance]:
     return [row for row in (row_of(s._serialize()) for s in (response.Specs or [])) if row is not None]
 
 
+def priced(client, rows: List[Instance], date: str, region: str) -> List[Instance]:
+    """``rows`` with TI-ONE's list price per hour (``DescribeBillingSpecsPrice``, one batch); a
+    spec the answer leaves out, or prices at 0 (the API's "over 4.2 billion" value), says so."""
+    from dataclasses import replace
+    from tencentcloud.tione.v20211111 import models
+    from cloudtrain.catalog import Price
+    request = models.DescribeBillingSpecsPriceRequest()
+    request._deserialize({"SpecsParam": [{"SpecName": r.instance_type, "SpecCount": 1} for r in rows]})
+    answer = client.DescribeBillingSpecsPrice(request)
+    fen = {p.SpecName: p.TotalCost for p in (answer.SpecsPrice or []) if p.SpecName}
+    out = []
+    for row in rows:
+        cost = fen.get(row.instance_type)
+        if not cost:
+            out.append(replace(row, price_note="DescribeBillingSpecsPrice gave no price for it"))
+            continue
+        rate = round(cost / 100.0, 2)
+        out.append(replace(row, prices=(Price(region, rate, None),), price=rate, currency="CNY", price_date=date,
+                           price_source=PRICE_SOURCE, price_note="no spot: TI-ONE postpaid specs have no spot price"))
+    return out
+
+
 def write(rows: Iterable[Instance], out_dir: str, date: Optional[str] = None, via: str = "") -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "tione.json")
@@ -115,5 +141,11 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
     if not rows:
         raise PlatformError("DescribeBillingSpecs listed no training spec with cores, memory and a known card; "
                             "the catalog is left as it was (check the region)")
+    try:
+        rows = priced(client, rows, datetime.date.today().isoformat(), region)
+    except TencentCloudSDKException as exc:  # the specs are still worth keeping: say why there is no price
+        from dataclasses import replace
+        why = f"DescribeBillingSpecsPrice failed ({exc.get_code()}); no price"
+        rows = [replace(r, price_note=why) for r in rows]
     return [write(rows, out_dir)]
 
