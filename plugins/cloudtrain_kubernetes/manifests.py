@@ -538,7 +538,11 @@ def container(job: JobSpec, options: ManifestOptions, name: str, command: List[s
         if claim:  # every attempt's pods mount the same claim: what one saved, the next sees
             mount = {"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT}
             c["volumeMounts"].append({**mount, "subPath": claim[1]} if claim[1] else mount)
-            c["env"].insert(0, {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": CHECKPOINT_MOUNT})
+    if checkpoint_claim(job):
+        # Named on every container, the MPIJob launcher's too (which mounts nothing): mpirun
+        # starts the ranks over ssh, where the worker pods' env is gone, and forwards only the
+        # launcher's CLOUDTRAIN_* (-x, cloudtrain.launch.plans.FORWARDED_PREFIXES).
+        c["env"].insert(0, {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": CHECKPOINT_MOUNT})
     if rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     return c
