@@ -697,7 +697,10 @@ class KubeflowTrainerOptions(TrainerOptions, KubeOptions):
 
 
 def trainer_runtime(provider: KubernetesProvider, job: JobSpec, options: TrainerOptions) -> trainjob.Runtime:
-    """The job's runtime, or a ``JobFileError`` at ``distribution.type`` when it has none."""
+    """The job's runtime, or a ``JobFileError`` at ``distribution.type`` when it has none (at
+    ``max_restarts`` when restarts are asked for: ``trainjob.NO_RESTARTS``)."""
+    if job.max_restarts > 0:
+        raise provider.job_error(job, ("max_restarts",), f"{provider.name}: {trainjob.NO_RESTARTS}")
     try:
         return trainjob.runtime_for(job, options.runtime, options.runtime_kind, options.replicated_jobs)
     except trainjob.NoRuntime as exc:

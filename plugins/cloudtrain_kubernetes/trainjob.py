@@ -74,6 +74,20 @@ class Runtime:
         return "launcher" in self.jobs
 
 
+# A TrainJob has no restart field: its spec is runtimeRef, trainer, initializer, runtimePatches,
+# suspend, managedBy and activeDeadlineSeconds, and runtimePatches reach only the replicated jobs'
+# metadata and pod templates (trainer.kubeflow.org_trainjobs CRD, /work/shared/schemas/crds;
+# kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go).  Restarts are the runtime's JobSet
+# spec.failurePolicy.maxRestarts (the ClusterTrainingRuntime CRD), which neither default runtime
+# sets (tests/data/runtimes): a failed node fails the TrainJob.
+NO_RESTARTS = (
+    "a TrainJob cannot ask for restarts (its spec has no restart field and its runtimePatches reach "
+    "only the pod templates); restarts are the training runtime's JobSet failurePolicy.maxRestarts, which "
+    f"{TORCH_RUNTIME} and {DEEPSPEED_RUNTIME} do not set; set max_restarts: 0 and name a runtime of your cluster "
+    f"whose failurePolicy.maxRestarts restarts the job (providers.{PLATFORM}.runtime), or use the kubeflow or "
+    "volcano provider, which restart the whole job")
+
+
 class NoRuntime(ValueError):
     """The distribution type has no default runtime and none was named."""
 

@@ -195,3 +195,35 @@ def test_provider_render_ships_the_trainjob_detector(tmp_path):
     env = {e["name"]: e.get("value") for e in rendered.artifacts[-1].content["spec"]["trainer"]["env"]}
     assert env["CLOUDTRAIN_DETECTORS"] == "kubeflow-trainer=" + tj.DETECTOR
     assert launch_args(rendered.artifacts[-1].content["spec"]["trainer"]["command"])[0][:2] == ["--platform", "kubeflow-trainer"]
+
+
+
+
+@pytest.mark.parametrize("provider,extra", [("kubeflow-trainer", ()), ("eks", ("--set", "providers.eks.api=trainer"))])
+def test_max_restarts_is_refused_at_its_line_not_dropped(tmp_path, home, provider, extra):
+    """A TrainJob has no restart field (trainer.kubeflow.org_trainjobs CRD: spec has runtimeRef,
+    trainer, initializer, runtimePatches, suspend, managedBy, activeDeadlineSeconds; runtimePatches
+    patch only the replicated jobs' pod templates); restarts are the runtime's JobSet
+    failurePolicy.maxRestarts, which neither default runtime sets (tests/data/runtimes)."""
+    from crd_schemas import crd_validators
+    schema = crd_validators()[("trainer.kubeflow.org/v1alpha1", "TrainJob")].schema["properties"]["spec"]
+    assert set(schema["properties"]) == {"activeDeadlineSeconds", "initializer", "managedBy", "runtimePatches",
+                                         "runtimeRef", "suspend", "trainer"}
+    patch_spec = schema["properties"]["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"][
+        "properties"]["template"]["properties"]["spec"]
+    assert set(patch_spec["properties"]) == {"replicatedJobs"}
+    for runtime in (tj.TORCH_RUNTIME, tj.DEEPSPEED_RUNTIME):
+        assert "failurePolicy" not in runtime_file(runtime)["spec"]["template"]["spec"]
+    path = write_job(tmp_path, """
+        name: digits
+        command: python train.py
+        image: pytorch/pytorch:2.4.0
+        distribution: {type: ddp, nodes: 2}
+        max_restarts: 2
+        """)
+    proc = run_cli("render", "-p", provider, path, *extra)
+    assert proc.returncode == EXIT_BAD_INPUT and proc.stdout == ""
+    assert f"{path}:5: max_restarts: {provider}: a TrainJob cannot ask for restarts" in proc.stderr
+    assert "failurePolicy.maxRestarts" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    ok = run_cli("render", "-p", provider, path, *extra, "--set", "max_restarts=0", check=0)
+    assert ok.returncode == 0
