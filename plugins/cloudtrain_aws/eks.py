@@ -32,6 +32,10 @@ from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"
 TOKEN_PREFIX = "k8s-aws-v1."
+# AWS's EFA example on EKS requests hugepages-2Mi: 5120Mi beside vpc.amazonaws.com/efa and says
+# EFA nodes pre-allocate 5128 2 MiB huge pages (aws-samples/aws-efa-eks README "HugePages",
+# examples/simple/nccl-efa-tests.yaml); libfabric's EFA provider registers its buffers there.
+EFA_HUGEPAGES = "5120Mi"
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
@@ -39,6 +43,7 @@ class EksOptions(TrainerOptions, PodOptions):
     api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
     region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
+    efa_hugepages: Optional[str] = Field(EFA_HUGEPAGES, pattern=r"^[1-9][0-9]*(Mi|Gi)$", description="hugepages-2Mi each pod asks for beside its EFA devices (libfabric's EFA provider uses 2 MiB huge pages; EFA nodes pre-allocate 5128 of them); null: none")
     instance_type: Optional[str] = Field(None, description="EC2 instance type of the nodes the pods go to (nodeSelector "
                                                            "node.kubernetes.io/instance-type; default: resolved from "
                                                            "resources.accelerator, or none)")
@@ -94,6 +99,8 @@ class EksProvider(KubeflowProvider):
                             rdma_env=options.rdma_env if options.rdma_env is not None else preset)
         elif job.network.rdma == "on" and not options.rdma_resource:
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE)
+        if mopts.rdma_resource == EFA_RESOURCE:
+            mopts = replace(mopts, hugepages_2mi=options.efa_hugepages)
         return mopts
 
     @classmethod

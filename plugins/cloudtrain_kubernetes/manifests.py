@@ -122,6 +122,8 @@ RDMA_ENV_PRESETS: Dict[str, Dict[str, str]] = {
     "vpc.amazonaws.com/efa": {"FI_PROVIDER": "efa", "NCCL_IB_DISABLE": "1"},
 }
 DEFAULT_RDMA_RESOURCE = "rdma/hca"
+HUGEPAGES_2MI = "hugepages-2Mi"
+HUGEPAGES_MEMORY_REQUEST = "8000Mi"
 
 # mpirun reaches the other nodes over ssh.  What AWS's post on Horovod/PyTorch training across
 # EC2 GPU nodes (with mpi-operator) learnt: the keys come from a mounted Secret (read-only,
@@ -178,6 +180,7 @@ class ManifestOptions:
     rdma_count: int = 1
     rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
     rdma_device: bool = True                         # False: the nodes' RDMA needs no device plugin (Ascend: hccn.conf)
+    hugepages_2mi: Optional[str] = None              # with an RDMA device: hugepages-2Mi to request (EFA: eks)
     queue: Optional[str] = None                      # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
     priority_class: Optional[str] = None             # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
     scheduler_name: str = "volcano"
@@ -494,8 +497,16 @@ def resources_of(job: JobSpec, options: ManifestOptions, rdma: bool) -> dict:
         limits[options.gpu_resource] = str(r.gpus_per_node)
     if rdma:
         limits[options.rdma_resource or DEFAULT_RDMA_RESOURCE] = str(options.rdma_count)
-    # requests = limits: Guaranteed QoS for cpu/memory; extended resources must be equal anyway
-    return {"limits": limits, "requests": dict(limits)} if limits else {}
+        if options.hugepages_2mi:
+            limits[HUGEPAGES_2MI] = options.hugepages_2mi
+    # requests = limits: Guaranteed QoS for cpu/memory; extended resources and huge pages must be equal anyway
+    out = {"limits": limits, "requests": dict(limits)} if limits else {}
+    if HUGEPAGES_2MI in limits and not ({"cpu", "memory"} & set(limits)):
+        # "HugePages require cpu or memory" (kubernetes pkg/apis/core/validation/validation.go,
+        # ValidateResourceRequirements): a memory request (no limit, so the pod is not capped),
+        # the 8000Mi AWS's EFA example pairs with its huge pages (aws-samples/aws-efa-eks)
+        out["requests"]["memory"] = HUGEPAGES_MEMORY_REQUEST
+    return out
 
 
 def checkpoint_claim(job: JobSpec) -> Optional[Tuple[str, str]]:
