@@ -104,16 +104,6 @@ def runtime_for(job: JobSpec, name: Optional[str] = None, kind: str = "ClusterTr
             f"{DEEPSPEED_RUNTIME} for deepspeed); name a ClusterTrainingRuntime or TrainingRuntime of your cluster "
             f"that runs it with providers.{PLATFORM}.runtime (kubectl get clustertrainingruntimes), or use the "
             "kubeflow provider (training-operator v1)")
-    if t == "deepspeed" and name == DEEPSPEED_RUNTIME and job.distribution.nodes > 1:
-        # tests/data/runtimes: deepspeed-distributed runs the trainer's command on its launcher pod
-        # only (the node pods run sshd) and expects it to start every rank over MPI; cloudtrain's
-        # deepspeed plan starts DeepSpeed on each node itself, so only node 0 would train.
-        raise NoRuntime(
-            f"deepspeed on {job.distribution.nodes} nodes is not supported on {DEEPSPEED_RUNTIME}: that runtime runs "
-            "the command on its launcher pod only and expects it to start every rank over MPI, while cloudtrain starts "
-            "DeepSpeed on each node; use one node, distribution.type ddp (torch-distributed; DeepSpeed initialises from "
-            f"torchrun's environment), name a runtime that runs the command on every node with "
-            f"providers.{PLATFORM}.runtime, or use the kubeflow provider")
     default_jobs = RUNTIME_JOBS.get(name) or (("launcher", "node") if t in ("mpi", "horovod") else ("node",))
     return Runtime(name, kind, tuple(jobs) if jobs else default_jobs)
 
@@ -131,6 +121,28 @@ def _pod_patch(job: JobSpec, options: m.ManifestOptions, bundle: Mapping[str, st
     return template
 
 
+# The module the launcher pod of an MPI runtime runs to start the node command on every node.
+FANOUT_MODULE = "cloudtrain_kubernetes.trainer_detect"
+
+
+def fans_out(job: JobSpec, runtime: Runtime) -> bool:
+    """Does the launcher pod start cloudtrain's launcher on every node?  On an MPI runtime the
+    command runs on the launcher pod only; mpi and horovod start their ranks over MPI themselves,
+    every other type runs the launcher on each node (deepspeed: DeepSpeed's own per node)."""
+    return runtime.mpi and job.distribution.nodes > 1 and job.distribution.type not in ("mpi", "horovod")
+
+
+def trainer_command(job: JobSpec, options: m.ManifestOptions, runtime: Runtime) -> List[str]:
+    """``spec.trainer.command``: the node shell (launcher on ``PYTHONPATH``, the code unpacked,
+    then ``cloudtrain launch``); where the launcher pod must drive every node (``fans_out``), the
+    launcher pod runs ``trainer_detect``'s mpirun over the hostfile with that node shell as the
+    command each node runs (it unpacks the code there too: the node pods' own command is sshd)."""
+    node = m.node_shell(m.launch_command(job, options), options=options)
+    if not fans_out(job, runtime):
+        return node
+    return m.node_shell([options.python, "-m", FANOUT_MODULE, "--python", options.python, "--", *node])
+
+
 def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle: Mapping[str, str]) -> dict:
     d = job.distribution
     name = m.object_name(job, options)
@@ -146,7 +158,7 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     if m.checkpoint_claim(job):  # mounted by the pod patch (m.container), named here for the trainer
         ours["CLOUDTRAIN_CHECKPOINT_DIR"] = m.CHECKPOINT_MOUNT
     env = m.env_list(job, options, {**m.storage_mounts(job)[1], **ours}, rdma=rdma)  # the patches mount the claims
-    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options), options=options),
+    trainer: Dict[str, Any] = {"image": image, "command": trainer_command(job, options, runtime),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
     resources = m.resources_of(job, options, rdma)
     if resources:

@@ -50,12 +50,6 @@ def test_every_type_renders_valid_against_the_crd_or_is_refused(combo, type_, mo
     if type_ not in tj.DEFAULT_RUNTIMES:
         with pytest.raises(tj.NoRuntime, match=f"{type_} has no default Kubeflow Trainer runtime"):
             tj.runtime_for(job)
-    if type_ == "deepspeed" and job.distribution.nodes > 1:
-        # deepspeed-distributed runs the command on its launcher only (tests/data/runtimes): refused
-        # (one node renders: test_the_patches_name_replicated_jobs_and_the_container_...)
-        with pytest.raises(tj.NoRuntime, match="not supported on deepspeed-distributed"):
-            tj.runtime_for(job)
-        return
     objs = build(job, NAMED.get(type_))
     for obj in objs:
         validate(obj)
@@ -92,8 +86,7 @@ def test_the_patches_name_replicated_jobs_and_the_container_of_the_default_runti
     upstream = runtime_file(runtime)["spec"]["template"]["spec"]["replicatedJobs"]
     containers = {rj["name"]: [c["name"] for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
                   for rj in upstream}
-    # deepspeed-distributed takes one node only (a multi-node job is refused: see runtime_for)
-    spec = trainer_of(build(make_job(type_, nodes=1 if runtime == tj.DEEPSPEED_RUNTIME else 3)))
+    spec = trainer_of(build(make_job(type_, nodes=3)))
     assert sorted(patches(spec)) == sorted(containers)
     assert all("node" in names for names in containers.values())
     # the trainer's command lands in the job labelled trainjob-ancestor-step: trainer (jobset builder.go)
@@ -121,14 +114,6 @@ def test_volumes_resources_and_rdma_go_where_trainer_v2_takes_them():
     assert pod["metadata"]["labels"][m.LABEL_JOB] == "digits"
     env = {e["name"]: e.get("value") for e in spec["trainer"]["env"]}
     assert env["NCCL_IB_DISABLE"] == "0"
-
-
-def test_multi_node_deepspeed_on_the_default_runtime_is_refused():
-    """deepspeed-distributed (tests/data/runtimes) runs the trainer's command on its launcher pod
-    only, the node pods run sshd; cloudtrain's deepspeed plan starts DeepSpeed on every node."""
-    with pytest.raises(tj.NoRuntime, match="deepspeed on 2 nodes is not supported on deepspeed-distributed"):
-        tj.runtime_for(make_job("deepspeed", nodes=2))
-    assert tj.runtime_for(make_job("deepspeed", nodes=1)).name == tj.DEEPSPEED_RUNTIME
 
 
 def test_a_named_runtime_and_its_kind():
