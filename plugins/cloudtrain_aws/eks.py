@@ -24,7 +24,8 @@ from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes import trainjob
-from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions, TrainerOptions, trainer_runtime
+from cloudtrain_kubernetes.provider import (KubeflowProvider, PodOptions, QueueSchedulerOption, TrainerOptions,
+                                            trainer_check, trainer_runtime)
 
 from .common import aws_credentials, no_region
 from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
@@ -39,7 +40,7 @@ EFA_HUGEPAGES = "5120Mi"
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
-class EksOptions(TrainerOptions, PodOptions):
+class EksOptions(QueueSchedulerOption, TrainerOptions, PodOptions):
     api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
     region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
@@ -110,7 +111,7 @@ class EksProvider(KubeflowProvider):
     def check(self, job: JobSpec, options: EksOptions) -> None:
         super().check(job, options)
         if options.api == "trainer":
-            trainer_runtime(self, job, options)
+            trainer_check(self, job, options)
 
     def manifests(self, job: JobSpec, options: EksOptions) -> List[dict]:
         if options.api != "trainer":

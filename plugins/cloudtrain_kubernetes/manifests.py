@@ -184,6 +184,7 @@ class ManifestOptions:
     queue: Optional[str] = None                      # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
     priority_class: Optional[str] = None             # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
     scheduler_name: str = "volcano"
+    queue_scheduler: str = "kueue"                   # Kubeflow: kueue (labels) or volcano (runPolicy.schedulingPolicy)
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
     ssh_auth_mount_path: str = "/root/.ssh"
     detector_targets: Tuple[str, ...] = ()           # detector modules shipped in the launcher bundle
@@ -597,8 +598,18 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
 
 # -- Kubeflow ------------------------------------------------------------------------------------
 def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> dict:
-    # A queue is Kueue's (kueue_labels), which admits the whole job at once: no schedulingPolicy.
     policy: Dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
+    if options.queue_scheduler == "volcano" and (options.queue or options.priority_class):
+        # An operator that gang-schedules with Volcano (--gang-scheduler-name=volcano) makes one
+        # PodGroup per job from runPolicy.schedulingPolicy: minAvailable, queue (default "default")
+        # and priorityClass (training-operator v1.8.1 pkg/controller.v1/common/job.go, ReconcileJobs
+        # under EnableGangScheduling); Kueue's labels are not rendered then (kueue_labels).
+        sched: Dict[str, Any] = {"minAvailable": min_available}
+        if options.queue:
+            sched["queue"] = options.queue
+        if options.priority_class:
+            sched["priorityClass"] = options.priority_class
+        policy["schedulingPolicy"] = sched
     if job.max_runtime:  # from the job's start, restarts included
         policy["activeDeadlineSeconds"] = job.max_runtime
     return policy
@@ -608,6 +619,8 @@ def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
     """Kueue's job labels: the LocalQueue and the WorkloadPriorityClass (kubernetes-sigs/kueue
     pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel)."""
     out = {}
+    if options.queue_scheduler != "kueue":
+        return out
     if options.queue:
         out[KUEUE_QUEUE] = options.queue
     if options.priority_class:

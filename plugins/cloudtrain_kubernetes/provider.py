@@ -134,6 +134,16 @@ class KubeOptions(PodOptions):
     gpu_products: List[str] = Field(default_factory=list, description="the values of gpu_label that mean resources.accelerator on this cluster (default: the ones public sources give, see Resources)")
 
 
+class QueueSchedulerOption(BaseModel):
+    """Who reads a training-operator job's queue (``kubeflow``, ``eks``)."""
+
+    queue_scheduler: Literal["kueue", "volcano"] = Field("kueue", description="kubeflow and eks (training-operator jobs): who reads queue and priority_class: kueue (labels kueue.x-k8s.io/*) or volcano (an operator that gang-schedules with Volcano: runPolicy.schedulingPolicy queue, priorityClass, minAvailable)")
+
+
+class KubeflowOptions(QueueSchedulerOption, KubeOptions):
+    """Training-operator jobs on a cluster reached through a kubeconfig."""
+
+
 class VolcanoOptions(KubeOptions):
     scheduler_name: str = Field("volcano", description="schedulerName of the job")
     plugins: Dict[str, List[str]] = Field(default_factory=dict, description="extra Volcano job plugins and their arguments (svc and env are always on)")
@@ -198,6 +208,7 @@ class KubernetesProvider(CloudProvider):
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
             "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue", "priority_class")}
+        fields["queue_scheduler"] = getattr(options, "queue_scheduler", "kueue")
         if job.spot:  # the cluster says which nodes are spot: its labels and taints
             fields["node_selector"] = {**options.spot_node_selector, **options.node_selector}
             fields["tolerations"] = [*options.tolerations, *options.spot_tolerations]
@@ -605,6 +616,7 @@ class KubeflowProvider(KubernetesProvider):
 
     name = "kubeflow"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
+    Options = KubeflowOptions
 
     def check(self, job: JobSpec, options: PodOptions) -> None:
         """Kueue takes the queue and the priority class as label values (``kueue_labels``)."""
@@ -709,6 +721,16 @@ def trainer_runtime(provider: KubernetesProvider, job: JobSpec, options: Trainer
                else JobFileError(message, field="distribution.type")) from None
 
 
+def trainer_check(provider: KubernetesProvider, job: JobSpec, options) -> None:
+    """A TrainJob's runtime is there; its queue is Kueue's (a TrainJob has no schedulingPolicy:
+    a runtime's podGroupPolicy gang-schedules it)."""
+    if getattr(options, "queue_scheduler", "kueue") != "kueue":
+        raise provider.job_error(job, ("providers", provider.name, "queue_scheduler"),
+                                 "a TrainJob is queued by Kueue only (it has no schedulingPolicy; a training runtime's "
+                                 "podGroupPolicy gang-schedules it); use queue_scheduler: kueue")
+    trainer_runtime(provider, job, options)
+
+
 def trainer_manifest_options(mopts: m.ManifestOptions) -> m.ManifestOptions:
     """The launcher bundle carries the TrainJob detector (and the Kubeflow one it builds on)."""
     from dataclasses import replace
@@ -724,7 +746,7 @@ class KubeflowTrainerProvider(KubeflowProvider):
 
     def check(self, job: JobSpec, options: KubeflowTrainerOptions) -> None:
         super().check(job, options)
-        trainer_runtime(self, job, options)
+        trainer_check(self, job, options)
 
     def manifest_options(self, job: JobSpec, options: KubeflowTrainerOptions) -> m.ManifestOptions:
         return trainer_manifest_options(super().manifest_options(job, options))
