@@ -31,6 +31,7 @@ import abc
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -458,6 +459,22 @@ class KubernetesProvider(CloudProvider):
         except ApiException as exc:
             raise _api_error(exc, f"reading {self.handle(job_id)}") from None
         return None, target
+
+    # -- outputs ---------------------------------------------------------------------------------
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """Copy the job's output claim (``storage.output: pvc://...``) into ``dest`` through a
+        short-lived pod of the job's image (``podoutputs``)."""
+        from kubernetes.client.exceptions import ApiException
+        from . import podoutputs
+        described = self._describe(job_id)
+        if described.obj is None:
+            raise BadInput(f"{self.handle(job_id)} was cancelled: its objects are gone, and with them the name of its "
+                           "output claim; read the claim (storage.output) with a pod of your own")
+        try:
+            return podoutputs.copy_out(self._apis(described.target)[1], described.obj, Path(dest),
+                                       poll=min(self.status_poll, 1.0) or 0.05)
+        except ApiException as exc:
+            raise _api_error(exc, f"copying the output of {self.handle(job_id)}") from None
 
     # -- following ---------------------------------------------------------------------------
     @abc.abstractmethod
