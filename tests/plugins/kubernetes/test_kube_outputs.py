@@ -97,3 +97,31 @@ def test_cli_outputs_for_eks_style_handle_of_kubeflow(tmp_path, kube, home):
     proc = run_cli("outputs", "kubeflow://team-a/kout", "-o", str(tmp_path / "dl"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "dl" / "metrics.json").exists()
+
+
+def test_eks_outputs_through_its_own_cluster_client(tmp_path, home, monkeypatch):
+    """eks reaches the cluster through DescribeCluster and an STS-signed token (moto + the
+    loopback API server checking the token's shape); outputs goes the same way."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))  # tests/plugins/aws: the AWS double
+    from aws_double import REGION, AwsDouble, eks_token_ok, session
+    from cloudtrain_aws.eks import EksProvider
+    monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
+    with AwsDouble() as aws, FakeKube(token=eks_token_ok) as kube:
+        aws.eks_cluster("train", kube.url)
+        claim_with_outputs(tmp_path, kube)
+        path = write_job(tmp_path, f"""
+            name: kout
+            command: python train.py
+            image: registry.example/train:1
+            code: null
+            distribution: {{type: ddp, nodes: 2}}
+            storage: {{output: pvc://team-out/runs/digits}}
+            providers:
+              eks: {{cluster: train, region: {REGION}, namespace: team-a}}
+            """)
+        provider = EksProvider(eks=aws.client("eks"), session=session())
+        run = provider.submit(load_job(path))
+        files = provider.outputs(run.id, tmp_path / "eks-out")
+        assert sorted(f.name for f in files) == ["metrics.json", "model.pt"]
