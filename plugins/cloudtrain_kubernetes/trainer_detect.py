@@ -107,6 +107,7 @@ def fanout_argv(command: List[str], environ: Mapping[str, str], is_root: bool,
             hosts = parse_hostfile(f.read())[0]
     if not hosts:
         raise ValueError("no host list: neither %s nor a readable %s (%r)" % (HOSTS, HOSTFILE, path))
+    # the plugin's ssh options (OMPI_MCA_plm_rsh_args) stay in the environment, where it put them
     env = {k: v for k, v in environ.items() if not k.startswith("OMPI_MCA_orte_")}
     env[HOSTS] = ",".join(hosts)
     names = split_hosts(environ.get("CLOUDTRAIN_ENV_NAMES", ""))
@@ -116,8 +117,6 @@ def fanout_argv(command: List[str], environ: Mapping[str, str], is_root: bool,
     argv = ["mpirun"] + (["--allow-run-as-root"] if is_root else []) + [
         "-np", str(len(hosts)), "-H", ",".join("%s:%d" % hn for hn in merged.items()),
         "--map-by", "slot", "--bind-to", "none"]
-    if environ.get("OMPI_MCA_plm_rsh_args"):  # the plugin's ssh options (ConnectionAttempts)
-        argv += ["--mca", "plm_rsh_args", environ["OMPI_MCA_plm_rsh_args"]]
     for name in forwarded_names(env, Settings(distribution="none", command=list(command), env_names=names)):
         argv += ["-x", name]
     return argv + [python, "-m", _module_name(), "--node", "--"] + list(command), env

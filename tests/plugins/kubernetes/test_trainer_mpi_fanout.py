@@ -104,6 +104,7 @@ def test_the_fanout_runs_one_node_command_per_host_and_forwards_the_nodes_variab
     assert "CLOUDTRAIN_NODE_RANK" not in forwarded and "secret-5150" not in argv
     # the plugin's hostfile (slots=8) would stack copies on one host: mpirun gets -H only
     assert not any(k.startswith("OMPI_MCA_orte_") for k in env)
+    assert env["OMPI_MCA_plm_rsh_args"] == "-o ConnectionAttempts=10"
     assert env["CLOUDTRAIN_HOSTS"] == "j-launcher-0-0.j,j-node-0-0.j,j-node-0-1.j"
     # each node learns its place from mpirun's rank, and none of mpirun's variables reach it
     # (DeepSpeed refuses OMPI_COMM_WORLD_LOCAL_RANK != LOCAL_RANK: deepspeed/runtime/engine.py)
