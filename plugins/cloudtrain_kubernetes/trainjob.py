@@ -14,6 +14,10 @@ namespaced ``TrainingRuntime``, a JobSet template) and overrides what the job de
   ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``), ``numNodes``, ``numProcPerNode``,
   ``resourcesPerNode`` (GPUs, CPU, memory, RDMA devices) and ``env`` (secrets by ``valueFrom``,
   as for the other Kubernetes providers: the pod's ``PET_*`` are the controller's).
+- on an MPI runtime with more than one node (``deepspeed-distributed``; any type but mpi and
+  horovod), ``trainer.command`` runs ``trainer_detect``'s fan-out on the launcher pod, the only
+  pod that runs it: mpirun over the MPI plugin's hostfile starts the node command (the same node
+  shell) once on every node, so every node runs cloudtrain's launcher (``trainer_command``).
 - ``runtimePatches`` (Trainer >= 2.2), one entry owned by ``cloudtrain.io/cloudtrain``: what the
   removed ``podSpecOverrides`` used to carry -- the launcher ConfigMap and ``/dev/shm`` volumes
   and their mounts, the RDMA capability, node selector, tolerations, service account, pull
