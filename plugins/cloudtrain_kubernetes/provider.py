@@ -150,6 +150,9 @@ class VolcanoOptions(KubeOptions):
     plugins: Dict[str, List[str]] = Field(default_factory=dict, description="extra Volcano job plugins and their arguments (svc and env are always on)")
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
 def _ns_name(obj: dict) -> Tuple[str, str]:
     return obj["metadata"]["namespace"], obj["metadata"]["name"]
 
@@ -346,6 +349,25 @@ class KubernetesProvider(CloudProvider):
             return None
         return self._attach(existing, wanted, spec, target)
 
+    def _check_queue_admits(self, wanted: dict, target: Dict[str, Any]) -> None:
+        """A job cloudtrain creates suspended (a TrainJob with a queue: ``trainjob.train_job``)
+        starts only when Kueue resumes it; on a cluster that serves no ``kueue.x-k8s.io`` API it
+        would stay suspended for ever, so nothing is created.  A discovery the credentials may not
+        make says nothing either way: the job is created."""
+        if not (wanted.get("spec") or {}).get("suspend"):
+            return
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+        try:
+            groups = {g.name for g in client.ApisApi(self.api_client(target)).get_api_versions().groups or []}
+        except ApiException:
+            return
+        if KUEUE_GROUP not in groups:
+            raise PlatformError(f"the cluster serves no {KUEUE_GROUP} API (kubectl api-versions): Kueue is not installed, "
+                                f"and a {wanted['kind']} queued with providers.{self.name}.queue starts suspended until "
+                                f"Kueue admits it, so it would never start; install Kueue with its {wanted['kind']} "
+                                f"integration enabled, or unset providers.{self.name}.queue")
+
     def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
         """The Secret (the real values) and ConfigMaps, the job object, then the job made their
         owner (deleting it deletes them)."""
@@ -355,6 +377,7 @@ class KubernetesProvider(CloudProvider):
         custom, core = self._apis(target)
         ns, name = _ns_name(wanted)
         group, version, plural = RESOURCES[wanted["kind"]]
+        self._check_queue_admits(wanted, target)
         try:
             code_url = codestore.fetch_url(self, rendered)  # a stored archive: uploaded, and its URL
             owned = [self._create_core(core, self._filled(rendered, a.content, secrets, code_url))

@@ -76,6 +76,8 @@ class FakeKube(LoopbackServer):
         # PersistentVolumeClaims as local directories: a pod's exec runs its command there (exec_in_pod)
         self.claims: Dict[Tuple[str, str], "os.PathLike"] = {}
         self.created_pod_phase = "Running"                  # the phase a pod a client creates gets
+        # the API groups discovery (GET /apis) lists: the operators and Kueue a test cluster has
+        self.api_groups = ["kubeflow.org", "trainer.kubeflow.org", "batch.volcano.sh", "kueue.x-k8s.io"]
         super().__init__(self._handler())
 
     def kubeconfig(self, path, context: str = "fake") -> str:
@@ -249,6 +251,10 @@ class FakeKube(LoopbackServer):
                     if m == method:
                         fake.fail_next.pop(i)
                         return self._status(code, "InternalError", "injected failure")
+                if method == "GET" and url.path.rstrip("/") == "/apis":
+                    return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                        {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                         "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}} for g in fake.api_groups]})
                 match = CUSTOM.match(url.path) or CORE.match(url.path)
                 if not match:
                     return self._status(404, "NotFound", f"the server could not find the requested resource {url.path}")
