@@ -24,7 +24,8 @@ from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes import trainjob
-from cloudtrain_kubernetes.provider import KubeflowProvider, PodOptions, TrainerOptions, trainer_runtime
+from cloudtrain_kubernetes.provider import (KubeflowProvider, PodOptions, QueueSchedulerOption, TrainerOptions,
+                                            trainer_check, trainer_runtime)
 
 from .common import aws_credentials, no_region
 from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
@@ -32,13 +33,18 @@ from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"
 TOKEN_PREFIX = "k8s-aws-v1."
+# AWS's EFA example on EKS requests hugepages-2Mi: 5120Mi beside vpc.amazonaws.com/efa and says
+# EFA nodes pre-allocate 5128 2 MiB huge pages (aws-samples/aws-efa-eks README "HugePages",
+# examples/simple/nccl-efa-tests.yaml); libfabric's EFA provider registers its buffers there.
+EFA_HUGEPAGES = "5120Mi"
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
-class EksOptions(TrainerOptions, PodOptions):
+class EksOptions(QueueSchedulerOption, TrainerOptions, PodOptions):
     api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
     region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
+    efa_hugepages: Optional[str] = Field(EFA_HUGEPAGES, pattern=r"^[1-9][0-9]*(Mi|Gi)$", description="hugepages-2Mi each pod asks for beside its EFA devices (libfabric's EFA provider uses 2 MiB huge pages; EFA nodes pre-allocate 5128 of them); null: none")
     instance_type: Optional[str] = Field(None, description="EC2 instance type of the nodes the pods go to (nodeSelector "
                                                            "node.kubernetes.io/instance-type; default: resolved from "
                                                            "resources.accelerator, or none)")
@@ -94,6 +100,8 @@ class EksProvider(KubeflowProvider):
                             rdma_env=options.rdma_env if options.rdma_env is not None else preset)
         elif job.network.rdma == "on" and not options.rdma_resource:
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE)
+        if mopts.rdma_resource == EFA_RESOURCE:
+            mopts = replace(mopts, hugepages_2mi=options.efa_hugepages)
         return mopts
 
     @classmethod
@@ -103,7 +111,7 @@ class EksProvider(KubeflowProvider):
     def check(self, job: JobSpec, options: EksOptions) -> None:
         super().check(job, options)
         if options.api == "trainer":
-            trainer_runtime(self, job, options)
+            trainer_check(self, job, options)
 
     def manifests(self, job: JobSpec, options: EksOptions) -> List[dict]:
         if options.api != "trainer":

@@ -122,6 +122,8 @@ RDMA_ENV_PRESETS: Dict[str, Dict[str, str]] = {
     "vpc.amazonaws.com/efa": {"FI_PROVIDER": "efa", "NCCL_IB_DISABLE": "1"},
 }
 DEFAULT_RDMA_RESOURCE = "rdma/hca"
+HUGEPAGES_2MI = "hugepages-2Mi"
+HUGEPAGES_MEMORY_REQUEST = "8000Mi"
 
 # mpirun reaches the other nodes over ssh.  What AWS's post on Horovod/PyTorch training across
 # EC2 GPU nodes (with mpi-operator) learnt: the keys come from a mounted Secret (read-only,
@@ -178,9 +180,11 @@ class ManifestOptions:
     rdma_count: int = 1
     rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
     rdma_device: bool = True                         # False: the nodes' RDMA needs no device plugin (Ascend: hccn.conf)
+    hugepages_2mi: Optional[str] = None              # with an RDMA device: hugepages-2Mi to request (EFA: eks)
     queue: Optional[str] = None                      # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
     priority_class: Optional[str] = None             # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
     scheduler_name: str = "volcano"
+    queue_scheduler: str = "kueue"                   # Kubeflow: kueue (labels) or volcano (runPolicy.schedulingPolicy)
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
     ssh_auth_mount_path: str = "/root/.ssh"
     detector_targets: Tuple[str, ...] = ()           # detector modules shipped in the launcher bundle
@@ -494,8 +498,16 @@ def resources_of(job: JobSpec, options: ManifestOptions, rdma: bool) -> dict:
         limits[options.gpu_resource] = str(r.gpus_per_node)
     if rdma:
         limits[options.rdma_resource or DEFAULT_RDMA_RESOURCE] = str(options.rdma_count)
-    # requests = limits: Guaranteed QoS for cpu/memory; extended resources must be equal anyway
-    return {"limits": limits, "requests": dict(limits)} if limits else {}
+        if options.hugepages_2mi:
+            limits[HUGEPAGES_2MI] = options.hugepages_2mi
+    # requests = limits: Guaranteed QoS for cpu/memory; extended resources and huge pages must be equal anyway
+    out = {"limits": limits, "requests": dict(limits)} if limits else {}
+    if HUGEPAGES_2MI in limits and not ({"cpu", "memory"} & set(limits)):
+        # "HugePages require cpu or memory" (kubernetes pkg/apis/core/validation/validation.go,
+        # ValidateResourceRequirements): a memory request (no limit, so the pod is not capped),
+        # the 8000Mi AWS's EFA example pairs with its huge pages (aws-samples/aws-efa-eks)
+        out["requests"]["memory"] = HUGEPAGES_MEMORY_REQUEST
+    return out
 
 
 def checkpoint_claim(job: JobSpec) -> Optional[Tuple[str, str]]:
@@ -538,7 +550,11 @@ def container(job: JobSpec, options: ManifestOptions, name: str, command: List[s
         if claim:  # every attempt's pods mount the same claim: what one saved, the next sees
             mount = {"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT}
             c["volumeMounts"].append({**mount, "subPath": claim[1]} if claim[1] else mount)
-            c["env"].insert(0, {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": CHECKPOINT_MOUNT})
+    if checkpoint_claim(job):
+        # Named on every container, the MPIJob launcher's too (which mounts nothing): mpirun
+        # starts the ranks over ssh, where the worker pods' env is gone, and forwards only the
+        # launcher's CLOUDTRAIN_* (-x, cloudtrain.launch.plans.FORWARDED_PREFIXES).
+        c["env"].insert(0, {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": CHECKPOINT_MOUNT})
     if rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     return c
@@ -582,8 +598,18 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
 
 # -- Kubeflow ------------------------------------------------------------------------------------
 def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> dict:
-    # A queue is Kueue's (kueue_labels), which admits the whole job at once: no schedulingPolicy.
     policy: Dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
+    if options.queue_scheduler == "volcano" and (options.queue or options.priority_class):
+        # An operator that gang-schedules with Volcano (--gang-scheduler-name=volcano) makes one
+        # PodGroup per job from runPolicy.schedulingPolicy: minAvailable, queue (default "default")
+        # and priorityClass (training-operator v1.8.1 pkg/controller.v1/common/job.go, ReconcileJobs
+        # under EnableGangScheduling); Kueue's labels are not rendered then (kueue_labels).
+        sched: Dict[str, Any] = {"minAvailable": min_available}
+        if options.queue:
+            sched["queue"] = options.queue
+        if options.priority_class:
+            sched["priorityClass"] = options.priority_class
+        policy["schedulingPolicy"] = sched
     if job.max_runtime:  # from the job's start, restarts included
         policy["activeDeadlineSeconds"] = job.max_runtime
     return policy
@@ -593,6 +619,8 @@ def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
     """Kueue's job labels: the LocalQueue and the WorkloadPriorityClass (kubernetes-sigs/kueue
     pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel)."""
     out = {}
+    if options.queue_scheduler != "kueue":
+        return out
     if options.queue:
         out[KUEUE_QUEUE] = options.queue
     if options.priority_class:

@@ -31,6 +31,7 @@ import abc
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -134,9 +135,22 @@ class KubeOptions(PodOptions):
     gpu_products: List[str] = Field(default_factory=list, description="the values of gpu_label that mean resources.accelerator on this cluster (default: the ones public sources give, see Resources)")
 
 
+class QueueSchedulerOption(BaseModel):
+    """Who reads a training-operator job's queue (``kubeflow``, ``eks``)."""
+
+    queue_scheduler: Literal["kueue", "volcano"] = Field("kueue", description="kubeflow and eks (training-operator jobs): who reads queue and priority_class: kueue (labels kueue.x-k8s.io/*) or volcano (an operator that gang-schedules with Volcano: runPolicy.schedulingPolicy queue, priorityClass, minAvailable)")
+
+
+class KubeflowOptions(QueueSchedulerOption, KubeOptions):
+    """Training-operator jobs on a cluster reached through a kubeconfig."""
+
+
 class VolcanoOptions(KubeOptions):
     scheduler_name: str = Field("volcano", description="schedulerName of the job")
     plugins: Dict[str, List[str]] = Field(default_factory=dict, description="extra Volcano job plugins and their arguments (svc and env are always on)")
+
+
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 def _ns_name(obj: dict) -> Tuple[str, str]:
@@ -198,6 +212,7 @@ class KubernetesProvider(CloudProvider):
             "namespace", "name", "image", "image_pull_policy", "image_pull_secrets", "service_account",
             "node_selector", "tolerations", "labels", "pod_annotations", "python", "workdir", "master_port",
             "shm_gb", "gpu_resource", "rdma_resource", "rdma_count", "rdma_env", "queue", "priority_class")}
+        fields["queue_scheduler"] = getattr(options, "queue_scheduler", "kueue")
         if job.spot:  # the cluster says which nodes are spot: its labels and taints
             fields["node_selector"] = {**options.spot_node_selector, **options.node_selector}
             fields["tolerations"] = [*options.tolerations, *options.spot_tolerations]
@@ -334,6 +349,25 @@ class KubernetesProvider(CloudProvider):
             return None
         return self._attach(existing, wanted, spec, target)
 
+    def _check_queue_admits(self, wanted: dict, target: Dict[str, Any]) -> None:
+        """A job cloudtrain creates suspended (a TrainJob with a queue: ``trainjob.train_job``)
+        starts only when Kueue resumes it; on a cluster that serves no ``kueue.x-k8s.io`` API it
+        would stay suspended for ever, so nothing is created.  A discovery the credentials may not
+        make says nothing either way: the job is created."""
+        if not (wanted.get("spec") or {}).get("suspend"):
+            return
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+        try:
+            groups = {g.name for g in client.ApisApi(self.api_client(target)).get_api_versions().groups or []}
+        except ApiException:
+            return
+        if KUEUE_GROUP not in groups:
+            raise PlatformError(f"the cluster serves no {KUEUE_GROUP} API (kubectl api-versions): Kueue is not installed, "
+                                f"and a {wanted['kind']} queued with providers.{self.name}.queue starts suspended until "
+                                f"Kueue admits it, so it would never start; install Kueue with its {wanted['kind']} "
+                                f"integration enabled, or unset providers.{self.name}.queue")
+
     def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
         """The Secret (the real values) and ConfigMaps, the job object, then the job made their
         owner (deleting it deletes them)."""
@@ -343,6 +377,7 @@ class KubernetesProvider(CloudProvider):
         custom, core = self._apis(target)
         ns, name = _ns_name(wanted)
         group, version, plural = RESOURCES[wanted["kind"]]
+        self._check_queue_admits(wanted, target)
         try:
             code_url = codestore.fetch_url(self, rendered)  # a stored archive: uploaded, and its URL
             owned = [self._create_core(core, self._filled(rendered, a.content, secrets, code_url))
@@ -447,6 +482,22 @@ class KubernetesProvider(CloudProvider):
         except ApiException as exc:
             raise _api_error(exc, f"reading {self.handle(job_id)}") from None
         return None, target
+
+    # -- outputs ---------------------------------------------------------------------------------
+    def outputs(self, job_id: str, dest: Path) -> List[Path]:
+        """Copy the job's output claim (``storage.output: pvc://...``) into ``dest`` through a
+        short-lived pod of the job's image (``podoutputs``)."""
+        from kubernetes.client.exceptions import ApiException
+        from . import podoutputs
+        described = self._describe(job_id)
+        if described.obj is None:
+            raise BadInput(f"{self.handle(job_id)} was cancelled: its objects are gone, and with them the name of its "
+                           "output claim; read the claim (storage.output) with a pod of your own")
+        try:
+            return podoutputs.copy_out(self._apis(described.target)[1], described.obj, Path(dest),
+                                       poll=min(self.status_poll, 1.0) or 0.05)
+        except ApiException as exc:
+            raise _api_error(exc, f"copying the output of {self.handle(job_id)}") from None
 
     # -- following ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -605,6 +656,7 @@ class KubeflowProvider(KubernetesProvider):
 
     name = "kubeflow"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
+    Options = KubeflowOptions
 
     def check(self, job: JobSpec, options: PodOptions) -> None:
         """Kueue takes the queue and the priority class as label values (``kueue_labels``)."""
@@ -697,13 +749,26 @@ class KubeflowTrainerOptions(TrainerOptions, KubeOptions):
 
 
 def trainer_runtime(provider: KubernetesProvider, job: JobSpec, options: TrainerOptions) -> trainjob.Runtime:
-    """The job's runtime, or a ``JobFileError`` at ``distribution.type`` when it has none."""
+    """The job's runtime, or a ``JobFileError`` at ``distribution.type`` when it has none (at
+    ``max_restarts`` when restarts are asked for: ``trainjob.NO_RESTARTS``)."""
+    if job.max_restarts > 0:
+        raise provider.job_error(job, ("max_restarts",), f"{provider.name}: {trainjob.NO_RESTARTS}")
     try:
         return trainjob.runtime_for(job, options.runtime, options.runtime_kind, options.replicated_jobs)
     except trainjob.NoRuntime as exc:
         message = f"{provider.name}: {exc}"
         raise (job.source.error(message, ("distribution", "type")) if job.source
                else JobFileError(message, field="distribution.type")) from None
+
+
+def trainer_check(provider: KubernetesProvider, job: JobSpec, options) -> None:
+    """A TrainJob's runtime is there; its queue is Kueue's (a TrainJob has no schedulingPolicy:
+    a runtime's podGroupPolicy gang-schedules it)."""
+    if getattr(options, "queue_scheduler", "kueue") != "kueue":
+        raise provider.job_error(job, ("providers", provider.name, "queue_scheduler"),
+                                 "a TrainJob is queued by Kueue only (it has no schedulingPolicy; a training runtime's "
+                                 "podGroupPolicy gang-schedules it); use queue_scheduler: kueue")
+    trainer_runtime(provider, job, options)
 
 
 def trainer_manifest_options(mopts: m.ManifestOptions) -> m.ManifestOptions:
@@ -721,7 +786,7 @@ class KubeflowTrainerProvider(KubeflowProvider):
 
     def check(self, job: JobSpec, options: KubeflowTrainerOptions) -> None:
         super().check(job, options)
-        trainer_runtime(self, job, options)
+        trainer_check(self, job, options)
 
     def manifest_options(self, job: JobSpec, options: KubeflowTrainerOptions) -> m.ManifestOptions:
         return trainer_manifest_options(super().manifest_options(job, options))

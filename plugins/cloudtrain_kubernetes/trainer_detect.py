@@ -16,14 +16,28 @@ launcher runs the command (the other pods run sshd); the MPI plugin mounts a hos
 ``OMPI_MCA_orte_default_hostfile`` listing the launcher first when it runs as a node.  The
 launcher is node 0, as for Kubeflow's MPIJob, whose reading of the hostfile this reuses.
 
+Every node of an MPI runtime (``main``, ``python3 -m cloudtrain_kubernetes.trainer_detect -- NODE
+COMMAND``): the runtime runs the TrainJob's command on its launcher pod only, the ``node`` pods
+run sshd (tests/data/runtimes/deepspeed_distributed.yaml; kubeflow/trainer
+pkg/runtime/framework/plugins/jobset/builder.go gives ``spec.trainer``'s image and command to the
+``trainjob-ancestor-step: trainer`` job only).  For a type whose launcher runs on every node
+(deepspeed), the launcher pod starts one process per host of the MPI plugin's hostfile
+(``/etc/mpi/hostfile`` through ``OMPI_MCA_orte_default_hostfile``, the launcher first with
+``runLauncherAsNode``: kubeflow/trainer pkg/runtime/framework/plugins/mpi/mpi.go,
+buildHostFileConfigMap) with ``mpirun``, as an MPIJob's launcher starts ranks; each runs the node
+command, i.e. cloudtrain's launcher, which takes its node rank from ``OMPI_COMM_WORLD_RANK``
+(``CLOUDTRAIN_TRAINER_FANOUT`` set) and the host list from ``CLOUDTRAIN_HOSTS``.
+
 cloudtrain's TrainJob sets ``CLOUDTRAIN_TRAINER_RUNTIME`` (the runtime's name) in
 ``spec.trainer.env``, which tells its pods from a training-operator v1 PyTorchJob's (those also
 set ``MASTER_ADDR``) without guessing.
 """
 from __future__ import annotations
 
+import os
 import re
-from typing import Dict, List, Mapping, Optional
+import sys
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from cloudtrain.launch.topology import Topology, env_int, split_hosts
 
@@ -32,6 +46,12 @@ from .detect import HOSTFILE, HOSTS, _mpijob
 PLATFORM = "kubeflow-trainer"
 RUNTIME = "CLOUDTRAIN_TRAINER_RUNTIME"
 MPI_ENV = "CLOUDTRAIN_TRAINER_MPI"
+FANOUT = "CLOUDTRAIN_TRAINER_FANOUT"   # a node started by the launcher pod's mpirun: its node rank
+MPI_RANK = "OMPI_COMM_WORLD_RANK"
+# What mpirun tells the processes it starts (Open MPI, its PMIx and PRRTE runtimes): dropped before
+# the node's launcher runs, which is no MPI process; DeepSpeed, for one, trusts
+# OMPI_COMM_WORLD_LOCAL_RANK over LOCAL_RANK and refuses a conflict (runtime/engine.py).
+MPI_PREFIXES = ("OMPI_", "PMIX_", "PRTE_", "OPAL_", "ORTE_")
 TRAINER_PORT = 29500
 _MASTER = re.compile(r"^(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-node-0-0\.(?P=name)(?P<domain>(\..*)?)$")
 
@@ -63,8 +83,90 @@ def detect_kubeflow_trainer(environ: Mapping[str, str]) -> Optional[Topology]:
     if ours and (environ.get(MPI_ENV) or HOSTFILE in environ):
         topology = _mpijob(environ)
         topology.platform = PLATFORM
+        if environ.get(FANOUT, "").isdigit():  # started by the launcher pod's mpirun (node_main)
+            topology.node_rank = int(environ[FANOUT])
         return topology
     return None
+
+
+# -- every node of an MPI runtime: the launcher pod starts one node command per host ----------------
+def fanout_argv(command: List[str], environ: Mapping[str, str], is_root: bool,
+                python: str = "python3") -> Tuple[List[str], Dict[str, str]]:
+    """(mpirun argv, its environment) that run ``command`` once on every host of the MPI plugin's
+    hostfile, in hostfile order (rank i on host i: one slot per host, ``--map-by slot``).  The
+    environment drops the plugin's default hostfile (its ``slots=numProcPerNode`` would place
+    several copies on a host) and adds the host list and ``FANOUT``; ``-x`` forwards what a node
+    must see (cloudtrain.launch.plans.forwarded_names: ``CLOUDTRAIN_*``, NCCL/FI/UCX, the job's
+    env and secrets by name), since ranks started over ssh get none of their pod's env."""
+    from cloudtrain.launch.plans import Settings, forwarded_names
+    from .detect import parse_hostfile
+    hosts = split_hosts(environ.get(HOSTS, ""))
+    path = environ.get(HOSTFILE, "")
+    if not hosts and path and os.path.isfile(path):
+        with open(path) as f:
+            hosts = parse_hostfile(f.read())[0]
+    if not hosts:
+        raise ValueError("no host list: neither %s nor a readable %s (%r)" % (HOSTS, HOSTFILE, path))
+    # the plugin's ssh options (OMPI_MCA_plm_rsh_args) stay in the environment, where it put them
+    env = {k: v for k, v in environ.items() if not k.startswith("OMPI_MCA_orte_")}
+    env[HOSTS] = ",".join(hosts)
+    names = split_hosts(environ.get("CLOUDTRAIN_ENV_NAMES", ""))
+    merged: Dict[str, int] = {}
+    for host in hosts:  # nodes that share an address (emulation on one machine) share its slots
+        merged[host] = merged.get(host, 0) + 1
+    argv = ["mpirun"] + (["--allow-run-as-root"] if is_root else []) + [
+        "-np", str(len(hosts)), "-H", ",".join("%s:%d" % hn for hn in merged.items()),
+        "--map-by", "slot", "--bind-to", "none"]
+    for name in forwarded_names(env, Settings(distribution="none", command=list(command), env_names=names)):
+        argv += ["-x", name]
+    return argv + [python, "-m", _module_name(), "--node", "--"] + list(command), env
+
+
+def _module_name() -> str:
+    return __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "cloudtrain_kubernetes.trainer_detect"
+
+
+def node_environment(environ: Mapping[str, str]) -> Dict[str, str]:
+    """A node's environment under the fan-out: its rank (``FANOUT``), without mpirun's variables."""
+    rank = environ.get(MPI_RANK, "")
+    if not rank.isdigit():
+        raise ValueError("%s is not set: the node command runs under the launcher pod's mpirun only" % MPI_RANK)
+    env = {k: v for k, v in environ.items() if not k.startswith(MPI_PREFIXES)}
+    env[FANOUT] = rank
+    return env
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m cloudtrain_kubernetes.trainer_detect -- NODE COMMAND``: on an MPI runtime's
+    launcher pod, run NODE COMMAND on every node (``fanout_argv``) and exit with mpirun's code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    node = argv[:1] == ["--node"]
+    argv = argv[1:] if node else argv
+    python = "python3"
+    if argv[:1] == ["--python"] and len(argv) > 1:
+        python, argv = argv[1], argv[2:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python3 -m cloudtrain_kubernetes.trainer_detect [--node] [--python NAME] -- NODE COMMAND",
+              file=sys.stderr)
+        return 2
+    try:
+        if node:  # on each node: mpirun's variables out, the node rank in, then the node command
+            os.execvpe(argv[0], argv, node_environment(os.environ))
+        mpirun, env = fanout_argv(argv, os.environ, hasattr(os, "geteuid") and os.geteuid() == 0, python)
+    except ValueError as exc:
+        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        return 2
+    except FileNotFoundError:
+        print("cloudtrain launch: %s: command not found on this node" % argv[0], file=sys.stderr)
+        return 127
+    try:
+        os.execvpe(mpirun[0], mpirun, env)
+    except FileNotFoundError:
+        print("cloudtrain launch: mpirun: command not found on the launcher pod; an MPI runtime's image needs "
+              "Open MPI", file=sys.stderr)
+        return 127
 
 
 def kubeflow_trainer_environment(mpi: bool, nodes: int, node_index: int, hosts: List[str], master_port: int,
@@ -95,3 +197,7 @@ def emulate(job, node_index: int, cluster) -> Dict[str, str]:
     mpi = t in ("mpi", "horovod", "deepspeed")
     return kubeflow_trainer_environment(mpi, job.distribution.nodes, node_index, list(cluster.hosts),
                                         cluster.master_port, job.procs_per_node, DEFAULT_RUNTIMES.get(t, "named"))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -14,6 +14,10 @@ namespaced ``TrainingRuntime``, a JobSet template) and overrides what the job de
   ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``), ``numNodes``, ``numProcPerNode``,
   ``resourcesPerNode`` (GPUs, CPU, memory, RDMA devices) and ``env`` (secrets by ``valueFrom``,
   as for the other Kubernetes providers: the pod's ``PET_*`` are the controller's).
+- on an MPI runtime with more than one node (``deepspeed-distributed``; any type but mpi and
+  horovod), ``trainer.command`` runs ``trainer_detect``'s fan-out on the launcher pod, the only
+  pod that runs it: mpirun over the MPI plugin's hostfile starts the node command (the same node
+  shell) once on every node, so every node runs cloudtrain's launcher (``trainer_command``).
 - ``runtimePatches`` (Trainer >= 2.2), one entry owned by ``cloudtrain.io/cloudtrain``: what the
   removed ``podSpecOverrides`` used to carry -- the launcher ConfigMap and ``/dev/shm`` volumes
   and their mounts, the RDMA capability, node selector, tolerations, service account, pull
@@ -74,6 +78,20 @@ class Runtime:
         return "launcher" in self.jobs
 
 
+# A TrainJob has no restart field: its spec is runtimeRef, trainer, initializer, runtimePatches,
+# suspend, managedBy and activeDeadlineSeconds, and runtimePatches reach only the replicated jobs'
+# metadata and pod templates (trainer.kubeflow.org_trainjobs CRD, /work/shared/schemas/crds;
+# kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go).  Restarts are the runtime's JobSet
+# spec.failurePolicy.maxRestarts (the ClusterTrainingRuntime CRD), which neither default runtime
+# sets (tests/data/runtimes): a failed node fails the TrainJob.
+NO_RESTARTS = (
+    "a TrainJob cannot ask for restarts (its spec has no restart field and its runtimePatches reach "
+    "only the pod templates); restarts are the training runtime's JobSet failurePolicy.maxRestarts, which "
+    f"{TORCH_RUNTIME} and {DEEPSPEED_RUNTIME} do not set; set max_restarts: 0 and name a runtime of your cluster "
+    f"whose failurePolicy.maxRestarts restarts the job (providers.{PLATFORM}.runtime), or use the kubeflow or "
+    "volcano provider, which restart the whole job")
+
+
 class NoRuntime(ValueError):
     """The distribution type has no default runtime and none was named."""
 
@@ -90,16 +108,6 @@ def runtime_for(job: JobSpec, name: Optional[str] = None, kind: str = "ClusterTr
             f"{DEEPSPEED_RUNTIME} for deepspeed); name a ClusterTrainingRuntime or TrainingRuntime of your cluster "
             f"that runs it with providers.{PLATFORM}.runtime (kubectl get clustertrainingruntimes), or use the "
             "kubeflow provider (training-operator v1)")
-    if t == "deepspeed" and name == DEEPSPEED_RUNTIME and job.distribution.nodes > 1:
-        # tests/data/runtimes: deepspeed-distributed runs the trainer's command on its launcher pod
-        # only (the node pods run sshd) and expects it to start every rank over MPI; cloudtrain's
-        # deepspeed plan starts DeepSpeed on each node itself, so only node 0 would train.
-        raise NoRuntime(
-            f"deepspeed on {job.distribution.nodes} nodes is not supported on {DEEPSPEED_RUNTIME}: that runtime runs "
-            "the command on its launcher pod only and expects it to start every rank over MPI, while cloudtrain starts "
-            "DeepSpeed on each node; use one node, distribution.type ddp (torch-distributed; DeepSpeed initialises from "
-            f"torchrun's environment), name a runtime that runs the command on every node with "
-            f"providers.{PLATFORM}.runtime, or use the kubeflow provider")
     default_jobs = RUNTIME_JOBS.get(name) or (("launcher", "node") if t in ("mpi", "horovod") else ("node",))
     return Runtime(name, kind, tuple(jobs) if jobs else default_jobs)
 
@@ -117,6 +125,28 @@ def _pod_patch(job: JobSpec, options: m.ManifestOptions, bundle: Mapping[str, st
     return template
 
 
+# The module the launcher pod of an MPI runtime runs to start the node command on every node.
+FANOUT_MODULE = "cloudtrain_kubernetes.trainer_detect"
+
+
+def fans_out(job: JobSpec, runtime: Runtime) -> bool:
+    """Does the launcher pod start cloudtrain's launcher on every node?  On an MPI runtime the
+    command runs on the launcher pod only; mpi and horovod start their ranks over MPI themselves,
+    every other type runs the launcher on each node (deepspeed: DeepSpeed's own per node)."""
+    return runtime.mpi and job.distribution.nodes > 1 and job.distribution.type not in ("mpi", "horovod")
+
+
+def trainer_command(job: JobSpec, options: m.ManifestOptions, runtime: Runtime) -> List[str]:
+    """``spec.trainer.command``: the node shell (launcher on ``PYTHONPATH``, the code unpacked,
+    then ``cloudtrain launch``); where the launcher pod must drive every node (``fans_out``), the
+    launcher pod runs ``trainer_detect``'s mpirun over the hostfile with that node shell as the
+    command each node runs (it unpacks the code there too: the node pods' own command is sshd)."""
+    node = m.node_shell(m.launch_command(job, options), options=options)
+    if not fans_out(job, runtime):
+        return node
+    return m.node_shell([options.python, "-m", FANOUT_MODULE, "--python", options.python, "--", *node])
+
+
 def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle: Mapping[str, str]) -> dict:
     d = job.distribution
     name = m.object_name(job, options)
@@ -132,7 +162,7 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     if m.checkpoint_claim(job):  # mounted by the pod patch (m.container), named here for the trainer
         ours["CLOUDTRAIN_CHECKPOINT_DIR"] = m.CHECKPOINT_MOUNT
     env = m.env_list(job, options, {**m.storage_mounts(job)[1], **ours}, rdma=rdma)  # the patches mount the claims
-    trainer: Dict[str, Any] = {"image": image, "command": m.node_shell(m.launch_command(job, options), options=options),
+    trainer: Dict[str, Any] = {"image": image, "command": trainer_command(job, options, runtime),
                                "numNodes": d.nodes, "numProcPerNode": job.procs_per_node, "env": env}
     resources = m.resources_of(job, options, rdma)
     if resources:

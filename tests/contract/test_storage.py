@@ -71,9 +71,11 @@ def test_outputs_of_a_local_job_without_storage_output_come_from_its_run_directo
     assert (tmp_path / "outputs" / handle.partition("://")[2] / "m.json").read_text() == "{}"
 
 
-def test_outputs_where_the_provider_cannot_download_them_yet_is_exit_2():
-    proc = run_cli("outputs", "volcano://default/job-abc")  # a claim on the cluster: not reachable from here
-    assert proc.returncode == 2 and "cannot download" in proc.stderr
+def test_outputs_of_a_kubernetes_job_reads_its_cluster(tmp_path):
+    # every provider downloads outputs now (Kubernetes: the output claim through a helper pod,
+    # tests/plugins/kubernetes/test_kube_outputs.py): here no cluster is reachable, exit 3
+    proc = run_cli("outputs", "volcano://default/job-abc", env={"HOME": str(tmp_path), "KUBECONFIG": ""})
+    assert proc.returncode == 3 and "cannot download" not in proc.stderr and "Kubernetes credentials" in proc.stderr
 
 
 def test_docker_binds_inputs_read_only_and_the_output(tmp_path):

@@ -26,7 +26,7 @@ from loopback import LoopbackServer, QuietHandler
 
 TOKEN = "test-token-7c1e"
 CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(/(?P<name>[^/]+))?(/(?P<sub>status))?$")
-CORE = re.compile(r"^/api/v1(/namespaces/(?P<ns>[^/]+))?/(?P<plural>configmaps|secrets|pods)(/(?P<name>[^/]+))?(/(?P<sub>log))?$")
+CORE = re.compile(r"^/api/v1(/namespaces/(?P<ns>[^/]+))?/(?P<plural>configmaps|secrets|pods)(/(?P<name>[^/]+))?(/(?P<sub>log|exec))?$")
 KINDS = {"configmaps": "ConfigMap", "secrets": "Secret", "pods": "Pod"}
 
 
@@ -73,6 +73,11 @@ class FakeKube(LoopbackServer):
         self.calls: List[Tuple[str, str]] = []
         self.lock = threading.RLock()
         self.fail_next: List[Tuple[str, int]] = []          # (method, status) to answer once
+        # PersistentVolumeClaims as local directories: a pod's exec runs its command there (exec_in_pod)
+        self.claims: Dict[Tuple[str, str], "os.PathLike"] = {}
+        self.created_pod_phase = "Running"                  # the phase a pod a client creates gets
+        # the API groups discovery (GET /apis) lists: the operators and Kueue a test cluster has
+        self.api_groups = ["kubeflow.org", "trainer.kubeflow.org", "batch.volcano.sh", "kueue.x-k8s.io"]
         super().__init__(self._handler())
 
     def kubeconfig(self, path, context: str = "fake") -> str:
@@ -246,6 +251,10 @@ class FakeKube(LoopbackServer):
                     if m == method:
                         fake.fail_next.pop(i)
                         return self._status(code, "InternalError", "injected failure")
+                if method == "GET" and url.path.rstrip("/") == "/apis":
+                    return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                        {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                         "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}} for g in fake.api_groups]})
                 match = CUSTOM.match(url.path) or CORE.match(url.path)
                 if not match:
                     return self._status(404, "NotFound", f"the server could not find the requested resource {url.path}")
@@ -258,6 +267,8 @@ class FakeKube(LoopbackServer):
                 ns, name, sub = g.get("ns"), g.get("name"), g.get("sub")
                 if sub == "log":
                     return self._log(ns, name, query)
+                if sub == "exec":
+                    return exec_in_pod(self, fake, ns, name, parse_qs(url.query).get("command", []))
                 with fake.lock:
                     if method == "GET" and not name:
                         items = [copy.deepcopy(o) for (k, o_ns, _), o in sorted(fake.objects.items())
@@ -267,8 +278,12 @@ class FakeKube(LoopbackServer):
                     current = fake.objects.get((key, ns, name)) if name else None
                     if method == "POST":
                         body = self._body()
+                        if "name" not in body["metadata"] and body["metadata"].get("generateName"):
+                            body["metadata"]["name"] = body["metadata"]["generateName"] + uuid.uuid4().hex[:5]
                         if (key, ns, body["metadata"]["name"]) in fake.objects:
                             return self._status(409, "AlreadyExists", f"{g['plural']} \"{body['metadata']['name']}\" already exists")
+                        if kind == "Pod" and not body.get("status"):
+                            body["status"] = {"phase": fake.created_pod_phase}
                         return self.send_json(201, copy.deepcopy(fake._store(key, ns, body)))
                     if current is None:
                         return self._status(404, "NotFound", f"{g['plural']} \"{name}\" not found")
@@ -327,3 +342,60 @@ class FakeKube(LoopbackServer):
                 self._route("DELETE")
 
         return Handler
+
+
+# -- exec: the kubelet's websocket stream (v4.channel.k8s.io), the command run on this machine -------
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def _ws_frame(payload: bytes, opcode: int = 0x2) -> bytes:
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([n])
+    elif n < 65536:
+        head += bytes([126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
+def exec_in_pod(handler, fake: "FakeKube", ns: str, name: str, command: List[str]) -> None:
+    """``pods/<name>/exec`` as the kubelet answers it: a websocket whose binary messages start with
+    the channel (1 stdout, 2 stderr, 3 the final Status).  The command really runs here, in the
+    local directory of the claim the pod's container mounts at its workingDir (``fake.claims``),
+    under the mount's subPath: the files a pod would see."""
+    import base64
+    import hashlib
+    import os
+    import subprocess
+    with fake.lock:
+        pod = copy.deepcopy(fake.objects.get(("/api/v1/pods", ns, name)))
+    if pod is None:
+        return handler._status(404, "NotFound", f"pods \"{name}\" not found")
+    spec = pod["spec"]
+    container = spec["containers"][0]
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes", [])
+              if "persistentVolumeClaim" in v}
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == container.get("workingDir"))
+    cwd = os.path.join(str(fake.claims[(ns, claims[mount["name"]])]), mount.get("subPath", ""))
+    accept = base64.b64encode(hashlib.sha1((handler.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+    handler.send_response(101)
+    handler.send_header("Upgrade", "websocket")
+    handler.send_header("Connection", "Upgrade")
+    handler.send_header("Sec-WebSocket-Accept", accept.decode())
+    handler.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
+    handler.end_headers()
+    if not os.path.isdir(cwd):  # the kubelet cannot start a container whose workingDir is missing
+        proc = subprocess.CompletedProcess(command, 128, b"", b"no such directory\n")
+    else:
+        proc = subprocess.run(command, cwd=cwd, capture_output=True)
+    for channel, data in ((1, proc.stdout), (2, proc.stderr)):
+        for i in range(0, len(data), 1 << 16):
+            handler.wfile.write(_ws_frame(bytes([channel]) + data[i:i + (1 << 16)]))
+    status = {"metadata": {}, "status": "Success"} if proc.returncode == 0 else {
+        "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(proc.returncode)}]}}
+    handler.wfile.write(_ws_frame(b"\x03" + json.dumps(status).encode()))
+    handler.wfile.write(_ws_frame(b"\x03\xe8", opcode=0x8))
+    handler.wfile.flush()

@@ -82,7 +82,7 @@ def test_rdma_on_asks_for_efa_devices_and_validates_against_the_crd(tmp_path):
         validate(artifact.content)
     pod = rendered.artifacts[-1].content["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     c = pod["containers"][0]
-    assert c["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1"}
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1", "hugepages-2Mi": "5120Mi"}
     assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
     # through the shell that prepends the launcher to the image's PYTHONPATH (issue 21 #1)
@@ -144,7 +144,8 @@ def test_api_trainer_submits_a_trainjob_with_efa_and_follows_it(tmp_path, cloud,
         validate(artifact.content)
     obj = rendered.artifacts[-1].content
     assert (obj["kind"], obj["spec"]["runtimeRef"]["name"]) == ("TrainJob", "torch-distributed")
-    assert obj["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1"}
+    assert obj["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "1",
+                                                                    "hugepages-2Mi": "5120Mi"}
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-q" and obj["spec"]["suspend"] is True
     env = {e["name"]: e.get("value") for e in obj["spec"]["trainer"]["env"]}
     assert env["FI_PROVIDER"] == "efa" and env["CLOUDTRAIN_DETECTORS"] == "eks=cloudtrain_aws.eks_detect:detect"

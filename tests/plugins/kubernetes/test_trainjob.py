@@ -50,12 +50,6 @@ def test_every_type_renders_valid_against_the_crd_or_is_refused(combo, type_, mo
     if type_ not in tj.DEFAULT_RUNTIMES:
         with pytest.raises(tj.NoRuntime, match=f"{type_} has no default Kubeflow Trainer runtime"):
             tj.runtime_for(job)
-    if type_ == "deepspeed" and job.distribution.nodes > 1:
-        # deepspeed-distributed runs the command on its launcher only (tests/data/runtimes): refused
-        # (one node renders: test_the_patches_name_replicated_jobs_and_the_container_...)
-        with pytest.raises(tj.NoRuntime, match="not supported on deepspeed-distributed"):
-            tj.runtime_for(job)
-        return
     objs = build(job, NAMED.get(type_))
     for obj in objs:
         validate(obj)
@@ -92,8 +86,7 @@ def test_the_patches_name_replicated_jobs_and_the_container_of_the_default_runti
     upstream = runtime_file(runtime)["spec"]["template"]["spec"]["replicatedJobs"]
     containers = {rj["name"]: [c["name"] for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
                   for rj in upstream}
-    # deepspeed-distributed takes one node only (a multi-node job is refused: see runtime_for)
-    spec = trainer_of(build(make_job(type_, nodes=1 if runtime == tj.DEEPSPEED_RUNTIME else 3)))
+    spec = trainer_of(build(make_job(type_, nodes=3)))
     assert sorted(patches(spec)) == sorted(containers)
     assert all("node" in names for names in containers.values())
     # the trainer's command lands in the job labelled trainjob-ancestor-step: trainer (jobset builder.go)
@@ -121,14 +114,6 @@ def test_volumes_resources_and_rdma_go_where_trainer_v2_takes_them():
     assert pod["metadata"]["labels"][m.LABEL_JOB] == "digits"
     env = {e["name"]: e.get("value") for e in spec["trainer"]["env"]}
     assert env["NCCL_IB_DISABLE"] == "0"
-
-
-def test_multi_node_deepspeed_on_the_default_runtime_is_refused():
-    """deepspeed-distributed (tests/data/runtimes) runs the trainer's command on its launcher pod
-    only, the node pods run sshd; cloudtrain's deepspeed plan starts DeepSpeed on every node."""
-    with pytest.raises(tj.NoRuntime, match="deepspeed on 2 nodes is not supported on deepspeed-distributed"):
-        tj.runtime_for(make_job("deepspeed", nodes=2))
-    assert tj.runtime_for(make_job("deepspeed", nodes=1)).name == tj.DEEPSPEED_RUNTIME
 
 
 def test_a_named_runtime_and_its_kind():
@@ -195,3 +180,35 @@ def test_provider_render_ships_the_trainjob_detector(tmp_path):
     env = {e["name"]: e.get("value") for e in rendered.artifacts[-1].content["spec"]["trainer"]["env"]}
     assert env["CLOUDTRAIN_DETECTORS"] == "kubeflow-trainer=" + tj.DETECTOR
     assert launch_args(rendered.artifacts[-1].content["spec"]["trainer"]["command"])[0][:2] == ["--platform", "kubeflow-trainer"]
+
+
+
+
+@pytest.mark.parametrize("provider,extra", [("kubeflow-trainer", ()), ("eks", ("--set", "providers.eks.api=trainer"))])
+def test_max_restarts_is_refused_at_its_line_not_dropped(tmp_path, home, provider, extra):
+    """A TrainJob has no restart field (trainer.kubeflow.org_trainjobs CRD: spec has runtimeRef,
+    trainer, initializer, runtimePatches, suspend, managedBy, activeDeadlineSeconds; runtimePatches
+    patch only the replicated jobs' pod templates); restarts are the runtime's JobSet
+    failurePolicy.maxRestarts, which neither default runtime sets (tests/data/runtimes)."""
+    from crd_schemas import crd_validators
+    schema = crd_validators()[("trainer.kubeflow.org/v1alpha1", "TrainJob")].schema["properties"]["spec"]
+    assert set(schema["properties"]) == {"activeDeadlineSeconds", "initializer", "managedBy", "runtimePatches",
+                                         "runtimeRef", "suspend", "trainer"}
+    patch_spec = schema["properties"]["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"][
+        "properties"]["template"]["properties"]["spec"]
+    assert set(patch_spec["properties"]) == {"replicatedJobs"}
+    for runtime in (tj.TORCH_RUNTIME, tj.DEEPSPEED_RUNTIME):
+        assert "failurePolicy" not in runtime_file(runtime)["spec"]["template"]["spec"]
+    path = write_job(tmp_path, """
+        name: digits
+        command: python train.py
+        image: pytorch/pytorch:2.4.0
+        distribution: {type: ddp, nodes: 2}
+        max_restarts: 2
+        """)
+    proc = run_cli("render", "-p", provider, path, *extra)
+    assert proc.returncode == EXIT_BAD_INPUT and proc.stdout == ""
+    assert f"{path}:5: max_restarts: {provider}: a TrainJob cannot ask for restarts" in proc.stderr
+    assert "failurePolicy.maxRestarts" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    ok = run_cli("render", "-p", provider, path, *extra, "--set", "max_restarts=0", check=0)
+    assert ok.returncode == 0
