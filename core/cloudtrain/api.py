@@ -66,7 +66,18 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
            secrets: Optional[Mapping[str, str]] = None, *, profile: Optional[str] = None) -> Run:
     """Render and send the job (a ``JobSpec``, a job file's path, or a ``Rendered`` request);
     returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``).  A request rendered
-    for one provider is refused by another."""
+    for one provider is refused by another.  ``provider="sagemaker,azure"`` (or a list) is
+    failover (``cloudtrain.failover``): each is rendered first, then tried in order."""
+    names = provider if isinstance(provider, (list, tuple)) else (
+        provider.split(",") if isinstance(provider, str) and "," in provider else None)
+    if names is not None and not isinstance(job, Rendered):
+        path = job if isinstance(job, (str, os.PathLike)) else None
+        if path is None:
+            raise BadInput("failover across providers reads the job file for each provider's settings: give "
+                           "submit the job file's path, e.g. cloudtrain.submit('job.yaml', provider='sagemaker,azure')")
+        rendered = [get_provider(n.strip()).render(_load_job(path, provider=n.strip(), profile=profile), submit=True)
+                    for n in names if n.strip()]
+        return submit_first(rendered, secrets=secrets, profile=profile)
     if isinstance(job, Rendered):
         chosen = _provider(provider or job.provider)
     else:
@@ -78,7 +89,42 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
     return run
 
 
-def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=()) -> None:
+def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, str]] = None,
+                 profile: Optional[str] = None, on_skip=None) -> Run:
+    """Send each of ``candidates`` (rendered requests, in order) until a platform takes it: a
+    capacity or quota refusal (``cloudtrain.failover``: the platform's own codes) moves on to
+    the next, and ``on_skip(reason)`` hears why; any other error stops there.  A job that a
+    platform accepted and then failed before it started for want of capacity (SageMaker's
+    ``CapacityError``, spot capacity lost) moves on too: while a next candidate is left, the run
+    is watched until it starts.  The ledger records the provider that ran it and the refusals."""
+    from . import failover
+    tried: List[str] = []
+    for i, rendered in enumerate(candidates):
+        last = i == len(candidates) - 1
+        chosen = get_provider(rendered.provider)
+        try:
+            run = chosen.submit(rendered, secrets=secrets)
+        except Exception as exc:
+            if last or not failover.is_capacity_refusal(rendered.provider, exc):
+                raise
+            tried.append(failover.reason(rendered.provider, exc))
+            if on_skip is not None:
+                on_skip(tried[-1])
+            continue
+        if not last and rendered.provider in failover.REFUSED_AFTER_CREATE:
+            refused = failover.refused_before_start(run)
+            if refused is not None:
+                _record(run, rendered, profile, tried=tried, status=run.status())  # as it ended
+                tried.append(refused)
+                if on_skip is not None:
+                    on_skip(refused)
+                continue
+        _record(run, rendered, profile, tried=tried)
+        return run
+    raise BadInput("no provider to submit to")  # (an empty candidates list)
+
+
+def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), status=None) -> None:
     """The submission in the ledger; a ledger that cannot be written never fails a submit that
     the platform accepted (a warning says so)."""
     import warnings
@@ -87,6 +133,8 @@ def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=()) -> N
     try:
         ledger.record(run.handle, rendered, profile=profile or os.environ.get("CLOUDTRAIN_PROFILE") or None,
                       tried=tried)
+        if status is not None:
+            ledger.update(status)
     except Exception as exc:  # noqa: BLE001  (the job runs: say so, and go on)
         warnings.warn(CloudtrainWarning(f"{run.handle} is running but is not in the ledger ({exc})"), stacklevel=3)
 

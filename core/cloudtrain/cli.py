@@ -126,25 +126,59 @@ def _load(args):
     return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
 
+def _load_each(args) -> list:
+    """``[(job, provider)]`` for each failover candidate, in order: ``-p a,b,c``, else the
+    profile's ``providers: [a, b, c]``, else the one provider ``_load`` would use."""
+    from .config import Settings
+    from .failover import candidates
+    from .loading import load_job
+    settings = Settings.load(args.job, args.profile)
+    names = candidates(args.provider) or settings.failover() or [settings.default_provider()]
+    out = []
+    for provider in names:
+        overrides = list(args.overrides)
+        if getattr(args, "emulate", None):
+            overrides.append(f"providers.{provider}.emulate={args.emulate}")
+        out.append((load_job(args.job, overrides, provider=provider, settings=settings), provider))
+    return out
+
+
+def _print_each(rendered: list, output: str) -> None:
+    """One candidate as ``_print_rendered``; several: a JSON list, or YAML documents in order."""
+    if len(rendered) == 1:
+        _print_rendered(rendered[0], output)
+    elif output == "json":
+        print(json.dumps([r.envelope() for r in rendered], indent=2, ensure_ascii=False))
+    else:
+        print("---\n".join(f"# provider: {r.provider}\n{r.to_yaml()}" for r in rendered), end="")
+
+
 def _print_rendered(rendered, output: str) -> None:
     print(rendered.to_json() if output == "json" else rendered.to_yaml(), end="" if output == "yaml" else "\n")
 
 
 def cmd_render(args) -> int:
     from .api import render
-    job, provider = _load(args)
-    rendered = render(job, provider)
-    _print_rendered(rendered, args.output)
+    _print_each([render(job, provider) for job, provider in _load_each(args)], args.output)
     return 0
 
 
 def cmd_validate(args) -> int:
+    """Every candidate in order (failover): the problems of each, the worst exit code."""
+    from .credentials import mask_text
     from .plugins import get_provider
-    job, provider = _load(args)
-    get_provider(provider).validate(job, submit=True)
-    print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
-          f"{job.procs_per_node} process(es))")
-    return 0
+    worst = 0
+    for job, provider in _load_each(args):
+        try:
+            get_provider(provider).validate(job, submit=True)
+        except CloudtrainError as exc:
+            for line in str(exc).splitlines() or [""]:
+                print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
+              f"{job.procs_per_node} process(es))")
+    return worst
 
 
 def cmd_stage(args) -> int:
@@ -160,19 +194,18 @@ def cmd_submit(args) -> int:
     # is read (pydantic turns it into a SchemaError) stops before anything is sent.
     interrupts = Interrupts()
     try:
-        from .api import submit
+        from .api import submit_first
         from .plugins import get_provider
-        job, provider = _load(args)
-        rendered = get_provider(provider).render(job, submit=True)
+        rendered = [get_provider(provider).render(job, submit=True) for job, provider in _load_each(args)]
         if args.dry_run:
             interrupts.restore()
-            _print_rendered(rendered, args.output)
+            _print_each(rendered, args.output)
             return 0
         if interrupts.pending is not None:
             interrupts.restore()
             print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
-        run = submit(rendered, profile=args.profile)
+        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on)
     except BaseException:
         interrupts.restore()
         raise
@@ -186,6 +219,10 @@ def cmd_submit(args) -> int:
         return 0
     print(f"submitted {run.handle}", file=sys.stderr, flush=True)
     return follow(run, interrupts)
+
+
+def _moved_on(reason: str) -> None:
+    print(f"cloudtrain: {reason}; trying the next provider", file=sys.stderr, flush=True)
 
 
 class Interrupts:
