@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS ledger (
     refreshed_at REAL
 );
 CREATE INDEX IF NOT EXISTS ledger_submitted ON ledger (submitted_at);
+CREATE INDEX IF NOT EXISTS ledger_job ON ledger (job_id, provider);
 """
 # The ledger's columns (``cloudtrain.ledger``); a local or Docker job submitted without the ledger
 # (``Provider.submit`` called directly, or by a cloudtrain older than the ledger) is read from
