@@ -208,26 +208,39 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
     from . import ledger
     from .errors import CloudtrainError
     from .plugins import get_provider_class
+    from .store import Store
+    store = Store()
     names = list(providers) if providers is not None else None
     for name in names or ():
         if get_provider_class(name).local_state:
             continue
         try:
             for status in configured(name, profile).list():
-                ledger.update(status)
+                ledger.update(status, store=store)
         except CloudtrainError as exc:
             if on_error is None:
                 raise
             on_error(name, exc)
-    found = ledger.entries(since=since, providers=names, states=states, limit=limit)
+    found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     stale = [e for e in found if not e.local and not e.terminal and (refresh or e.stale())]
     listed = set(names or ()) - {n for n in names or () if get_provider_class(n).local_state}
-    stale = [e for e in stale if e.provider not in listed]  # just read
+    stale = [e for e in stale if e.provider not in listed and not _keeps_own_state(e.provider)]  # (listed: just read)
     if stale:
         ledger.refresh(stale, provider_for=lambda name, own: configured(name, profile or own),
-                       on_error=None if on_error is None else (lambda e, exc: on_error(e.handle, exc)))
-        found = ledger.entries(since=since, providers=names, states=states, limit=limit)
+                       on_error=None if on_error is None else (lambda e, exc: on_error(e.handle, exc)), store=store)
+        found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     return found
+
+
+def _keeps_own_state(name: str) -> bool:
+    """A provider whose jobs live in this machine's store (local, docker): its ledger rows read
+    the store, never a platform (one whose store row is gone, e.g. pruned, stays as recorded)."""
+    from .errors import CloudtrainError
+    from .plugins import get_provider_class
+    try:
+        return bool(get_provider_class(name).local_state)
+    except CloudtrainError:  # a plugin no longer installed: refresh says so
+        return False
 
 
 def list_jobs(provider: Optional[str] = None, on_error=None, *, profile: Optional[str] = None) -> List[JobStatus]:
