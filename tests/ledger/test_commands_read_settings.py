@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for sub in ("aws", "tione"):
+for sub in ("aws", "tione", "modelarts"):
     sys.path.insert(0, str(HERE.parent / "plugins" / sub))
 
 from aws_double import AwsDouble  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from doubles import fake  # noqa: E402,F401
+from modelarts_fake import AK, PROJECT, SK, FakeModelArts  # noqa: E402
 from tione_fake import SECRET_ID, SECRET_KEY  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"
@@ -75,3 +76,19 @@ def test_list_of_tione_reads_the_region_from_the_user_config(fake, tmp_path, hom
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
     assert {c["headers"]["X-TC-Region"] for c in fake.calls} == {"ap-shanghai"}
+
+
+def test_list_of_modelarts_reads_the_region_from_a_profile(tmp_path, home):
+    with FakeModelArts() as ma:
+        ma._create({"metadata": {"name": "ma-job", "description": "cloudtrain:spec-hash=0123456789abcdef"},
+                    "algorithm": {}, "spec": {"resource": {"node_count": 1}}})
+        cfg = config(tmp_path, "profiles:\n  cn: {providers: {modelarts: {region: cn-north-4}}}\n")
+        env = {"HOME": str(tmp_path), "HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK,
+               "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT, "HUAWEICLOUD_SDK_REGION": "",
+               "HUAWEICLOUD_SDK_REGION_MODELARTS_CN_NORTH_4": ma.url, "CLOUDTRAIN_CONFIG": str(cfg)}
+        proc = run_cli("list", "-p", "modelarts", "--profile", "cn", "-o", "json", env=env)
+        assert proc.returncode == 0, proc.stderr
+        (job,) = json.loads(proc.stdout)
+        assert job["handle"].startswith("modelarts://cn-north-4/") and job["provider"] == "modelarts"
+        without = run_cli("list", "-p", "modelarts", "-o", "json", env=env)
+        assert without.returncode == 2 and "no Huawei Cloud region" in without.stderr
