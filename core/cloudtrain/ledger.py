@@ -83,6 +83,7 @@ class Entry:
         data = dict(self.__dict__, tried=list(self.tried))  # (asdict's deep copy: 5 x slower over 10,000)
         data["duration"] = self.duration(now)
         data["cost"] = self.cost(now)
+        data["created_at"] = self.submitted_at  # the name list -o json gave it before the ledger
         return data
 
 
