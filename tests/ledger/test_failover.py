@@ -172,3 +172,40 @@ def test_the_code_table_reads_each_sdks_own_exception():
     assert is_capacity_refusal("tione", wrapped(TencentCloudSDKException("LimitExceeded", "超过配额限制。")))
     assert not is_capacity_refusal("tione", wrapped(TencentCloudSDKException("OperationDenied.BalanceInsufficient", "")))
     assert not is_capacity_refusal("tione", PlatformError("no code at all"))
+
+
+def test_an_azure_quota_refusal_moves_on_to_local(tmp_path, home):
+    """The Azure ML double (tests/plugins/azure/ct_azure_fake.py) answers the job's PUT with ARM's
+    ``QuotaExceeded``; the job then runs on this machine."""
+    sys.path.insert(0, str(HERE.parent / "plugins" / "azure"))
+    from conftest import ROOT
+    from ct_azure_fake import FakeAzure
+    sub, rg, ws = "00000000-0000-0000-0000-000000000000", "rg", "ws"
+    fake_azure = FakeAzure(sub, rg, ws).start()
+    try:
+        fake_azure.failures[("PUT", "/jobs/")] = (
+            400, "QuotaExceeded", "Operation could not be completed as it results in exceeding approved "
+                                  "standardNDSv2Family Cores quota.")
+        (tmp_path / "project").mkdir()
+        (tmp_path / "project" / "train.py").write_text("print('ran here')\n")
+        path = write_job(tmp_path, f"""
+            name: quota
+            code: project
+            command: python train.py
+            image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest
+            distribution: {{type: ddp, nodes: 1, procs_per_node: 1}}
+            providers:
+              azure: {{subscription_id: "{sub}", resource_group: {rg}, workspace: {ws}, compute: gpu-cluster}}
+            """)
+        import os
+        paths = [str(ROOT / "tests" / "support"), str(HERE.parent / "plugins" / "azure"), os.environ.get("PYTHONPATH")]
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)),
+               "CT_AZURE_FAKE_PORT": str(fake_azure.port),
+               "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
+        proc = run_cli("submit", "-p", "azure,local", path, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "azure: QuotaExceeded" in proc.stderr and "ran here" in proc.stdout
+        assert "submitted local://quota-" in proc.stderr
+    finally:
+        fake_azure.stop()
+    assert not fake_azure.crashes
