@@ -183,13 +183,15 @@ def update(status, *, store=None, known: Optional[Entry] = None) -> None:
     if status.nodes:
         row["nodes"] = status.nodes
     from .provider import parse_handle
+    store = _store(store)
     provider, job_id = parse_handle(status.handle)
     row.update(provider=provider, job_id=job_id)  # (an upsert names every NOT NULL column)
-    if known is not None:
+    known = known or entry(status.handle, store=store)
+    if known is not None:  # what the submit recorded stays
         row["submitted_at"] = known.submitted_at
     else:
         row.update(name=status.name, submitted_at=status.created_at or status.started_at or time.time())
-    _store(store).ledger_put(row)
+    store.ledger_put(row)
 
 
 def refresh(stale: Iterable[Entry], *, provider_for: Callable[[str, Optional[str]], Any],

@@ -71,6 +71,12 @@ def test_a_plain_list_shows_local_and_cloud_jobs_with_where_and_how_they_ran(aws
     assert cj["rate"] is None and cj["cost"] is None  # the catalogs have no prices yet: none is made up
     assert cj["submitted_at"] >= lj["submitted_at"]
 
+    # -p of a cloud asks the platform too; what the submit recorded stays
+    again = listed("-p", "sagemaker", env=env)
+    assert set(again) == {cloud_handle}
+    assert {k: again[cloud_handle][k] for k in ("instance_type", "submitted_at", "name", "spot")} == \
+        {k: cj[k] for k in ("instance_type", "submitted_at", "name", "spot")}
+
     # the filters
     assert set(listed("-p", "local", env=env)) == {local_handle}
     assert set(listed("--state", "succeeded", env=env)) == {local_handle}
