@@ -67,6 +67,8 @@ BENCHMARKS: List[Benchmark] = [
               300, 40),
     Benchmark("sagemaker-submit", "bench_submit:run",
               "200 jobs submitted to the SageMaker double (moto server), 16 threads; API calls per job", 40, 20),
+    Benchmark("ledger-list", "bench_ledger:run",
+              "`cloudtrain list` over a ledger of 10,000 jobs vs the CLI's cold start (`render -p local`)", 40, 25),
 ]
 BY_NAME: Dict[str, Benchmark] = {b.name: b for b in BENCHMARKS}
 DOCS = REPO / "docs" / "performance.md"

@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 _API = {
     "load_job": "api", "render": "api", "submit": "api", "validate": "api", "attach": "api",
-    "status": "api", "cancel": "api", "list_jobs": "api", "stage": "api",
+    "status": "api", "cancel": "api", "list_jobs": "api", "jobs": "api", "stage": "api",
     "JobSpec": "job", "Provider": "provider", "Rendered": "provider", "Artifact": "provider",
     "Run": "provider", "JobStatus": "provider", "State": "states", "Cluster": "provider",
     "hookimpl": "hookspecs", "CloudtrainError": "errors", "BadInput": "errors", "PlatformError": "errors",

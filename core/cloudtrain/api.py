@@ -66,13 +66,77 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
            secrets: Optional[Mapping[str, str]] = None, *, profile: Optional[str] = None) -> Run:
     """Render and send the job (a ``JobSpec``, a job file's path, or a ``Rendered`` request);
     returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``).  A request rendered
-    for one provider is refused by another."""
+    for one provider is refused by another.  ``provider="sagemaker,azure"`` (or a list) is
+    failover (``cloudtrain.failover``): each is rendered first, then tried in order."""
+    names = provider if isinstance(provider, (list, tuple)) else (
+        provider.split(",") if isinstance(provider, str) and "," in provider else None)
+    if names is not None and not isinstance(job, Rendered):
+        path = job if isinstance(job, (str, os.PathLike)) else None
+        if path is None:
+            raise BadInput("failover across providers reads the job file for each provider's settings: give "
+                           "submit the job file's path, e.g. cloudtrain.submit('job.yaml', provider='sagemaker,azure')")
+        rendered = [get_provider(n.strip()).render(_load_job(path, provider=n.strip(), profile=profile), submit=True)
+                    for n in names if n.strip()]
+        return submit_first(rendered, secrets=secrets, profile=profile)
     if isinstance(job, Rendered):
         chosen = _provider(provider or job.provider)
     else:
         chosen = _provider(provider, job, profile)
         job = as_job(job, "submit", chosen, profile)
-    return chosen.submit(job, secrets=secrets)
+    rendered = job if isinstance(job, Rendered) else chosen.render(job, submit=True)
+    run = chosen.submit(rendered, secrets=secrets)
+    _record(run, rendered, profile)
+    return run
+
+
+def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, str]] = None,
+                 profile: Optional[str] = None, on_skip=None) -> Run:
+    """Send each of ``candidates`` (rendered requests, in order) until a platform takes it: a
+    capacity or quota refusal (``cloudtrain.failover``: the platform's own codes) moves on to
+    the next, and ``on_skip(reason)`` hears why; any other error stops there.  A job that a
+    platform accepted and then failed before it started for want of capacity (SageMaker's
+    ``CapacityError``, spot capacity lost) moves on too: while a next candidate is left, the run
+    is watched until it starts.  The ledger records the provider that ran it and the refusals."""
+    from . import failover
+    tried: List[str] = []
+    for i, rendered in enumerate(candidates):
+        last = i == len(candidates) - 1
+        chosen = get_provider(rendered.provider)
+        try:
+            run = chosen.submit(rendered, secrets=secrets)
+        except Exception as exc:
+            if last or not failover.is_capacity_refusal(rendered.provider, exc):
+                raise
+            tried.append(failover.reason(rendered.provider, exc))
+            if on_skip is not None:
+                on_skip(tried[-1])
+            continue
+        if not last and rendered.provider in failover.REFUSED_AFTER_CREATE:
+            refused = failover.refused_before_start(run)
+            if refused is not None:
+                _record(run, rendered, profile, tried=tried, status=run.status())  # as it ended
+                tried.append(refused)
+                if on_skip is not None:
+                    on_skip(refused)
+                continue
+        _record(run, rendered, profile, tried=tried)
+        return run
+    raise BadInput("no provider to submit to")  # (an empty candidates list)
+
+
+def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), status=None) -> None:
+    """The submission in the ledger; a ledger that cannot be written never fails a submit that
+    the platform accepted (a warning says so)."""
+    import warnings
+    from . import ledger
+    from .errors import CloudtrainWarning
+    try:
+        ledger.record(run.handle, rendered, profile=profile or os.environ.get("CLOUDTRAIN_PROFILE") or None,
+                      tried=tried)
+        if status is not None:
+            ledger.update(status)
+    except Exception as exc:  # noqa: BLE001  (the job runs: say so, and go on)
+        warnings.warn(CloudtrainWarning(f"{run.handle} is running but is not in the ledger ({exc})"), stacklevel=3)
 
 
 def stage(job: JobLike, provider: Union[str, Provider, None] = None, *, profile: Optional[str] = None) -> List[str]:
@@ -85,17 +149,37 @@ def stage(job: JobLike, provider: Union[str, Provider, None] = None, *, profile:
     return chosen.ship_code(chosen.render(as_job(job, "stage", chosen, profile), submit=True))
 
 
-def attach(handle: str) -> Run:
-    """A ``Run`` for an existing job handle ``PROVIDER://ID``."""
+def account_settings(provider: str, profile: Optional[str] = None) -> dict:
+    """``provider``'s options in the user config and the project file found from the current
+    directory (and ``profile``'s, default ``$CLOUDTRAIN_PROFILE``), merged as ``submit`` merges
+    them beneath a job: what ``list``, ``status``, ``logs``, ``cancel``, ``outputs`` and ``wait``
+    read (e.g. a region, a workspace)."""
+    from .config import Settings
+    merged: dict = {}
+    for layer in Settings.load(None, profile).layers(provider):
+        merged.update(layer.options)
+    return merged
+
+
+def configured(provider: str, profile: Optional[str] = None) -> Provider:
+    """Provider ``provider`` with its account settings (``account_settings``) as ``account``."""
+    chosen = get_provider(provider)
+    chosen.account = account_settings(provider, profile)
+    return chosen
+
+
+def attach(handle: str, *, profile: Optional[str] = None) -> Run:
+    """A ``Run`` for an existing job handle ``PROVIDER://ID`` (the provider with the settings of
+    the config files and ``profile``)."""
     name, job_id = parse_handle(handle)
-    return Run(get_provider(name), job_id)
+    return Run(configured(name, profile), job_id)
 
 
-def status(handle: str) -> JobStatus:
-    return attach(handle).status()
+def status(handle: str, *, profile: Optional[str] = None) -> JobStatus:
+    return attach(handle, profile=profile).status()
 
 
-def outputs(handle: str, dest=None) -> list:
+def outputs(handle: str, dest=None, *, profile: Optional[str] = None) -> list:
     """Download the output of job ``handle`` into ``dest`` (default ``./outputs/<id>``); the files.
     A directory the download made is marked so that it never ships with a job's code
     (``cloudtrain.outputs.marked``)."""
@@ -104,14 +188,62 @@ def outputs(handle: str, dest=None) -> list:
     name, job_id = parse_handle(handle)
     target = Path(dest) if dest else default_dest(handle)
     with marked(target):
-        return get_provider(name).outputs(job_id, target)
+        return configured(name, profile).outputs(job_id, target)
 
 
-def cancel(handle: str) -> JobStatus:
-    return attach(handle).cancel()
+def cancel(handle: str, *, profile: Optional[str] = None) -> JobStatus:
+    return attach(handle, profile=profile).cancel()
 
 
-def list_jobs(provider: Optional[str] = None, on_error=None) -> List[JobStatus]:
+def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = None,
+         states: Optional[Iterable[str]] = None, *, refresh: bool = False, profile: Optional[str] = None,
+         on_error=None, limit: Optional[int] = None) -> list:
+    """The ledger's rows (``cloudtrain.ledger.Entry``), newest first, as ``cloudtrain list``
+    shows them: every provider's jobs submitted from this machine (and the local ones), filtered
+    by ``since`` (seconds since the epoch), ``providers`` and ``states``.  A cloud row still
+    running is read from its platform again when it is stale (``ledger.STALE_SECONDS``), every
+    one with ``refresh``; a cloud provider named in ``providers`` is asked for its jobs (as
+    ``list -p`` always did), and those are kept in the ledger too.  ``on_error(what, exc)`` hears
+    of a platform that cannot be read (its rows stay as stored); without it the error is raised."""
+    from . import ledger
+    from .errors import CloudtrainError
+    from .plugins import get_provider_class
+    from .store import Store
+    store = Store()
+    names = list(providers) if providers is not None else None
+    for name in names or ():
+        if get_provider_class(name).local_state:
+            continue
+        try:
+            for status in configured(name, profile).list():
+                ledger.update(status, store=store)
+        except CloudtrainError as exc:
+            if on_error is None:
+                raise
+            on_error(name, exc)
+    found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
+    stale = [e for e in found if not e.local and not e.terminal and (refresh or e.stale())]
+    listed = set(names or ()) - {n for n in names or () if get_provider_class(n).local_state}
+    stale = [e for e in stale if e.provider not in listed and not _keeps_own_state(e.provider)]  # (listed: just read)
+    if stale:
+        ledger.refresh(stale, provider_for=lambda name, own: configured(name, profile or own),
+                       on_error=None if on_error is None else (lambda e, exc: on_error(e.handle, exc)), store=store)
+        found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
+    return found
+
+
+def _keeps_own_state(name: str) -> bool:
+    """A provider whose jobs live in this machine's store (local, docker): its ledger rows read
+    the store, never a platform (one whose store row is gone, e.g. pruned, stays as recorded)."""
+    from .errors import CloudtrainError
+    from .plugins import get_provider_class
+    try:
+        return bool(get_provider_class(name).local_state)
+    except CloudtrainError:  # a plugin no longer installed: refresh says so
+        return False
+
+
+def list_jobs(provider: Optional[str] = None, on_error=None, *, profile: Optional[str] = None) -> List[JobStatus]:
     """Jobs of one provider, or of every provider that keeps its jobs on this machine (local,
     docker: no network call); ``on_error(name, exc)`` is told of a provider that cannot list
     (SDK missing, platform unreachable) and the others go on."""
@@ -121,7 +253,7 @@ def list_jobs(provider: Optional[str] = None, on_error=None) -> List[JobStatus]:
     out: List[JobStatus] = []
     for name in names:
         try:
-            out.extend(get_provider(name).list())
+            out.extend(configured(name, profile).list())
         except CloudtrainError as exc:
             if on_error is None:
                 raise

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("wait", "wait for a job to end; exit code follows its outcome")):
         p = sub.add_parser(name, help=text)
         p.add_argument("handle", help="PROVIDER://ID")
+        _profile_arg(p)
         if name != "cancel":
             p.add_argument("-o", "--output", choices=("text", "json"), default="text")
         if name == "wait":
@@ -85,17 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("outputs", help="download a job's output (what its nodes wrote to CLOUDTRAIN_OUTPUT_DIR)")
     p.add_argument("handle", help="PROVIDER://ID")
     p.add_argument("-o", "--output", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+    _profile_arg(p)
 
     p = sub.add_parser("logs", help="print a job's logs")
     p.add_argument("handle", help="PROVIDER://ID")
     p.add_argument("-f", "--follow", action="store_true", help="keep following until the job ends")
+    _profile_arg(p)
     p.add_argument("--check-rdma", action="store_true",
                    help="read NCCL's log lines and say whether RDMA was used (exit 0 yes, 1 no or unknown)")
 
-    p = sub.add_parser("list", help="list jobs")
-    p.add_argument("-p", "--provider", help="this provider's jobs (default: the providers that run on this machine: local, docker; "
-                   "a cloud's jobs need -p, e.g. -p sagemaker)")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    _list_args(sub.add_parser("list", help="every job submitted from here, on every provider (the ledger)"))
 
     p = sub.add_parser("providers", help="installed plugins, their providers, whether each SDK is present")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -128,26 +128,60 @@ def _load(args):
     return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
 
+def _load_each(args) -> list:
+    """``[(job, provider)]`` for each failover candidate, in order: ``-p a,b,c``, else the
+    profile's ``providers: [a, b, c]``, else the one provider ``_load`` would use."""
+    from .config import Settings
+    from .failover import candidates
+    from .loading import load_job
+    settings = Settings.load(args.job, args.profile)
+    names = candidates(args.provider) or settings.failover() or [settings.default_provider()]
+    out = []
+    for provider in names:
+        overrides = list(args.overrides)
+        if getattr(args, "emulate", None):
+            overrides.append(f"providers.{provider}.emulate={args.emulate}")
+        out.append((load_job(args.job, overrides, provider=provider, settings=settings), provider))
+    return out
+
+
+def _print_each(rendered: list, output: str) -> None:
+    """One candidate as ``_print_rendered``; several: a JSON list, or YAML documents in order."""
+    if len(rendered) == 1:
+        _print_rendered(rendered[0], output)
+    elif output == "json":
+        print(json.dumps([r.envelope() for r in rendered], indent=2, ensure_ascii=False))
+    else:
+        print("---\n".join(f"# provider: {r.provider}\n{r.to_yaml()}" for r in rendered), end="")
+
+
 def _print_rendered(rendered, output: str) -> None:
     print(rendered.to_json() if output == "json" else rendered.to_yaml(), end="" if output == "yaml" else "\n")
 
 
 def cmd_render(args) -> int:
     from .api import render
-    job, provider = _load(args)
-    rendered = render(job, provider)
-    _print_rendered(rendered, args.output)
+    _print_each([render(job, provider) for job, provider in _load_each(args)], args.output)
     return 0
 
 
 def cmd_validate(args) -> int:
+    """Every candidate in order (failover): the problems of each, the worst exit code."""
+    from .credentials import mask_text
     from .plugins import get_provider
-    job, provider = _load(args)
-    _estimate(job, provider)
-    get_provider(provider).validate(job, submit=True)
-    print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
-          f"{job.procs_per_node} process(es))")
-    return 0
+    worst = 0
+    for job, provider in _load_each(args):
+        try:
+            _estimate(job, provider)
+            get_provider(provider).validate(job, submit=True)
+        except CloudtrainError as exc:
+            for line in str(exc).splitlines() or [""]:
+                print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
+              f"{job.procs_per_node} process(es))")
+    return worst
 
 
 def cmd_stage(args) -> int:
@@ -163,20 +197,21 @@ def cmd_submit(args) -> int:
     # is read (pydantic turns it into a SchemaError) stops before anything is sent.
     interrupts = Interrupts()
     try:
-        from .api import submit
+        from .api import submit_first
         from .plugins import get_provider
-        job, provider = _load(args)
-        _estimate(job, provider)
-        rendered = get_provider(provider).render(job, submit=True)
+        rendered = []
+        for job, provider in _load_each(args):
+            _estimate(job, provider)
+            rendered.append(get_provider(provider).render(job, submit=True))
         if args.dry_run:
             interrupts.restore()
-            _print_rendered(rendered, args.output)
+            _print_each(rendered, args.output)
             return 0
         if interrupts.pending is not None:
             interrupts.restore()
             print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
-        run = submit(rendered)
+        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on)
     except BaseException:
         interrupts.restore()
         raise
@@ -190,6 +225,10 @@ def cmd_submit(args) -> int:
         return 0
     print(f"submitted {run.handle}", file=sys.stderr, flush=True)
     return follow(run, interrupts)
+
+
+def _moved_on(reason: str) -> None:
+    print(f"cloudtrain: {reason}; trying the next provider", file=sys.stderr, flush=True)
 
 
 class Interrupts:
@@ -306,14 +345,14 @@ def _print_status(status, output: str) -> None:
 
 def cmd_status(args) -> int:
     from .api import status
-    _print_status(status(args.handle), args.output)
+    _print_status(status(args.handle, profile=args.profile), args.output)
     return 0
 
 
 def cmd_wait(args) -> int:
     from .api import attach
     from .progress import StatusLine
-    run = attach(args.handle)
+    run = attach(args.handle, profile=args.profile)
     line = StatusLine()
     try:
         final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None)
@@ -329,7 +368,7 @@ def cmd_wait(args) -> int:
 
 def cmd_cancel(args) -> int:
     from .api import cancel
-    _print_status(cancel(args.handle), "text")
+    _print_status(cancel(args.handle, profile=args.profile), "text")
     return 0
 
 
@@ -337,7 +376,7 @@ def cmd_outputs(args) -> int:
     from .api import outputs
     from .outputs import default_dest
     dest = args.output or str(default_dest(args.handle))
-    files = outputs(args.handle, dest)
+    files = outputs(args.handle, dest, profile=args.profile)
     print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} to {dest}")
     return 0
 
@@ -346,32 +385,59 @@ def cmd_logs(args) -> int:
     from .api import attach
     if args.check_rdma:
         from .rdma_check import analyse
-        report = analyse(attach(args.handle).logs(follow=args.follow))
+        report = analyse(attach(args.handle, profile=args.profile).logs(follow=args.follow))
         print(report.summary())
         for line in report.evidence:
             print(f"  {line}")
         return 0 if report.ok else 1
-    for line in attach(args.handle).logs(follow=args.follow):
+    for line in attach(args.handle, profile=args.profile).logs(follow=args.follow):
         sys.stdout.write(line)
         sys.stdout.flush()
     return 0
 
 
+def _list_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--provider", metavar="P[,P...]", help="only these providers' jobs; a cloud provider "
+                   "named here is also asked for its jobs (those not submitted from here too)")
+    p.add_argument("--state", metavar="S[,S...]", help="only jobs in these states, e.g. RUNNING,FAILED")
+    p.add_argument("--since", metavar="WHEN", help="only jobs submitted since: 90m, 12h, 7d, 2w, or a date 2026-11-20")
+    p.add_argument("--refresh", action="store_true", help="read every cloud job still running from its platform "
+                   "(without it: those last read more than a minute ago)")
+    _profile_arg(p)
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+def _names(text: Optional[str]) -> Optional[List[str]]:
+    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+
+
 def cmd_list(args) -> int:
-    from .api import list_jobs
+    """The ledger, read from the store; a platform is asked only for stale rows, with
+    ``--refresh``, or for a cloud provider named by ``-p`` (cloudtrain.api.jobs)."""
+    from . import ledger
+    providers, states = _names(args.provider), _names(args.state)
+    if states:
+        from .errors import BadInput
+        from .states import State
+        known = [s.value for s in State]
+        for s in states:
+            if s.upper() not in known:
+                raise BadInput(f"--state {s!r}: one of {', '.join(known)}")
+    since = ledger.since(args.since) if args.since else None
+    found = ledger.entries(since, providers, states)
+    if args.refresh or providers or any(e.stale() for e in found):
+        from .api import jobs
 
-    def warn(name, exc):
-        print(f"cloudtrain: warning: cannot list {name} jobs: {exc}", file=sys.stderr)
-
-    jobs = list_jobs(args.provider, on_error=None if args.provider else warn)
+        def warn(what, exc):
+            print(f"cloudtrain: warning: cannot read {what} from its platform (shown as last read): {exc}",
+                  file=sys.stderr)
+        found = jobs(since, providers, states, refresh=args.refresh, profile=args.profile,
+                     on_error=None if providers else warn)
     if args.output == "json":
-        print(json.dumps([j.to_dict() for j in jobs], indent=2))
+        now = time.time()
+        print(json.dumps([e.to_dict(now) for e in found], indent=2))
         return 0
-    rows = [("HANDLE", "STATE", "NODES", "CREATED", "MESSAGE")]
-    for j in jobs:
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.created_at)) if j.created_at else "-"
-        rows.append((j.handle, j.state.value, str(j.nodes or "-"), created, j.message[:60]))
-    _table(rows)
+    _table(ledger.table(found))
     return 0
 
 

@@ -136,6 +136,12 @@ class SettingsFile:
             if not isinstance(name, str) or not known_provider(name):
                 problems.add(self.error(f"unknown provider {name!r}{provider_hint(str(name))}", at + ("provider",)))
         sections = level.get("providers", {})
+        if at and isinstance(sections, list):  # a profile's failover order (cloudtrain.failover)
+            for i, name in enumerate(sections):
+                if not isinstance(name, str) or not known_provider(name):
+                    problems.add(self.error(f"unknown provider {name!r}{provider_hint(str(name))}",
+                                            at + ("providers", i)))
+            return
         if not isinstance(sections, dict):
             problems.add(self.error("must be a mapping of provider names to their options, e.g. "
                                     "providers: {sagemaker: {region: us-east-1}}", at + ("providers",)))
@@ -153,7 +159,8 @@ class SettingsFile:
         """``(options, where in the file)`` that this file (or its ``profile``) gives ``provider``."""
         at = ("profiles", profile) if profile else ()
         level = self.profiles().get(profile) if profile else self.data
-        options = ((level or {}).get("providers") or {}).get(provider)
+        sections = (level or {}).get("providers") or {}
+        options = sections.get(provider) if isinstance(sections, dict) else None  # (a list: failover order)
         return (options, at + ("providers", provider)) if options else None
 
 
@@ -234,8 +241,20 @@ class Settings:
         the user config's, else ``local``."""
         return self.default_provider_with_source()[0]
 
+    def failover(self) -> Optional[List[str]]:
+        """The selected profile's ``providers: [a, b, c]`` (failover order), else None."""
+        if self.profile:
+            for f in reversed(self.files):
+                named = (f.profiles().get(self.profile) or {}).get("providers")
+                if isinstance(named, list) and named:
+                    return [str(n) for n in named]
+        return None
+
     def default_provider_with_source(self) -> Tuple[str, str]:
         """``(provider, where it was named)``."""
+        if self.profile and self.failover() and not any(
+                (f.profiles().get(self.profile) or {}).get("provider") for f in self.files):
+            return self.failover()[0], f"profile {self.profile}'s providers"
         if self.profile:
             for f in reversed(self.files):
                 named = (f.profiles().get(self.profile) or {}).get("provider")

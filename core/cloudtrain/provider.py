@@ -166,6 +166,14 @@ class Provider(abc.ABC):
     catalog_refresh: ClassVar[Optional[str]] = None
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
     install_hint_text: ClassVar[Optional[str]] = None
+    # The account settings of the config files and the profile (``providers.<name>``, merged as
+    # submit merges them) for the commands that have no job: list, status, logs, cancel, outputs,
+    # wait (``cloudtrain.api.configured``).  A job's own options always come from the job.
+    account: Mapping[str, Any] = {}
+
+    def account_option(self, option: str) -> Any:
+        """The account settings' ``option`` (e.g. ``region``), or None."""
+        return self.account.get(option)
 
     @classmethod
     def install_hint(cls) -> str:

@@ -64,6 +64,48 @@ CREATE TABLE IF NOT EXISTS remote_jobs (
     target TEXT NOT NULL,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS ledger (
+    handle TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    name TEXT,
+    profile TEXT,
+    instance_type TEXT,
+    nodes INTEGER,
+    spot INTEGER,
+    rate REAL,
+    currency TEXT,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    state TEXT NOT NULL,
+    restarts INTEGER NOT NULL DEFAULT 0,
+    emulated TEXT,
+    message TEXT NOT NULL DEFAULT '',
+    tried TEXT,
+    refreshed_at REAL
+);
+CREATE INDEX IF NOT EXISTS ledger_submitted ON ledger (submitted_at);
+CREATE INDEX IF NOT EXISTS ledger_job ON ledger (job_id, provider);
+"""
+# The ledger's columns (``cloudtrain.ledger``); a local or Docker job submitted without the ledger
+# (``Provider.submit`` called directly, or by a cloudtrain older than the ledger) is read from
+# ``jobs`` in the same shape, its state always the supervisor's.
+LEDGER_COLUMNS = ("handle", "provider", "job_id", "name", "profile", "instance_type", "nodes", "spot", "rate",
+                  "currency", "submitted_at", "started_at", "ended_at", "state", "restarts", "emulated", "message",
+                  "tried", "refreshed_at")
+_LIVE = "(SELECT COUNT(*) FROM restarts r WHERE r.job_id = j.id)"
+LEDGER_VIEW = f"""
+SELECT l.handle, l.provider, l.job_id, l.name, l.profile, l.instance_type, COALESCE(j.nodes, l.nodes) AS nodes,
+       l.spot, l.rate, l.currency, l.submitted_at, COALESCE(j.started_at, l.started_at) AS started_at,
+       COALESCE(j.ended_at, l.ended_at) AS ended_at, COALESCE(j.state, l.state) AS state,
+       CASE WHEN j.id IS NULL THEN l.restarts ELSE {_LIVE} END AS restarts, l.emulated,
+       COALESCE(j.message, l.message) AS message, l.tried, l.refreshed_at, j.id IS NOT NULL AS local
+FROM ledger l LEFT JOIN jobs j ON j.id = l.job_id AND j.provider = l.provider
+UNION ALL
+SELECT j.provider || '://' || j.id, j.provider, j.id, j.name, NULL, NULL, j.nodes, NULL, NULL, NULL, j.created_at,
+       j.started_at, j.ended_at, j.state, {_LIVE}, NULL, j.message, NULL, NULL, 1
+FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.job_id = j.id AND l.provider = j.provider)
 """
 # Columns added since the first release: (table, column, type).  A store made before them gets
 # them on first open (``migrate``).
@@ -262,6 +304,30 @@ class Store:
     def get_nodes(self, job_id: str) -> List[Dict[str, Any]]:
         with self._connect() as db:
             return [dict(r) for r in db.execute("SELECT * FROM nodes WHERE job_id = ? ORDER BY node", (job_id,))]
+
+    # -- the ledger (cloudtrain.ledger reads and writes it) ------------------------------------
+    def ledger_put(self, row: Dict[str, Any]) -> None:
+        """Add a ledger row, or replace the one of its handle (keeping what ``row`` does not give)."""
+        cols = [c for c in LEDGER_COLUMNS if c in row]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "handle")
+        with self._connect() as db:
+            db.execute(f"INSERT INTO ledger ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+                       f"ON CONFLICT (handle) DO UPDATE SET {updates}", [row[c] for c in cols])
+
+    def ledger_update(self, handle: str, **fields: Any) -> None:
+        if fields:
+            with self._connect() as db:
+                db.execute(f"UPDATE ledger SET {', '.join(f'{k} = ?' for k in fields)} WHERE handle = ?",
+                           (*fields.values(), handle))
+
+    def ledger_rows(self, where: str = "", params: tuple = (), limit: Optional[int] = None) -> List[sqlite3.Row]:
+        """The ledger (every provider's submissions, and the local jobs) newest first; ``where``:
+        an SQL condition over ``LEDGER_VIEW``'s columns."""
+        sql = f"SELECT * FROM ({LEDGER_VIEW}) {'WHERE ' + where if where else ''} ORDER BY submitted_at DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._connect() as db:
+            return db.execute(sql, params).fetchall()
 
     def forget_job(self, job_id: str) -> None:
         """Remove every trace of a job that never started (its submit failed)."""

@@ -250,6 +250,7 @@ class AwsProvider(CloudProvider):
     def region_of(self, region: Optional[str], job: Optional[JobSpec] = None) -> str:
         """The region a job goes to (for its handle): the option, else boto3's default chain;
         ``job``: the job being submitted (the fix then names its option)."""
+        region = region or (None if job is not None else self.account_option("region"))  # list: the config's
         if region:
             return region
         injected = next(iter(self._injected.values()), None)

@@ -57,6 +57,7 @@ STORAGE_OUTPUT = "cloudtrain_output"  # the job output that holds storage.output
 # https://, abfss://, wasbs:// and azureml:// URIs"); azure-ai-ml's load_job passes any string on.
 DATA_SCHEMES = ("azureml", "https", "wasbs", "abfss")
 SPEC_TAG = "cloudtrain.spec"
+WORKSPACE_OPTIONS = ("subscription_id", "resource_group", "workspace", "config_file")  # in MLClient's order
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 USER_LOG = re.compile(r"^user_logs/std_log.*\.txt$")
 JOB_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
@@ -506,6 +507,8 @@ class AzureProvider(CloudProvider):
         a job is at hand (a fix may name its options)."""
         if self._ml_client is not None:
             return self._ml_client
+        if not (subscription_id or resource_group or workspace or config_file):  # no job: the config's workspace
+            subscription_id, resource_group, workspace, config_file = map(self.account_option, WORKSPACE_OPTIONS)
         key = (subscription_id, resource_group, workspace, config_file)
         if key in self._ml_clients:
             return self._ml_clients[key]

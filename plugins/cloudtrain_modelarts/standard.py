@@ -610,7 +610,7 @@ class ModelartsProvider(CloudProvider):
                 training_job_id=training_id, body=v1.JobActionType(action_type="terminate")))
 
     def list(self) -> List[JobStatus]:
-        region = sdk.region_of(None)
+        region = sdk.region_of(self.account_option("region"))  # the config's, else the environment's
         v1 = self.models()
         search = v1.JobSearches(offset=0, limit=50, sort_by="create_time", order="desc")
         with sdk.api_errors(SERVICE, "list_training_jobs"):

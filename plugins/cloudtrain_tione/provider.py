@@ -329,7 +329,7 @@ class TioneProvider(CloudProvider):
                   f"stopping {self.handle(job_id)}")
 
     def list(self) -> List[JobStatus]:
-        region = self._region or os.environ.get("TENCENTCLOUD_REGION")
+        region = self._region or self.account_option("region") or os.environ.get("TENCENTCLOUD_REGION")
         if not region:
             raise BadInput("set TENCENTCLOUD_REGION (e.g. ap-shanghai) to list TI-ONE tasks")
         out: List[JobStatus] = []
