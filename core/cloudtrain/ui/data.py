@@ -17,17 +17,27 @@ from .. import api, ledger, requestlog
 
 def jobs(*, providers: Optional[List[str]] = None, states: Optional[List[str]] = None, since: Optional[str] = None,
          text: Optional[str] = None, limit: int = 500) -> dict:
-    """The ledger's rows (newest first) with the filters of ``cloudtrain list``; ``total`` is how
-    many match before ``limit``."""
+    """The newest ``limit`` rows of the ledger with the filters of ``cloudtrain list``; ``more``:
+    more rows match (only the newest are read: the page asks every 2 seconds)."""
     now = time.time()
+    limit = max(1, min(limit, 10000))
     found = ledger.entries(since=ledger.since(since, now) if since else None, providers=providers,
-                           states=states, text=text)
-    return {"now": now, "total": len(found), "jobs": [_row(e, now) for e in found[:max(1, min(limit, 10000))]],
-            "providers": sorted({e.provider for e in found})}
+                           states=states, text=text, limit=limit + 1)
+    return {"now": now, "more": len(found) > limit, "jobs": [_row(e, now) for e in found[:limit]],
+            "providers": _providers()}
+
+
+def _providers() -> List[str]:
+    """Every provider installed here, for the filter (listing them imports none)."""
+    from ..plugins import providers
+    return sorted(providers())
 
 
 def _row(e: ledger.Entry, now: float) -> dict:
-    data = e.to_dict(now)
+    """``Entry.to_dict`` without its deep copy (``asdict``: half the time of 500 rows)."""
+    data = dict(vars(e))
+    data["duration"] = e.duration(now)
+    data["cost"] = e.cost(now)
     data["duration_text"] = ledger.span(data["duration"])
     return data
 
