@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need on a fresh Debian machine, then runs them.
-#   system: Open MPI (mpirun for the mpi examples); shellcheck (the node scripts); Debian's docker.io, a running dockerd and
+#   system: Open MPI (mpirun for the mpi examples); shellcheck (the node scripts); Debian's chromium and chromium-driver
+#           (the dashboard's tests, headless); Debian's docker.io, a running dockerd and
 #           the locally built test image (scripts/start-dockerd.sh, scripts/build-test-image.sh)
 #   python: a venv with cloudtrain[test]
 # Usage: bash scripts/test.sh [pytest args...]
@@ -11,6 +12,7 @@ need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)   # tests/security: every node script
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)  # tests/faults: a PID namespace of its own
+{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || need_apt+=(chromium chromium-driver)  # tests/ui: a real browser
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

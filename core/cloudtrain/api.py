@@ -135,6 +135,8 @@ def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), stat
                       tried=tried)
         if status is not None:
             ledger.update(status)
+        from . import requestlog
+        requestlog.keep(run.handle, rendered)  # what the dashboard shows as the job's request
     except Exception as exc:  # noqa: BLE001  (the job runs: say so, and go on)
         warnings.warn(CloudtrainWarning(f"{run.handle} is running but is not in the ledger ({exc})"), stacklevel=3)
 

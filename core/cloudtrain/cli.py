@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     _catalog_parser(sub)
 
     sub.add_parser("schema", help="print the JSON Schema of job.yaml")
+
+    p = sub.add_parser("ui", help="every job on every provider in one web page, on 127.0.0.1 (token in the URL)")
+    p.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
                    add_help=False)
     return parser
@@ -513,6 +517,11 @@ def cmd_config(args) -> int:
     return configcmd.run(args)
 
 
+def cmd_ui(args) -> int:
+    from .ui import main
+    return main(args.port, args.no_browser)
+
+
 def cmd_schema(args) -> int:
     from .schema import job_schema
     print(json.dumps(job_schema(), indent=2))
@@ -527,7 +536,7 @@ def _table(rows) -> None:
 
 COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
-            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config,
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "ui": cmd_ui, "config": cmd_config,
             "stage": cmd_stage, "catalog": cmd_catalog}
 
 
