@@ -33,7 +33,7 @@ from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
 from .common import (EFA_ENV, NODE_MODULE, SPEC_HASH, CODE_DIGEST, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
+                     check_secret_ids, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import EC2_RULES, efa_devices, efa_env
 
 JOB_ID = "<job-id>"
@@ -292,7 +292,7 @@ class Ec2Provider(AwsProvider):
         if options.ifname:
             env["CLOUDTRAIN_IFNAME"] = options.ifname
         if options.secrets_manager:
-            env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
+            env.update(secret_id_variables(options.secrets_manager))
         row = self.instance(job, options).row
         if self.efa_count(job, options) or (job.network.rdma == "on" and row is None):
             env.update({k: v for k, v in efa_env(row).items() if k not in job.env})

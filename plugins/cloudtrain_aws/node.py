@@ -2,7 +2,8 @@
 
 1. ``CLOUDTRAIN_JOB_ID`` from SageMaker's ``TRAINING_JOB_NAME`` when not set;
 2. the job's secrets from AWS Secrets Manager: ``$CLOUDTRAIN_SECRET_IDS`` is a JSON object
-   ``{"NAME": "secret-id"}`` (``secret-id#key`` picks one key of a JSON secret).  Each value is
+   ``{"NAME": "secret-id"}`` (``secret-id#key`` picks one key of a JSON secret), continued in
+   ``$CLOUDTRAIN_SECRET_IDS_1``, ``_2``, ... (SageMaker takes values of at most 512 characters).  Each value is
    fetched with the image's boto3 (the node's role needs ``secretsmanager:GetSecretValue``; an ARN
    is read in its own region, a name in the node's default region) into a new file readable by
    this user only, whose path goes to ``CLOUDTRAIN_SECRETS_FILE``; ``cloudtrain launch`` exports
@@ -36,6 +37,16 @@ def parse_ids(text):
     ids = json.loads(text or "{}")
     if not isinstance(ids, dict):
         raise ValueError("CLOUDTRAIN_SECRET_IDS must be a JSON object {NAME: secret-id}")
+    return ids
+
+
+def all_ids(environ):
+    """``{NAME: secret-id}`` of ``CLOUDTRAIN_SECRET_IDS`` and its continuations ``_1``, ``_2``, ..."""
+    ids = parse_ids(environ.get("CLOUDTRAIN_SECRET_IDS", ""))
+    n = 1
+    while environ.get("CLOUDTRAIN_SECRET_IDS_%d" % n):
+        ids.update(parse_ids(environ["CLOUDTRAIN_SECRET_IDS_%d" % n]))
+        n += 1
     return ids
 
 
@@ -73,7 +84,7 @@ def write(values, directory=None):
 
 def secrets_file(environ):
     """Fetch the secrets named in ``$CLOUDTRAIN_SECRET_IDS``; returns the file's path."""
-    ids = parse_ids(environ.get("CLOUDTRAIN_SECRET_IDS", ""))
+    ids = all_ids(environ)
     try:
         import boto3
     except ImportError:

@@ -26,7 +26,7 @@ from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
+                     check_secret_ids, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -163,9 +163,6 @@ class SageMakerProvider(AwsProvider):
             raise self.job_error(job, ("providers", "sagemaker", "image"), "sagemaker needs a training image; set "
                                  "`image` or providers.sagemaker.image (an ECR image URI)")
         self.instance_type(job, options)
-        if job.max_restarts > 30:
-            raise self.job_error(job, ("max_restarts",), f"SageMaker retries a job at most 30 times, got "
-                                 f"{job.max_restarts}; lower it")
         if bool(options.subnets) != bool(options.security_group_ids):
             raise self.job_error(job, ("providers", "sagemaker", "subnets"), "subnets and security_group_ids go "
                                  "together (VpcConfig); set both or neither")
@@ -187,17 +184,70 @@ class SageMakerProvider(AwsProvider):
             if name == CODE_CHANNEL or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise self.job_error(job, ("providers", "sagemaker", "inputs", name), f"channel name {name!r} is taken "
                                      "or invalid (letters, digits, . - _; not 'code')")
-        argv = self.container_arguments(job, options)
-        long = [a for a in argv if len(a) > MAX_ARG]
-        if long or len(argv) > 100:
-            raise self.job_error(job, ("command",), "SageMaker takes at most 100 container arguments of at most 256 "
-                                 "characters each" + (f"; {long[0][:40]!r}... is {len(long[0])}" if long
-                                                      else f"; this job has {len(argv)}")
-                                 + ": shorten the command (e.g. put options in a file)")
-        env = self.environment_request(job, options)
-        if len(env) > 100:
-            raise self.job_error(job, ("env",), f"SageMaker takes at most 100 environment variables; this job has "
-                                 f"{len(env)}")
+        self.check_limits(job, options)
+
+    def check_limits(self, job: JobSpec, options: SageMakerOptions) -> None:
+        """The request against every limit botocore's model states (``limits``): each one broken
+        is an error at the job-file field that gave the value, all of them together."""
+        from cloudtrain.problems import Problems
+        from .limits import request_violations
+        request = fill(self.request(job, options), {SPEC_HASH: "0" * 12, CODE_DIGEST: "0" * 64})
+        problems = Problems()
+        for path, problem in request_violations("sagemaker", "CreateTrainingJob", request):
+            value = _at(request, path)
+            if isinstance(value, str) and "<providers." in value:
+                continue  # a placeholder: submit checks that the option is set
+            loc, hint = self.field_of(job, options, request, path)
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+            problems.add(self.job_error(job, loc, f"CreateTrainingJob's {where[1:]} {problem}{hint}"))
+        problems.raise_all()
+
+    @staticmethod
+    def field_of(job: JobSpec, options: SageMakerOptions, request: dict, path: tuple):
+        """(the job-file field that gave the request's value at ``path``, a hint how to fix it)."""
+        head = path[0]
+        mine = ("providers", "sagemaker")
+        if head == "InputDataConfig":
+            if len(path) == 1:
+                return (("storage", "inputs") if job.storage.inputs else (*mine, "inputs")), \
+                    "; use fewer inputs (one channel is the code's), e.g. one prefix with folders below it"
+            name = request["InputDataConfig"][path[1]]["ChannelName"]
+            if name == CODE_CHANNEL:
+                return (*mine, "code_s3" if options.code_s3 else "output_s3"), ""
+            return (("storage", "inputs", name) if name in job.storage.inputs else (*mine, "inputs", name)), ""
+        if head == "Environment":
+            name = path[1] if len(path) > 1 else None
+            if name in job.env:
+                return ("env", name), ""
+            if name and name.startswith("CLOUDTRAIN_SECRET_IDS"):
+                return (*mine, "secrets_manager"), "; use a shorter secret id (a name instead of an ARN)"
+            if name == "CLOUDTRAIN_CHECKPOINT_DIR":
+                return (*mine, "checkpoint_dir"), ""
+            for input_name in job.storage.inputs:
+                if name == storage.input_env(input_name):
+                    return ("storage", "inputs", input_name), ""
+            return ("env",), ""
+        if head == "Tags":
+            if len(path) == 1:
+                return (*mine, "tags"), "; use fewer tags (cloudtrain adds 2 or 3 of its own)"
+            key = request["Tags"][path[1]]["Key"]
+            if key == TAG_NAME:
+                return ("name",), ""
+            if key == "cloudtrain:run-label":
+                return (*mine, "run_label"), ""
+            return (*mine, "tags", key) if key in options.tags else (*mine, "tags"), ""
+        if head == "AlgorithmSpecification":
+            if path[1:2] == ("TrainingImage",):
+                return ((*mine, "image") if options.image else ("image",)), ""
+            return ("command",), "; shorten the command (e.g. put options in a file)"
+        member = {"Subnets": "subnets", "SecurityGroupIds": "security_group_ids", "VolumeSizeInGB": "volume_gb",
+                  "KeepAlivePeriodInSeconds": "keep_alive_seconds", "InstanceType": "instance_type",
+                  "LocalPath": "checkpoint_dir", "S3Uri": "checkpoint_s3", "S3OutputPath": "output_s3",
+                  "MaxWaitTimeInSeconds": "max_wait_seconds"}.get(path[1] if len(path) > 1 else None)
+        neutral = {"TrainingJobName": ("name",), "RetryStrategy": ("max_restarts",),
+                   "StoppingCondition": ("max_runtime",) if member is None else None,
+                   "ResourceConfig": ("distribution", "nodes") if path[1:2] == ("InstanceCount",) else None}
+        return neutral.get(head) or (*mine, member or {"RoleArn": "role_arn"}.get(head, "")), ""
 
     @staticmethod
     def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:
@@ -217,7 +267,7 @@ class SageMakerProvider(AwsProvider):
         for name in job.storage.inputs:  # SageMaker downloads channel <name> here before the command
             env[storage.input_env(name)] = f"{INPUT_DATA_DIR}/{name}"
         if options.secrets_manager:
-            env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
+            env.update(secret_id_variables(options.secrets_manager))
         if job.distribution.type in ("mpi", "horovod"):
             env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
             if self.uses_ssh(job):  # the prelude's sshd forks before it listens: node 0 waits for it
@@ -431,6 +481,12 @@ class SageMakerProvider(AwsProvider):
     @classmethod
     def default_cluster(cls, job: JobSpec) -> Cluster:
         return Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
+
+
+def _at(request: Any, path: tuple) -> Any:
+    for part in path:
+        request = request[part]
+    return request
 
 
 def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
