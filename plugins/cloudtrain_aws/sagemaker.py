@@ -11,6 +11,7 @@ SageMaker calls (``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_c
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any, Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +22,7 @@ from cloudtrain.launch.unpack import BOOTSTRAP
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import timestamp
 from cloudtrain.instances import Choice, choose
+from cloudtrain.errors import CloudtrainWarning
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
@@ -43,6 +45,12 @@ BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; '
         '"$3" -c "$1" --sha256 "$2" "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" "$d"; shift 2; '
         'cd "$d"; export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
 MAX_ARG = 256
+# botocore's model, RetryStrategy: "The retry strategy to use when a training job fails due to an
+# InternalServerError"; MaximumRetryAttempts: "When the job is retried, it's SecondaryStatus is
+# changed to STARTING".  A failure of the job's own code is AlgorithmError, never retried.
+RETRY_SAYS = ("SageMaker retries the job (RetryStrategy) only after an InternalServerError of its own; a "
+              "failure of the job's code (a crash, out of memory, an NCCL timeout) ends it FAILED and is not "
+              "restarted; SageMaker resumes an interrupted spot job by itself")
 MAX_RUNTIME = 28 * 86400  # seconds: StoppingCondition.MaxRuntimeInSeconds and MaxWaitTimeInSeconds
 NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 
@@ -185,6 +193,8 @@ class SageMakerProvider(AwsProvider):
                 raise self.job_error(job, ("providers", "sagemaker", "inputs", name), f"channel name {name!r} is taken "
                                      "or invalid (letters, digits, . - _; not 'code')")
         self.check_limits(job, options)
+        if job.max_restarts:
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, ("max_restarts",), RETRY_SAYS))), stacklevel=2)
 
     def check_limits(self, job: JobSpec, options: SageMakerOptions) -> None:
         """The request against every limit botocore's model states (``limits``): each one broken
