@@ -453,7 +453,7 @@ class AwsDouble(MotoDouble):
         if group and group not in self.placement_groups:
             return self._xml_error("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
         efa = [k for k, v in params.items() if k.startswith("NetworkInterface.") and k.endswith(".InterfaceType")
-               and v == "efa"]
+               and v in ("efa", "efa-only")]
         if efa:
             kind = params.get("InstanceType", "m1.small")
             types = self.backend("ec2").describe_instance_types([kind])  # moto's EC2 data (dicts)
