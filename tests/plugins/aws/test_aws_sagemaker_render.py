@@ -250,7 +250,7 @@ def test_detector_is_stdlib_only_and_python38():
         tree = ast.parse(source, feature_version=(3, 8))
         imported = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert imported <= {"json", "os", "sys", "subprocess", "tempfile", "cloudtrain", "boto3"}, imported
+        assert imported <= {"json", "os", "re", "shutil", "sys", "subprocess", "tempfile", "cloudtrain", "boto3"}, imported
 
 
 def test_emulated_nodes_sharing_an_address_know_their_rank():
