@@ -283,7 +283,7 @@ class SageMakerProvider(AwsProvider):
             if self.uses_ssh(job):  # the prelude's sshd forks before it listens: node 0 waits for it
                 env[SSH_WAIT] = str(sshd.SSHD_PORT)
         row = self.instance(job, options).row
-        if efa or efa_devices(job.network.rdma, row) or (job.network.rdma == "on" and row is None):
+        if efa or sagemaker_efa(job.network.rdma, row):
             for key, value in efa_env(row).items():
                 env.setdefault(key, value)
         return env
@@ -491,6 +491,28 @@ class SageMakerProvider(AwsProvider):
     @classmethod
     def default_cluster(cls, job: JobSpec) -> Cluster:
         return Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
+
+
+# The ml.* types SageMaker's own SDK drivers give the EFA settings (FI_PROVIDER=efa): aws/sagemaker-python-sdk,
+# sagemaker-train/src/sagemaker/train/container_drivers/common/utils.py, SM_EFA_NCCL_INSTANCES.  EC2 says
+# more types have an EFA device (ml.g5.12xlarge: one), but SageMaker's drivers treat only these as EFA.
+# The list lags new types (ml.p5e.48xlarge was added after the SDK's issue #5491), so a type whose EFA
+# does RDMA read (p4d and later, the catalog's efa_rdma_read) counts too.
+SDK_EFA_TYPES = frozenset({"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge",
+                           "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.trn1.32xlarge"})
+
+
+def sagemaker_efa(rdma: str, row) -> bool:
+    """Whether a job on the catalog's ``row`` gets the EFA presets at render: ``on`` wherever the
+    type has EFA (or the catalog does not know it: checked in EC2 at submit); ``auto`` only where
+    SageMaker itself treats the type as EFA (``SDK_EFA_TYPES``, or RDMA-read EFA)."""
+    if rdma == "off":
+        return False
+    if row is None:
+        return rdma == "on"
+    if not efa_devices(rdma, row):
+        return False
+    return rdma == "on" or row.instance_type in SDK_EFA_TYPES or bool(row.efa_rdma_read)
 
 
 def _at(request: Any, path: tuple) -> Any:
