@@ -22,7 +22,7 @@ from cloudtrain.launch.unpack import BOOTSTRAP
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import timestamp
 from cloudtrain.instances import Choice, choose
-from cloudtrain.errors import CloudtrainWarning
+from cloudtrain.errors import CloudtrainWarning, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
@@ -388,6 +388,7 @@ class SageMakerProvider(AwsProvider):
             for key, value in EFA_ENV.items():
                 request.setdefault("Environment", {}).setdefault(key, value)
         self.ship_code(rendered)
+        self.folders_as_folders(request, region)
         from botocore.exceptions import ClientError
         with self.api(f"create the SageMaker training job {name}"):
             try:
@@ -401,6 +402,37 @@ class SageMakerProvider(AwsProvider):
                 # The name holds the spec's hash: this is the same job, created by an earlier
                 # attempt (a retried create whose first response was lost, or a second submit).
         return f"{region}/{name}"
+
+    def folders_as_folders(self, request: dict, region: str) -> None:
+        """One meaning for an input URI everywhere: the object it names, or the objects below it as
+        a folder (as ec2's copy takes it, ``cloudtrain_aws.node.below``).  An ``S3Prefix`` channel
+        matches every key that *begins* with the prefix (botocore's model, ``S3DataSource.S3Uri``:
+        "a key name prefix"), so ``s3://b/data/train`` would also bring ``data/train-archive/...``.
+        At submit each input URI without a trailing ``/`` is looked up once (``HeadObject``): a key
+        that is not an object is a folder, and its channel gets the ``/``.  Where S3 does not say
+        (no read permission for the submitter: 403), the URI goes as written, with a warning."""
+        from botocore.exceptions import ClientError
+        for channel in request.get("InputDataConfig", []):
+            source = channel["DataSource"]["S3DataSource"]
+            uri = source["S3Uri"]
+            if channel["ChannelName"] == CODE_CHANNEL or uri.endswith("/"):
+                continue
+            bucket, key = parse_s3(uri)
+            if not key:
+                continue
+            try:
+                with self.api(f"look up the input {uri}"):
+                    try:
+                        self.client("s3", region).head_object(Bucket=bucket, Key=key)
+                    except ClientError as exc:
+                        if str(exc.response.get("Error", {}).get("Code")) not in ("404", "NoSuchKey", "NotFound"):
+                            raise
+                        source["S3Uri"] = uri + "/"  # no such object: a folder
+            except PlatformError as exc:
+                warnings.warn(CloudtrainWarning(
+                    f"cannot tell whether {uri} (input {channel['ChannelName']}) is an object or a folder ({exc}); "
+                    f"SageMaker takes it as a key prefix, which also matches {key}-other/...: end a folder URI "
+                    "with / to say it is one"), stacklevel=2)
 
     # -- outputs -------------------------------------------------------------------------------
     def outputs(self, job_id: str, dest):
