@@ -150,6 +150,21 @@ def secret_id_variables(ids: Mapping[str, str], limit: int = SECRET_IDS_MAX) -> 
     return {SECRET_IDS + (f"_{i}" if i else ""): json.dumps(chunk) for i, chunk in enumerate(chunks)}
 
 
+ENV_NAMES = "CLOUDTRAIN_ENV_NAMES"
+
+
+def env_names_variables(names: Iterable[str], limit: int = SECRET_IDS_MAX) -> Dict[str, str]:
+    """The job's variable names (which the launcher has mpirun forward), comma-separated in
+    ``CLOUDTRAIN_ENV_NAMES`` and, past ``limit`` characters, continued in
+    ``CLOUDTRAIN_ENV_NAMES_1``, ``_2``, ...: the node prelude joins them again before the launcher."""
+    chunks: List[str] = [""]
+    for name in sorted(names):
+        if chunks[-1] and len(chunks[-1]) + 1 + len(name) > limit:
+            chunks.append("")
+        chunks[-1] = f"{chunks[-1]},{name}" if chunks[-1] else name
+    return {ENV_NAMES + (f"_{i}" if i else ""): chunk for i, chunk in enumerate(chunks)}
+
+
 def secrets_artifact(job: JobSpec, provider: str, ids: Mapping[str, str]):
     """What every node reads from Secrets Manager at start (``cloudtrain_aws.node``): the ids,
     and the values masked; None without secrets."""

@@ -119,6 +119,17 @@ def dlc_environment(environ, cuda_home=None, sources=HOSTNAME_SOURCES, driver=No
     return out
 
 
+def join_env_names(environ):
+    """``CLOUDTRAIN_ENV_NAMES`` whole again: SageMaker takes values of at most 512 characters, so a
+    long list of the job's variable names comes continued in ``CLOUDTRAIN_ENV_NAMES_1``, ``_2``, ..."""
+    parts, n = [environ.get("CLOUDTRAIN_ENV_NAMES", "")], 1
+    while environ.get("CLOUDTRAIN_ENV_NAMES_%d" % n):
+        parts.append(environ.pop("CLOUDTRAIN_ENV_NAMES_%d" % n))
+        n += 1
+    if n > 1:
+        environ["CLOUDTRAIN_ENV_NAMES"] = ",".join(p for p in parts if p)
+
+
 def parse_ids(text):
     ids = json.loads(text or "{}")
     if not isinstance(ids, dict):
@@ -299,6 +310,7 @@ def main(argv=None):
     env = os.environ
     if not env.get("CLOUDTRAIN_JOB_ID") and env.get("TRAINING_JOB_NAME"):
         env["CLOUDTRAIN_JOB_ID"] = env["TRAINING_JOB_NAME"]
+    join_env_names(env)
     if env.get("TRAINING_JOB_NAME"):  # SageMaker: what the image's own entrypoint would have done
         env.update(dlc_environment(env))
     if env.get("CLOUDTRAIN_SECRET_IDS"):

@@ -28,7 +28,7 @@ from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
-                     check_secret_ids, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
+                     check_secret_ids, env_names_variables, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -270,8 +270,8 @@ class SageMakerProvider(AwsProvider):
         env = dict(job.env)
         env.update({
             "CLOUDTRAIN_DETECTORS": self.detectors_variable(),
-            "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
         })
+        env.update(env_names_variables([*job.env, *job.secrets]))
         if self.checkpoint_s3(job, options):
             env["CLOUDTRAIN_CHECKPOINT_DIR"] = options.checkpoint_dir
         for name in job.storage.inputs:  # SageMaker downloads channel <name> here before the command

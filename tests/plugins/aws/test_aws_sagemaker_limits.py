@@ -154,3 +154,20 @@ def test_six_secrets_with_arns_fit_and_every_node_reads_them_all(aws, monkeypatc
                          env=node_env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {name: f"value-{i}" for i, name in enumerate(names)}
+
+
+def test_many_variables_fit_and_the_launcher_gets_every_name(tmp_path):
+    """CLOUDTRAIN_ENV_NAMES (the job's variable names, which mpirun forwards) is cloudtrain's own
+    value: 60 names of 15 characters made it 959, past SageMaker's 512.  It is split over
+    CLOUDTRAIN_ENV_NAMES, _1, ... and the node prelude joins it before the launcher."""
+    from test_aws_sagemaker_render import as_sent, job, render
+    names = [f"MY_SETTING_{i:04d}" for i in range(60)]
+    request = render(job(env={n: "1" for n in names}))["sagemaker/CreateTrainingJob"]
+    validate_request("sagemaker", "CreateTrainingJob", as_sent(request))
+    parts = {k: v for k, v in request["Environment"].items() if k.startswith("CLOUDTRAIN_ENV_NAMES")}
+    assert len(parts) > 1
+    probe = "import os; print(os.environ['CLOUDTRAIN_ENV_NAMES'])"
+    out = subprocess.run([sys.executable, "-m", "cloudtrain_aws.node", "--", sys.executable, "-c", probe],
+                         env=clean_env(**parts), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().split(",") == sorted(names)
