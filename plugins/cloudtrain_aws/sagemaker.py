@@ -257,7 +257,8 @@ class SageMakerProvider(AwsProvider):
         neutral = {"TrainingJobName": ("name",), "RetryStrategy": ("max_restarts",),
                    "StoppingCondition": ("max_runtime",) if member is None else None,
                    "ResourceConfig": ("distribution", "nodes") if path[1:2] == ("InstanceCount",) else None}
-        return neutral.get(head) or (*mine, member or {"RoleArn": "role_arn"}.get(head, "")), ""
+        option = member or {"RoleArn": "role_arn"}.get(head)
+        return neutral.get(head) or ((*mine, option) if option else mine), ""
 
     @staticmethod
     def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:

@@ -171,3 +171,18 @@ def test_many_variables_fit_and_the_launcher_gets_every_name(tmp_path):
                          env=clean_env(**parts), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().split(",") == sorted(names)
+
+
+@pytest.mark.parametrize("options,extra,field", [
+    ({"role_arn": "arn:aws:iam::123:role/x"}, {}, "providers.sagemaker.role_arn"),  # RoleArn: \d{12} account
+    ({"subnets": ["subnet_1"], "security_group_ids": ["sg-1"]}, {}, "providers.sagemaker.subnets"),  # SubnetId [-0-9a-zA-Z]+
+    ({"keep_alive_seconds": 0, "run_label": "a#b"}, {}, "providers.sagemaker.run_label"),  # TagValue
+    ({}, {"image": "1" * 256}, "image"),  # AlgorithmImage: at most 255
+])
+def test_each_field_out_of_the_models_limits_is_named(options, extra, field):
+    """botocore's sagemaker model: RoleArn pattern arn:aws[a-z\\-]*:iam::\\d{12}:role/..., SubnetId
+    [-0-9a-zA-Z]+, TagValue, AlgorithmImage max 255."""
+    from test_aws_sagemaker_render import job
+    with pytest.raises(JobFileError) as info:
+        plugins.get_provider("sagemaker").render(job(options=options, **extra))
+    assert str(info.value).startswith(f"{field}: "), str(info.value)
