@@ -170,7 +170,7 @@ class AwsDouble(MotoDouble):
     # -- faults ---------------------------------------------------------------------------------
     def fail(self, action: str, kind: str = "throttle", times: int = 1) -> None:
         """The next ``times`` calls of ``action`` (e.g. ``CreateTrainingJob``) fail: ``throttle``,
-        ``5xx``, or ``drop`` (moto does the work, the client gets no response)."""
+        ``5xx``, ``forbidden`` (403 AccessDenied), or ``drop`` (moto does the work, the client gets no response)."""
         with self.lock:
             self.faults.append(Fault(action, kind, times))
 
@@ -262,6 +262,8 @@ class AwsDouble(MotoDouble):
                 if params is not None:
                     double.requests.append((service, action, params))
             fault = double._take_fault(action)
+            if fault and fault.kind == "forbidden":  # no permission (S3 answers a HEAD so for a missing key too)
+                return double._error(start_response, service, 403, "AccessDenied", "Access Denied")
             if fault and fault.kind in ("throttle", "5xx"):
                 return double._error(start_response, service, 400 if fault.kind == "throttle" else 503,
                                      ("ThrottlingException" if service != "ec2" else "RequestLimitExceeded")

@@ -360,3 +360,16 @@ def test_an_input_folder_means_the_same_keys_on_sagemaker_as_on_ec2(aws):
         ec2_takes = {k for k in keys if below(uri[len(f"s3://{BUCKET}/"):], k) is not None}
         assert sagemaker_takes == ec2_takes, (name, sent_uris[name])
     assert sent_uris["train"] == f"s3://{BUCKET}/data/train/" and sent_uris["vocab"] == inputs["vocab"]
+
+
+def test_an_input_s3_will_not_answer_about_goes_as_written_with_a_warning(aws):
+    """HeadObject without read permission is 403 whether or not the key exists (S3): the URI is
+    sent as written and the warning says how to make it a folder."""
+    from cloudtrain.errors import CloudtrainWarning
+    p = provider(aws)
+    p.submit(digits())  # the code archive is uploaded (and looked up) once per process
+    aws.fail("S3.HEAD", "forbidden", times=10)
+    with pytest.warns(CloudtrainWarning, match=r"s3://ct-bucket/data/train \(input train\).*end a folder URI with /"):
+        p.submit(digits(**{"storage.inputs.train": f"s3://{BUCKET}/data/train"}))
+    channel = next(c for c in sent(aws)[-1]["InputDataConfig"] if c["ChannelName"] == "train")
+    assert channel["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{BUCKET}/data/train"
