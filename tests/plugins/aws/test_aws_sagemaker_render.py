@@ -225,7 +225,8 @@ def test_render_json_through_the_cli_validates():
 
 
 @pytest.mark.parametrize("provider,forbidden", [
-    ("local", ("boto3", "botocore", "cloudtrain_aws.common", "cloudtrain_aws.sagemaker", "cloudtrain_aws.ec2")),
+    ("local", ("boto3", "botocore", "cloudtrain_aws.common", "cloudtrain_aws.sagemaker", "cloudtrain_aws.ec2",
+               "cloudtrain_aws.limits")),
     ("sagemaker", ("boto3", "botocore", "cloudtrain_aws.ec2"))])
 def test_render_imports_no_sdk(provider, forbidden):
     code = ("import sys, cloudtrain\n"
