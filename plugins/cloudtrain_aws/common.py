@@ -130,6 +130,41 @@ def check_secret_ids(job: JobSpec, provider: str, ids: Mapping[str, str]) -> Non
                               "the job's secrets; map only names listed under `secrets`")
 
 
+SECRET_IDS = "CLOUDTRAIN_SECRET_IDS"
+# SageMaker takes environment values of at most 512 characters (botocore: TrainingEnvironmentValue):
+# six Secrets Manager ARNs in one JSON object reached 600.
+SECRET_IDS_MAX = 512
+
+
+def secret_id_variables(ids: Mapping[str, str], limit: int = SECRET_IDS_MAX) -> Dict[str, str]:
+    """The secrets' ids as environment variables for the node prelude (``cloudtrain_aws.node``):
+    JSON objects ``{NAME: secret-id}`` of at most ``limit`` characters each, in
+    ``CLOUDTRAIN_SECRET_IDS``, then ``CLOUDTRAIN_SECRET_IDS_1``, ``_2``, ... (an id too long on its
+    own gets an object of its own, which the request's limits then name); {} without secrets."""
+    chunks: List[Dict[str, str]] = []
+    for name, ref in sorted(ids.items()):
+        if chunks and len(json.dumps({**chunks[-1], name: ref})) <= limit:
+            chunks[-1][name] = ref
+        else:
+            chunks.append({name: ref})
+    return {SECRET_IDS + (f"_{i}" if i else ""): json.dumps(chunk) for i, chunk in enumerate(chunks)}
+
+
+ENV_NAMES = "CLOUDTRAIN_ENV_NAMES"
+
+
+def env_names_variables(names: Iterable[str], limit: int = SECRET_IDS_MAX) -> Dict[str, str]:
+    """The job's variable names (which the launcher has mpirun forward), comma-separated in
+    ``CLOUDTRAIN_ENV_NAMES`` and, past ``limit`` characters, continued in
+    ``CLOUDTRAIN_ENV_NAMES_1``, ``_2``, ...: the node prelude joins them again before the launcher."""
+    chunks: List[str] = [""]
+    for name in sorted(names):
+        if chunks[-1] and len(chunks[-1]) + 1 + len(name) > limit:
+            chunks.append("")
+        chunks[-1] = f"{chunks[-1]},{name}" if chunks[-1] else name
+    return {ENV_NAMES + (f"_{i}" if i else ""): chunk for i, chunk in enumerate(chunks)}
+
+
 def secrets_artifact(job: JobSpec, provider: str, ids: Mapping[str, str]):
     """What every node reads from Secrets Manager at start (``cloudtrain_aws.node``): the ids,
     and the values masked; None without secrets."""

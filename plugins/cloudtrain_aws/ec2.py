@@ -18,13 +18,14 @@ import json
 import re
 import shlex
 import time
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import shipping, storage
 from cloudtrain.cloud import timestamp
-from cloudtrain.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
 from cloudtrain.instances import Choice, choose
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
@@ -33,7 +34,7 @@ from cloudtrain.provider import Artifact, JobStatus, Rendered, State
 from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
 
 from .common import (EFA_ENV, NODE_MODULE, SPEC_HASH, CODE_DIGEST, TAG_HASH, TAG_JOB, TAG_NAME, AwsProvider,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
+                     check_secret_ids, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import EC2_RULES, efa_devices, efa_env
 
 JOB_ID = "<job-id>"
@@ -158,9 +159,26 @@ class Ec2Provider(AwsProvider):
             raise self.job_error(job, ("providers", "ec2", "subnet_id"), "EFA (network.rdma: on) needs a subnet for "
                                  "its interfaces; set it")
         check_secret_ids(job, "ec2", options.secrets_manager)
+        for loc, message in self.ignored(job, options):
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
         if job.storage.output and len(job.storage.output) > MAX_TAG_VALUE:
             raise self.job_error(job, ("storage", "output"), f"is {len(job.storage.output)} characters; ec2 keeps it "
                                  f"in a tag of the instances (at most {MAX_TAG_VALUE}): use a shorter s3:// URI")
+
+    @classmethod
+    def ignored(cls, job: JobSpec, options: Ec2Options) -> List[Tuple[tuple, str]]:
+        """What the job asks for that ec2 will not do, said at validate rather than dropped."""
+        out = []
+        if job.image:  # the node script runs the launcher on the AMI's own Python, in no container
+            out.append((("image",), f"ec2 runs the job on the instances' AMI (providers.ec2.image_id), not in a "
+                                    f"container: the image {job.image} is not used here; put the job's software in "
+                                    "the AMI or in providers.ec2.setup"))
+        row = cls.instance(job, options).row
+        if job.network.rdma == "auto" and not options.subnet_id and efa_devices("auto", row):
+            out.append((("providers", "ec2", "subnet_id"), f"is not set, so this {row.instance_type} job runs without EFA "
+                        f"(its {row.efa} EFA interfaces need a subnet): set subnet_id to use EFA, or network.rdma: "
+                        "off to say the job goes without it"))
+        return out
 
     def placement_group(self, job: JobSpec, options: Ec2Options) -> Optional[str]:
         if options.placement_group:
@@ -292,7 +310,7 @@ class Ec2Provider(AwsProvider):
         if options.ifname:
             env["CLOUDTRAIN_IFNAME"] = options.ifname
         if options.secrets_manager:
-            env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
+            env.update(secret_id_variables(options.secrets_manager))
         row = self.instance(job, options).row
         if self.efa_count(job, options) or (job.network.rdma == "on" and row is None):
             env.update({k: v for k, v in efa_env(row).items() if k not in job.env})
@@ -781,8 +799,21 @@ def node_index(instance: dict) -> int:
 
 
 def efa_interfaces(options: Ec2Options, count: int) -> List[dict]:
-    """One EFA interface per network card (card 0 is the primary, device index 0)."""
-    return [strip_empty({"DeviceIndex": 0 if card == 0 else 1, "NetworkCardIndex": card, "InterfaceType": "efa",
-                         "SubnetId": options.subnet_id or "<providers.ec2.subnet_id>",
-                         "Groups": list(options.security_group_ids), "DeleteOnTermination": True})
-            for card in range(max(1, count))]
+    """The interfaces of a node with ``count`` EFA devices (one per network card).
+
+    One card: one EFA-with-ENA interface (``efa``), the node's address.  More cards: as AWS
+    recommends for instances with several network cards ("Maximize network bandwidth on Amazon
+    EC2 instances with multiple network cards", EC2 User Guide, efa-acc-inst-types; the P5
+    example there has 32 EFA devices and one ENA device): the primary interface is ENA
+    (``interface``, card 0, device 0: an EFA-only interface cannot be primary), an ``efa-only``
+    interface on card 0 device 1, and an ``efa-only`` interface at device 0 of every other card.
+    EFA-only interfaces take no IP address, so a p5.48xlarge holds one address of the subnet, not
+    32, and the node has one IP interface: NCCL's and Gloo's bootstrap sockets cannot pick a
+    wrong one, and no NCCL_SOCKET_IFNAME is needed."""
+    def one(card: int, device: int, kind: str) -> dict:
+        return strip_empty({"DeviceIndex": device, "NetworkCardIndex": card, "InterfaceType": kind,
+                            "SubnetId": options.subnet_id or "<providers.ec2.subnet_id>",
+                            "Groups": list(options.security_group_ids), "DeleteOnTermination": True})
+    if count <= 1:
+        return [one(0, 0, "efa")]
+    return [one(0, 0, "interface"), one(0, 1, "efa-only"), *(one(card, 0, "efa-only") for card in range(1, count))]

@@ -2,7 +2,8 @@
 
 1. ``CLOUDTRAIN_JOB_ID`` from SageMaker's ``TRAINING_JOB_NAME`` when not set;
 2. the job's secrets from AWS Secrets Manager: ``$CLOUDTRAIN_SECRET_IDS`` is a JSON object
-   ``{"NAME": "secret-id"}`` (``secret-id#key`` picks one key of a JSON secret).  Each value is
+   ``{"NAME": "secret-id"}`` (``secret-id#key`` picks one key of a JSON secret), continued in
+   ``$CLOUDTRAIN_SECRET_IDS_1``, ``_2``, ... (SageMaker takes values of at most 512 characters).  Each value is
    fetched with the image's boto3 (the node's role needs ``secretsmanager:GetSecretValue``; an ARN
    is read in its own region, a name in the node's default region) into a new file readable by
    this user only, whose path goes to ``CLOUDTRAIN_SECRETS_FILE``; ``cloudtrain launch`` exports
@@ -10,7 +11,9 @@
    node's environment as the platform sees it, or in a log;
 3. with ``--sshd``: starts the image's OpenSSH server (mpi/horovod: ``mpirun`` on node 0 reaches
    the others over ssh), when there is one and this is root;
-4. execs COMMAND.
+4. on SageMaker, what the AWS Deep Learning Containers' own entrypoint does before training,
+   which ``ContainerEntrypoint`` replaces (``dlc_environment``);
+5. execs COMMAND.
 
 ``python3 -m cloudtrain_aws.node copy SRC DEST``: the ec2 node script's ``storage.inputs`` and
 ``storage.output``.  ``copy s3://bucket/prefix DIR`` downloads the object the URI names, or every
@@ -25,6 +28,8 @@ Standard library only at import time (Python 3.8 grammar): it ships in the launc
 """
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,10 +37,113 @@ import tempfile
 from cloudtrain.exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_PLATFORM  # shipped in the bundle too
 
 
+# What an AWS Deep Learning Container's ENTRYPOINT does before `train` (aws/deep-learning-containers,
+# pytorch/training/docker/build_artifacts/start_with_right_hostname.sh and start_cuda_compat.sh):
+# CUDA's forward-compatibility libraries first on LD_LIBRARY_PATH when the node's driver is older
+# than they are, and gethostname() answering SageMaker's host name (algo-1, ...), preloaded from
+# the image's changehostname.c, for MPI.  SageMaker runs ContainerEntrypoint instead of the
+# image's ENTRYPOINT, so the prelude does both; an image without them is left as it is.
+HOSTNAME_SOURCES = ("/changehostname.c", "/usr/local/bin/changehostname.c")
+RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+
+
+def version_key(text):
+    return tuple(int(p) for p in re.findall(r"\d+", text or ""))
+
+
+def driver_version():
+    """The NVIDIA kernel module's version, or "" without one."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            m = re.search(r"Kernel Module\s+([0-9.]+)", f.read())
+            return m.group(1) if m else ""
+    except OSError:
+        return ""
+
+
+def cuda_compat_dir(cuda_home, driver):
+    """``<cuda_home>/compat`` when its libcuda is newer than the node's ``driver`` (as the DLC's
+    start_cuda_compat.sh decides: driver strictly older than the compat package's), else None."""
+    link = os.path.join(cuda_home, "compat", "libcuda.so.1")
+    if not driver or not os.path.islink(link):
+        return None
+    compat = os.readlink(link).split("libcuda.so.", 1)[-1]
+    return os.path.dirname(link) if version_key(driver) < version_key(compat) else None
+
+
+def hostname_preload(current_host, sources, workdir):
+    """The DLC's libchangehostname.so built for ``current_host`` in ``workdir`` (its
+    changehostname.c with PLACEHOLDER_HOSTNAME as the quoted name, as the DLC's sed makes it from
+    jq's output), or None without the source or gcc."""
+    source = next((s for s in sources if os.path.isfile(s)), None)
+    gcc = shutil.which("gcc")
+    if not (source and gcc and current_host):
+        return None
+    workdir = workdir or tempfile.mkdtemp(prefix="cloudtrain-hostname-")
+    with open(source) as f:
+        text = f.read().replace("PLACEHOLDER_HOSTNAME", json.dumps(current_host))
+    c_file, obj, lib = (os.path.join(workdir, n) for n in ("changehostname.c", "changehostname.o",
+                                                            "libchangehostname.so"))
+    with open(c_file, "w") as f:
+        f.write(text)
+    subprocess.run([gcc, "-o", obj, "-c", "-fPIC", "-Wall", c_file], check=True, capture_output=True)
+    subprocess.run([gcc, "-o", lib, "-shared", "-export-dynamic", obj, "-ldl"], check=True, capture_output=True)
+    return lib
+
+
+def current_host(environ, resource_config=RESOURCE_CONFIG):
+    try:
+        with open(resource_config) as f:
+            return json.load(f).get("current_host") or ""
+    except (OSError, ValueError):
+        return environ.get("SM_CURRENT_HOST", "")
+
+
+def dlc_environment(environ, cuda_home=None, sources=HOSTNAME_SOURCES, driver=None, workdir=None,
+                    resource_config=RESOURCE_CONFIG):
+    """The variables to change so the command runs as under a DLC's own entrypoint ({} for an
+    image without its pieces)."""
+    out = {}
+    compat = cuda_compat_dir(cuda_home or environ.get("CUDA_HOME") or "/usr/local/cuda",
+                             driver_version() if driver is None else driver)
+    if compat:
+        out["LD_LIBRARY_PATH"] = compat + (":" + environ["LD_LIBRARY_PATH"] if environ.get("LD_LIBRARY_PATH") else "")
+    try:
+        lib = hostname_preload(current_host(environ, resource_config), sources, workdir)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print("cloudtrain: warning: cannot build the image's changehostname.c (%s); gethostname() keeps the "
+              "instance's name" % exc, file=sys.stderr)
+        lib = None
+    if lib:
+        out["LD_PRELOAD"] = lib + (":" + environ["LD_PRELOAD"] if environ.get("LD_PRELOAD") else "")
+    return out
+
+
+def join_env_names(environ):
+    """``CLOUDTRAIN_ENV_NAMES`` whole again: SageMaker takes values of at most 512 characters, so a
+    long list of the job's variable names comes continued in ``CLOUDTRAIN_ENV_NAMES_1``, ``_2``, ..."""
+    parts, n = [environ.get("CLOUDTRAIN_ENV_NAMES", "")], 1
+    while environ.get("CLOUDTRAIN_ENV_NAMES_%d" % n):
+        parts.append(environ.pop("CLOUDTRAIN_ENV_NAMES_%d" % n))
+        n += 1
+    if n > 1:
+        environ["CLOUDTRAIN_ENV_NAMES"] = ",".join(p for p in parts if p)
+
+
 def parse_ids(text):
     ids = json.loads(text or "{}")
     if not isinstance(ids, dict):
         raise ValueError("CLOUDTRAIN_SECRET_IDS must be a JSON object {NAME: secret-id}")
+    return ids
+
+
+def all_ids(environ):
+    """``{NAME: secret-id}`` of ``CLOUDTRAIN_SECRET_IDS`` and its continuations ``_1``, ``_2``, ..."""
+    ids = parse_ids(environ.get("CLOUDTRAIN_SECRET_IDS", ""))
+    n = 1
+    while environ.get("CLOUDTRAIN_SECRET_IDS_%d" % n):
+        ids.update(parse_ids(environ["CLOUDTRAIN_SECRET_IDS_%d" % n]))
+        n += 1
     return ids
 
 
@@ -73,7 +181,7 @@ def write(values, directory=None):
 
 def secrets_file(environ):
     """Fetch the secrets named in ``$CLOUDTRAIN_SECRET_IDS``; returns the file's path."""
-    ids = parse_ids(environ.get("CLOUDTRAIN_SECRET_IDS", ""))
+    ids = all_ids(environ)
     try:
         import boto3
     except ImportError:
@@ -202,6 +310,9 @@ def main(argv=None):
     env = os.environ
     if not env.get("CLOUDTRAIN_JOB_ID") and env.get("TRAINING_JOB_NAME"):
         env["CLOUDTRAIN_JOB_ID"] = env["TRAINING_JOB_NAME"]
+    join_env_names(env)
+    if env.get("TRAINING_JOB_NAME"):  # SageMaker: what the image's own entrypoint would have done
+        env.update(dlc_environment(env))
     if env.get("CLOUDTRAIN_SECRET_IDS"):
         try:
             env["CLOUDTRAIN_SECRETS_FILE"] = secrets_file(env)

@@ -11,6 +11,7 @@ SageMaker calls (``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_c
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any, Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,12 +22,13 @@ from cloudtrain.launch.unpack import BOOTSTRAP
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import timestamp
 from cloudtrain.instances import Choice, choose
+from cloudtrain.errors import CloudtrainWarning, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
 from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
-                     check_secret_ids, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
+                     check_secret_ids, env_names_variables, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -43,6 +45,12 @@ BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; '
         '"$3" -c "$1" --sha256 "$2" "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" "$d"; shift 2; '
         'cd "$d"; export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
 MAX_ARG = 256
+# botocore's model, RetryStrategy: "The retry strategy to use when a training job fails due to an
+# InternalServerError"; MaximumRetryAttempts: "When the job is retried, it's SecondaryStatus is
+# changed to STARTING".  A failure of the job's own code is AlgorithmError, never retried.
+RETRY_SAYS = ("SageMaker retries the job (RetryStrategy) only after an InternalServerError of its own; a "
+              "failure of the job's code (a crash, out of memory, an NCCL timeout) ends it FAILED and is not "
+              "restarted; SageMaker resumes an interrupted spot job by itself")
 MAX_RUNTIME = 28 * 86400  # seconds: StoppingCondition.MaxRuntimeInSeconds and MaxWaitTimeInSeconds
 NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 
@@ -163,9 +171,6 @@ class SageMakerProvider(AwsProvider):
             raise self.job_error(job, ("providers", "sagemaker", "image"), "sagemaker needs a training image; set "
                                  "`image` or providers.sagemaker.image (an ECR image URI)")
         self.instance_type(job, options)
-        if job.max_restarts > 30:
-            raise self.job_error(job, ("max_restarts",), f"SageMaker retries a job at most 30 times, got "
-                                 f"{job.max_restarts}; lower it")
         if bool(options.subnets) != bool(options.security_group_ids):
             raise self.job_error(job, ("providers", "sagemaker", "subnets"), "subnets and security_group_ids go "
                                  "together (VpcConfig); set both or neither")
@@ -187,17 +192,73 @@ class SageMakerProvider(AwsProvider):
             if name == CODE_CHANNEL or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise self.job_error(job, ("providers", "sagemaker", "inputs", name), f"channel name {name!r} is taken "
                                      "or invalid (letters, digits, . - _; not 'code')")
-        argv = self.container_arguments(job, options)
-        long = [a for a in argv if len(a) > MAX_ARG]
-        if long or len(argv) > 100:
-            raise self.job_error(job, ("command",), "SageMaker takes at most 100 container arguments of at most 256 "
-                                 "characters each" + (f"; {long[0][:40]!r}... is {len(long[0])}" if long
-                                                      else f"; this job has {len(argv)}")
-                                 + ": shorten the command (e.g. put options in a file)")
-        env = self.environment_request(job, options)
-        if len(env) > 100:
-            raise self.job_error(job, ("env",), f"SageMaker takes at most 100 environment variables; this job has "
-                                 f"{len(env)}")
+        self.check_limits(job, options)
+        if job.max_restarts:
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, ("max_restarts",), RETRY_SAYS))), stacklevel=2)
+
+    def check_limits(self, job: JobSpec, options: SageMakerOptions) -> None:
+        """The request against every limit botocore's model states (``limits``): each one broken
+        is an error at the job-file field that gave the value, all of them together."""
+        from cloudtrain.problems import Problems
+        from .limits import request_violations
+        request = fill(self.request(job, options), {SPEC_HASH: "0" * 12, CODE_DIGEST: "0" * 64})
+        problems = Problems()
+        for path, problem in request_violations("sagemaker", "CreateTrainingJob", request):
+            value = _at(request, path)
+            if isinstance(value, str) and "<providers." in value:
+                continue  # a placeholder: submit checks that the option is set
+            loc, hint = self.field_of(job, options, request, path)
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+            problems.add(self.job_error(job, loc, f"CreateTrainingJob's {where[1:]} {problem}{hint}"))
+        problems.raise_all()
+
+    @staticmethod
+    def field_of(job: JobSpec, options: SageMakerOptions, request: dict, path: tuple):
+        """(the job-file field that gave the request's value at ``path``, a hint how to fix it)."""
+        head = path[0]
+        mine = ("providers", "sagemaker")
+        if head == "InputDataConfig":
+            if len(path) == 1:
+                return (("storage", "inputs") if job.storage.inputs else (*mine, "inputs")), \
+                    "; use fewer inputs (one channel is the code's), e.g. one prefix with folders below it"
+            name = request["InputDataConfig"][path[1]]["ChannelName"]
+            if name == CODE_CHANNEL:
+                return (*mine, "code_s3" if options.code_s3 else "output_s3"), ""
+            return (("storage", "inputs", name) if name in job.storage.inputs else (*mine, "inputs", name)), ""
+        if head == "Environment":
+            name = path[1] if len(path) > 1 else None
+            if name in job.env:
+                return ("env", name), ""
+            if name and name.startswith("CLOUDTRAIN_SECRET_IDS"):
+                return (*mine, "secrets_manager"), "; use a shorter secret id (a name instead of an ARN)"
+            if name == "CLOUDTRAIN_CHECKPOINT_DIR":
+                return (*mine, "checkpoint_dir"), ""
+            for input_name in job.storage.inputs:
+                if name == storage.input_env(input_name):
+                    return ("storage", "inputs", input_name), ""
+            return ("env",), ""
+        if head == "Tags":
+            if len(path) == 1:
+                return (*mine, "tags"), "; use fewer tags (cloudtrain adds 2 or 3 of its own)"
+            key = request["Tags"][path[1]]["Key"]
+            if key == TAG_NAME:
+                return ("name",), ""
+            if key == "cloudtrain:run-label":
+                return (*mine, "run_label"), ""
+            return (*mine, "tags", key) if key in options.tags else (*mine, "tags"), ""
+        if head == "AlgorithmSpecification":
+            if path[1:2] == ("TrainingImage",):
+                return ((*mine, "image") if options.image else ("image",)), ""
+            return ("command",), "; shorten the command (e.g. put options in a file)"
+        member = {"Subnets": "subnets", "SecurityGroupIds": "security_group_ids", "VolumeSizeInGB": "volume_gb",
+                  "KeepAlivePeriodInSeconds": "keep_alive_seconds", "InstanceType": "instance_type",
+                  "LocalPath": "checkpoint_dir", "S3Uri": "checkpoint_s3", "S3OutputPath": "output_s3",
+                  "MaxWaitTimeInSeconds": "max_wait_seconds"}.get(path[1] if len(path) > 1 else None)
+        neutral = {"TrainingJobName": ("name",), "RetryStrategy": ("max_restarts",),
+                   "StoppingCondition": ("max_runtime",) if member is None else None,
+                   "ResourceConfig": ("distribution", "nodes") if path[1:2] == ("InstanceCount",) else None}
+        option = member or {"RoleArn": "role_arn"}.get(head)
+        return neutral.get(head) or ((*mine, option) if option else mine), ""
 
     @staticmethod
     def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:
@@ -210,20 +271,20 @@ class SageMakerProvider(AwsProvider):
         env = dict(job.env)
         env.update({
             "CLOUDTRAIN_DETECTORS": self.detectors_variable(),
-            "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
         })
+        env.update(env_names_variables([*job.env, *job.secrets]))
         if self.checkpoint_s3(job, options):
             env["CLOUDTRAIN_CHECKPOINT_DIR"] = options.checkpoint_dir
         for name in job.storage.inputs:  # SageMaker downloads channel <name> here before the command
             env[storage.input_env(name)] = f"{INPUT_DATA_DIR}/{name}"
         if options.secrets_manager:
-            env["CLOUDTRAIN_SECRET_IDS"] = json.dumps(dict(sorted(options.secrets_manager.items())))
+            env.update(secret_id_variables(options.secrets_manager))
         if job.distribution.type in ("mpi", "horovod"):
             env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
             if self.uses_ssh(job):  # the prelude's sshd forks before it listens: node 0 waits for it
                 env[SSH_WAIT] = str(sshd.SSHD_PORT)
         row = self.instance(job, options).row
-        if efa or efa_devices(job.network.rdma, row) or (job.network.rdma == "on" and row is None):
+        if efa or sagemaker_efa(job.network.rdma, row):
             for key, value in efa_env(row).items():
                 env.setdefault(key, value)
         return env
@@ -328,6 +389,7 @@ class SageMakerProvider(AwsProvider):
             for key, value in EFA_ENV.items():
                 request.setdefault("Environment", {}).setdefault(key, value)
         self.ship_code(rendered)
+        self.folders_as_folders(request, region)
         from botocore.exceptions import ClientError
         with self.api(f"create the SageMaker training job {name}"):
             try:
@@ -341,6 +403,37 @@ class SageMakerProvider(AwsProvider):
                 # The name holds the spec's hash: this is the same job, created by an earlier
                 # attempt (a retried create whose first response was lost, or a second submit).
         return f"{region}/{name}"
+
+    def folders_as_folders(self, request: dict, region: str) -> None:
+        """One meaning for an input URI everywhere: the object it names, or the objects below it as
+        a folder (as ec2's copy takes it, ``cloudtrain_aws.node.below``).  An ``S3Prefix`` channel
+        matches every key that *begins* with the prefix (botocore's model, ``S3DataSource.S3Uri``:
+        "a key name prefix"), so ``s3://b/data/train`` would also bring ``data/train-archive/...``.
+        At submit each input URI without a trailing ``/`` is looked up once (``HeadObject``): a key
+        that is not an object is a folder, and its channel gets the ``/``.  Where S3 does not say
+        (no read permission for the submitter: 403), the URI goes as written, with a warning."""
+        from botocore.exceptions import ClientError
+        for channel in request.get("InputDataConfig", []):
+            source = channel["DataSource"]["S3DataSource"]
+            uri = source["S3Uri"]
+            if channel["ChannelName"] == CODE_CHANNEL or uri.endswith("/"):
+                continue
+            bucket, key = parse_s3(uri)
+            if not key:
+                continue
+            try:
+                with self.api(f"look up the input {uri}"):
+                    try:
+                        self.client("s3", region).head_object(Bucket=bucket, Key=key)
+                    except ClientError as exc:
+                        if str(exc.response.get("Error", {}).get("Code")) not in ("404", "NoSuchKey", "NotFound"):
+                            raise
+                        source["S3Uri"] = uri + "/"  # no such object: a folder
+            except PlatformError as exc:
+                warnings.warn(CloudtrainWarning(
+                    f"cannot tell whether {uri} (input {channel['ChannelName']}) is an object or a folder ({exc}); "
+                    f"SageMaker takes it as a key prefix, which also matches {key}-other/...: end a folder URI "
+                    "with / to say it is one"), stacklevel=2)
 
     # -- outputs -------------------------------------------------------------------------------
     def outputs(self, job_id: str, dest):
@@ -431,6 +524,34 @@ class SageMakerProvider(AwsProvider):
     @classmethod
     def default_cluster(cls, job: JobSpec) -> Cluster:
         return Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
+
+
+# The ml.* types SageMaker's own SDK drivers give the EFA settings (FI_PROVIDER=efa): aws/sagemaker-python-sdk,
+# sagemaker-train/src/sagemaker/train/container_drivers/common/utils.py, SM_EFA_NCCL_INSTANCES.  EC2 says
+# more types have an EFA device (ml.g5.12xlarge: one), but SageMaker's drivers treat only these as EFA.
+# The list lags new types (ml.p5e.48xlarge was added after the SDK's issue #5491), so a type whose EFA
+# does RDMA read (p4d and later, the catalog's efa_rdma_read) counts too.
+SDK_EFA_TYPES = frozenset({"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge",
+                           "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.trn1.32xlarge"})
+
+
+def sagemaker_efa(rdma: str, row) -> bool:
+    """Whether a job on the catalog's ``row`` gets the EFA presets at render: ``on`` wherever the
+    type has EFA (or the catalog does not know it: checked in EC2 at submit); ``auto`` only where
+    SageMaker itself treats the type as EFA (``SDK_EFA_TYPES``, or RDMA-read EFA)."""
+    if rdma == "off":
+        return False
+    if row is None:
+        return rdma == "on"
+    if not efa_devices(rdma, row):
+        return False
+    return rdma == "on" or row.instance_type in SDK_EFA_TYPES or bool(row.efa_rdma_read)
+
+
+def _at(request: Any, path: tuple) -> Any:
+    for part in path:
+        request = request[part]
+    return request
 
 
 def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:

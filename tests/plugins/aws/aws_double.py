@@ -170,7 +170,7 @@ class AwsDouble(MotoDouble):
     # -- faults ---------------------------------------------------------------------------------
     def fail(self, action: str, kind: str = "throttle", times: int = 1) -> None:
         """The next ``times`` calls of ``action`` (e.g. ``CreateTrainingJob``) fail: ``throttle``,
-        ``5xx``, or ``drop`` (moto does the work, the client gets no response)."""
+        ``5xx``, ``forbidden`` (403 AccessDenied), or ``drop`` (moto does the work, the client gets no response)."""
         with self.lock:
             self.faults.append(Fault(action, kind, times))
 
@@ -262,6 +262,8 @@ class AwsDouble(MotoDouble):
                 if params is not None:
                     double.requests.append((service, action, params))
             fault = double._take_fault(action)
+            if fault and fault.kind == "forbidden":  # no permission (S3 answers a HEAD so for a missing key too)
+                return double._error(start_response, service, 403, "AccessDenied", "Access Denied")
             if fault and fault.kind in ("throttle", "5xx"):
                 return double._error(start_response, service, 400 if fault.kind == "throttle" else 503,
                                      ("ThrottlingException" if service != "ec2" else "RequestLimitExceeded")
@@ -453,7 +455,7 @@ class AwsDouble(MotoDouble):
         if group and group not in self.placement_groups:
             return self._xml_error("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
         efa = [k for k, v in params.items() if k.startswith("NetworkInterface.") and k.endswith(".InterfaceType")
-               and v == "efa"]
+               and v in ("efa", "efa-only")]
         if efa:
             kind = params.get("InstanceType", "m1.small")
             types = self.backend("ec2").describe_instance_types([kind])  # moto's EC2 data (dicts)

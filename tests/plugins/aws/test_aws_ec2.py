@@ -153,6 +153,28 @@ def test_rdma_on_asks_for_efa_interfaces_and_needs_a_subnet():
         artifacts(job(network={"rdma": "on"}))
 
 
+def test_p5_gets_one_ena_primary_and_32_efa_only_interfaces_and_no_socket_ifname():
+    """p5.48xlarge has 32 network cards with EFA.  AWS (EC2 User Guide, "Maximize network
+    bandwidth on Amazon EC2 instances with multiple network cards", the P5 example: "32 EFA
+    devices and one ENA device"): the primary interface ENA, the EFA devices EFA-only, which take
+    no IP address.  32 interfaces of type `efa` took 32 addresses of the subnet per node and gave
+    the node 32 IP interfaces for NCCL's bootstrap to choose from."""
+    arts = artifacts(job(resources={"accelerator": "H100", "gpus_per_node": 8},
+                         options={"subnet_id": "subnet-1", "security_group_ids": ["sg-1"]}))
+    run = next(a.content for a in arts if a.kind == "ec2/RunInstances")
+    assert run["InstanceType"] == "p5.48xlarge"
+    validate_request("ec2", "RunInstances", json.loads(filled(json.dumps(run))))
+    layout = [(i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in run["NetworkInterfaces"]]
+    assert layout == [(0, 0, "interface"), (0, 1, "efa-only"), *((card, 0, "efa-only") for card in range(1, 32))]
+    script = next(a.content["script"] for a in arts if a.name == "nodes")
+    assert "export FI_PROVIDER=efa\n" in script and "NCCL_SOCKET_IFNAME" not in script
+    one = artifacts(job(resources={"accelerator": "A10G", "gpus_per_node": 4}, network={"rdma": "on"},
+                        options={"subnet_id": "subnet-1"}))  # g5.12xlarge: one card, one EFA with ENA
+    run = next(a.content for a in one if a.kind == "ec2/RunInstances")
+    assert [(i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in run["NetworkInterfaces"]] == \
+        [(0, 0, "efa")]
+
+
 STORAGE = {"inputs": {"train": "s3://team-data/digits/train", "vocab": "s3://team-data/vocab.txt"},
            "output": "s3://team-data/runs/"}
 
@@ -351,10 +373,14 @@ def test_efa_instances_get_one_efa_interface_per_network_card(aws):
                                          aws.client("ec2").describe_subnets()["Subnets"][0]["SubnetId"]}))
     nodes = job_instances(aws, run.id.split("/")[1])
     run_request = next(p for s, a, p in aws.requests if a == "RunInstances")
-    cards = sorted(v for k, v in run_request.items() if k.endswith(".NetworkCardIndex"))
-    types = {v for k, v in run_request.items() if k.endswith(".InterfaceType")}
-    assert cards == ["0", "1", "2", "3"] and types == {"efa"}  # p4d: 4 EFA interfaces (EC2's data)
-    assert nodes[0]["NetworkInterfaces"][0]["InterfaceType"] == "efa"
+    # p4d: 4 network cards with EFA (EC2's data), laid out as AWS recommends for several cards (EC2
+    # User Guide, "Maximize network bandwidth on Amazon EC2 instances with multiple network cards"):
+    # an ENA primary, EFA-only on card 0 device 1 and at device 0 of every other card
+    interfaces = sorted((int(v), int(run_request[k.replace("NetworkCardIndex", "DeviceIndex")]),
+                         run_request[k.replace("NetworkCardIndex", "InterfaceType")])
+                        for k, v in run_request.items() if k.endswith(".NetworkCardIndex"))
+    assert interfaces == [(0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only"), (2, 0, "efa-only"),
+                          (3, 0, "efa-only")]
     script = sent_scripts(aws)[nodes[0]["InstanceId"]]
     # the catalog row (p4d: EFA with RDMA read) gives the presets at render, device RDMA included
     assert all(f"export {k}={v}\n" in script for k, v in
@@ -456,3 +482,23 @@ def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
     assert json.loads((tmp_path / "fetched" / "metrics.json").read_text()) == metrics
     keys = [o["Key"] for o in aws.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="runs/")["Contents"]]
     assert all(k.startswith(f"runs/{name}/") for k in keys)
+
+
+def test_validate_says_what_ec2_does_not_do_at_its_line(tmp_path):
+    """issue 28: `network.rdma: auto` without `subnet_id` dropped EFA with no word; issue 30 item 5:
+    `image` was ignored on ec2 in silence.  Both are said at validate, at their lines, and the job
+    still validates (exit 0)."""
+    from conftest import write_job
+    base = ("name: w\ncommand: python t.py\nimage: pytorch/pytorch:2.3.0\nresources:\n  accelerator: A100\n"
+            "  gpus_per_node: 8\nproviders:\n  ec2:\n    image_id: ami-12c6146b\n    instance_profile: n\n"
+            f"    code_s3: s3://{BUCKET}/code\n    region: us-east-1\n")
+    path = write_job(tmp_path, base)
+    proc = run_cli("validate", "-p", "ec2", path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{path}:3: image: " in proc.stderr and "not used here" in proc.stderr, proc.stderr
+    assert f"{path}:8: providers.ec2.subnet_id: " in proc.stderr and "without EFA" in proc.stderr, proc.stderr
+    path.write_text(base.replace("image: pytorch/pytorch:2.3.0\n", "") + "    subnet_id: subnet-1\n")
+    proc = run_cli("validate", "-p", "ec2", path)
+    assert proc.returncode == 0 and "image" not in proc.stderr and "EFA" not in proc.stderr, proc.stderr
+    path.write_text(base.replace("image: pytorch/pytorch:2.3.0\n", "network:\n  rdma: off\n"))
+    assert "EFA" not in run_cli("validate", "-p", "ec2", path).stderr

@@ -139,3 +139,51 @@ def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_p
     assert metrics["world_size"] == 2
     # the launcher, the detector and the code came from the archive, not from this checkout
     assert (tmp_path / "algo-2" / "code" / ".cloudtrain" / "cloudtrain_aws" / "detect.py").is_file()
+
+
+# -- what an AWS Deep Learning Container's own entrypoint does, which ContainerEntrypoint skips ----
+# aws/deep-learning-containers, pytorch/training/docker/build_artifacts/start_with_right_hostname.sh:
+# start_cuda_compat.sh, then for `train`: sed PLACEHOLDER_HOSTNAME -> jq .current_host (quoted) in
+# changehostname.c, gcc -fPIC, gcc -shared -export-dynamic ... -ldl, LD_PRELOAD=libchangehostname.so.
+CHANGEHOSTNAME_C = """#include <stdio.h>
+#include <string.h>
+
+int gethostname(char *name, size_t len)
+{
+  const char *val = PLACEHOLDER_HOSTNAME;
+  strncpy(name, val, len);
+  return 0;
+}
+"""
+
+
+def test_the_prelude_preloads_the_images_changehostname_for_sagemakers_host_name(tmp_path):
+    from cloudtrain_aws.node import dlc_environment
+    source = tmp_path / "changehostname.c"
+    source.write_text(CHANGEHOSTNAME_C)
+    config = tmp_path / "resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-2", "hosts": ["algo-1", "algo-2"]}))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dlc_environment({}, cuda_home=str(tmp_path / "no-cuda"), sources=(str(source),), driver="",
+                          workdir=str(work), resource_config=str(config))
+    assert set(env) == {"LD_PRELOAD"}
+    out = subprocess.run([sys.executable, "-c", "import socket; print(socket.gethostname())"],
+                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "algo-2", out.stderr
+    # an image without the source (not a DLC): nothing changes
+    assert dlc_environment({}, cuda_home=str(tmp_path), sources=(str(tmp_path / "absent.c"),), driver="",
+                           resource_config=str(config)) == {}
+
+
+@pytest.mark.parametrize("driver,compat,added", [("535.104.05", "550.54.15", True), ("550.54.15", "550.54.15", False),
+                                                 ("560.35.03", "550.54.15", False), ("", "550.54.15", False)])
+def test_cuda_forward_compat_libraries_go_first_when_the_driver_is_older(tmp_path, driver, compat, added):
+    """start_cuda_compat.sh: compat max = readlink compat/libcuda.so.1 after `libcuda.so.`; added to
+    LD_LIBRARY_PATH when the driver is strictly older (verlte returns 1 for equal versions)."""
+    from cloudtrain_aws.node import dlc_environment
+    (tmp_path / "compat").mkdir()
+    (tmp_path / "compat" / f"libcuda.so.{compat}").write_text("")
+    (tmp_path / "compat" / "libcuda.so.1").symlink_to(f"libcuda.so.{compat}")
+    env = dlc_environment({"LD_LIBRARY_PATH": "/opt/x"}, cuda_home=str(tmp_path), sources=(), driver=driver)
+    assert env == ({"LD_LIBRARY_PATH": f"{tmp_path / 'compat'}:/opt/x"} if added else {})

@@ -335,3 +335,41 @@ def test_outputs_download_and_unpack_the_jobs_model_tar_gz(aws, tmp_path):
     aws.client("s3").put_object(Bucket=BUCKET, Key=f"runs/{name}/output/model.tar.gz", Body=raw.getvalue())
     files = provider(aws).outputs(run.id, tmp_path / "out")
     assert files == [tmp_path / "out" / "metrics.json"] and files[0].read_text() == "{}"
+
+
+def test_an_input_folder_means_the_same_keys_on_sagemaker_as_on_ec2(aws):
+    """An S3Prefix channel takes every key that begins with the prefix (botocore's model,
+    S3DataSource.S3Uri: "a key name prefix"), so s3://b/data/train also matched data/train-archive/.
+    ec2's copy (cloudtrain_aws.node.below) takes the object the URI names or the keys below it as a
+    folder.  At submit a URI naming no object becomes a folder (a trailing /): both take the same keys."""
+    from cloudtrain_aws.node import below
+    s3 = aws.client("s3")
+    keys = ["data/train/a.txt", "data/train/sub/b.txt", "data/train-archive/old.txt", "data/trainer.py",
+            "data/vocab.txt"]
+    for key in keys:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"x")
+    inputs = {"train": f"s3://{BUCKET}/data/train", "vocab": f"s3://{BUCKET}/data/vocab.txt",
+              "whole": f"s3://{BUCKET}/data/train/"}
+    provider(aws).submit(digits(**{f"storage.inputs.{k}": v for k, v in inputs.items()}))
+    request = sent(aws)[0]
+    validate_request("sagemaker", "CreateTrainingJob", request)
+    sent_uris = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in request["InputDataConfig"]}
+    for name, uri in inputs.items():
+        prefix = sent_uris[name][len(f"s3://{BUCKET}/"):]
+        sagemaker_takes = {k for k in keys if k.startswith(prefix)}  # S3Prefix
+        ec2_takes = {k for k in keys if below(uri[len(f"s3://{BUCKET}/"):], k) is not None}
+        assert sagemaker_takes == ec2_takes, (name, sent_uris[name])
+    assert sent_uris["train"] == f"s3://{BUCKET}/data/train/" and sent_uris["vocab"] == inputs["vocab"]
+
+
+def test_an_input_s3_will_not_answer_about_goes_as_written_with_a_warning(aws):
+    """HeadObject without read permission is 403 whether or not the key exists (S3): the URI is
+    sent as written and the warning says how to make it a folder."""
+    from cloudtrain.errors import CloudtrainWarning
+    p = provider(aws)
+    p.submit(digits())  # the code archive is uploaded (and looked up) once per process
+    aws.fail("S3.HEAD", "forbidden", times=10)
+    with pytest.warns(CloudtrainWarning, match=r"s3://ct-bucket/data/train \(input train\).*end a folder URI with /"):
+        p.submit(digits(**{"storage.inputs.train": f"s3://{BUCKET}/data/train"}))
+    channel = next(c for c in sent(aws)[-1]["InputDataConfig"] if c["ChannelName"] == "train")
+    assert channel["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{BUCKET}/data/train"

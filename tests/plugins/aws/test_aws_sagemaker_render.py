@@ -129,6 +129,20 @@ def test_instance_type_from_the_neutral_hint_and_rdma_on_gives_the_efa_presets()
     assert "FI_PROVIDER" not in newer["Environment"]  # and its EFA is looked up in EC2 at submit
 
 
+def test_auto_gives_the_efa_presets_only_where_sagemakers_own_drivers_treat_the_type_as_efa():
+    """aws/sagemaker-python-sdk, sagemaker-train/.../container_drivers/common/utils.py: SM_EFA_NCCL_INSTANCES
+    (the types its torchrun/MPI drivers set FI_PROVIDER=efa for) lists ml.g5.48xlarge, not ml.g5.12xlarge,
+    though EC2 gives g5.12xlarge one EFA device.  Types with RDMA-read EFA (p5e, newer than the SDK's
+    list) count too; network.rdma: on asks for EFA wherever the type has it."""
+    def env(**extra):
+        return render(job(**extra))["sagemaker/CreateTrainingJob"]["Environment"]
+    assert "FI_PROVIDER" not in env(resources={"accelerator": "A10G", "gpus_per_node": 4})  # ml.g5.12xlarge
+    assert env(resources={"accelerator": "A10G", "gpus_per_node": 4}, network={"rdma": "on"})["FI_PROVIDER"] == "efa"
+    assert env(options={"instance_type": "ml.g4dn.12xlarge"})["FI_PROVIDER"] == "efa"  # on the SDK's list
+    assert env(options={"instance_type": "ml.p5e.48xlarge"})["FI_PROVIDER"] == "efa"  # RDMA-read EFA
+    assert "FI_PROVIDER" not in env(options={"instance_type": "ml.g6e.48xlarge"})  # 4 EFA devices, no RDMA read
+
+
 def test_secrets_never_rendered_only_their_secrets_manager_ids(monkeypatch):
     monkeypatch.setenv("CT_SM_TOKEN", "value-that-must-not-show")
     j = job(secrets={"HF_TOKEN": {"from_env": "CT_SM_TOKEN"}},
@@ -211,7 +225,8 @@ def test_render_json_through_the_cli_validates():
 
 
 @pytest.mark.parametrize("provider,forbidden", [
-    ("local", ("boto3", "botocore", "cloudtrain_aws.common", "cloudtrain_aws.sagemaker", "cloudtrain_aws.ec2")),
+    ("local", ("boto3", "botocore", "cloudtrain_aws.common", "cloudtrain_aws.sagemaker", "cloudtrain_aws.ec2",
+               "cloudtrain_aws.limits")),
     ("sagemaker", ("boto3", "botocore", "cloudtrain_aws.ec2"))])
 def test_render_imports_no_sdk(provider, forbidden):
     code = ("import sys, cloudtrain\n"
@@ -250,7 +265,7 @@ def test_detector_is_stdlib_only_and_python38():
         tree = ast.parse(source, feature_version=(3, 8))
         imported = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert imported <= {"json", "os", "sys", "subprocess", "tempfile", "cloudtrain", "boto3"}, imported
+        assert imported <= {"json", "os", "re", "shutil", "sys", "subprocess", "tempfile", "cloudtrain", "boto3"}, imported
 
 
 def test_emulated_nodes_sharing_an_address_know_their_rank():

@@ -6,7 +6,7 @@ import pytest
 from aws_double import validate_request
 from cloudtrain.errors import JobFileError
 from cloudtrain.loading import load_job
-from conftest import write_job
+from conftest import run_cli, write_job
 from test_aws_sagemaker_render import as_sent, job, render
 
 
@@ -91,3 +91,23 @@ def test_status_counts_sagemakers_own_restarts_from_the_secondary_status_transit
     assert [(r["attempt"], r["reason"]) for r in status.restarts] == [
         (1, "Interrupted: Spot capacity was reclaimed"), (2, "Restarting: Retrying after an internal error")]
     assert status.restarts[0]["at"] == at.timestamp()
+
+
+def test_max_restarts_says_at_validate_that_sagemaker_retries_only_its_own_internal_errors(tmp_path):
+    """botocore's model, RetryStrategy: "The retry strategy to use when a training job fails due
+    to an InternalServerError": a crash of the job's code is never retried, which job-file.md's
+    whole-job restart "after a failure" would otherwise promise.  validate says so at the line."""
+    path = write_job(tmp_path, "name: r\ncommand: python t.py\nimage: img\nmax_restarts: 2\n"
+                     "providers:\n  sagemaker:\n    role_arn: arn:aws:iam::123456789012:role/train\n"
+                     "    output_s3: s3://ct-bucket/o\n    region: us-east-1\n")
+    proc = run_cli("validate", "-p", "sagemaker", path)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "max_restarts" in line]
+    assert len(said) == 1 and f"{path}:4: max_restarts: " in said[0], proc.stderr
+    assert "InternalServerError" in said[0] and "not restarted" in said[0]
+    from cloudtrain.errors import CloudtrainWarning
+    with pytest.warns(CloudtrainWarning, match="InternalServerError"):
+        request = render(load_job(path))["sagemaker/CreateTrainingJob"]
+    assert request["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    path.write_text(path.read_text().replace("max_restarts: 2\n", ""))
+    assert "max_restarts" not in run_cli("validate", "-p", "sagemaker", path).stderr
