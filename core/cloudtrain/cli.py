@@ -111,7 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("schema", help="print the JSON Schema of job.yaml")
     sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
                    add_help=False)
+    _add_own_module_commands(sub)
     return parser
+
+
+# Commands that live in a module of their own: ``add_parser(sub)`` and ``run(args)`` each.
+OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune"}
+
+
+def _add_own_module_commands(sub) -> None:
+    import importlib
+    for module in OWN_MODULE_COMMANDS.values():
+        importlib.import_module(f"{__package__}.{module}").add_parser(sub)
+
+
+def _own_module_command(name: str):
+    def run(args) -> int:
+        import importlib
+        return importlib.import_module(f"{__package__}.{OWN_MODULE_COMMANDS[name]}").run(args)
+    return run
 
 
 def _load(args):
@@ -424,6 +442,7 @@ COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, 
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
             "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "config": cmd_config,
             "stage": cmd_stage}
+COMMANDS.update({name: _own_module_command(name) for name in OWN_MODULE_COMMANDS})
 
 
 def entry() -> None:
@@ -453,7 +472,8 @@ def _print_warnings() -> None:
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, CloudtrainWarning):
             from .credentials import mask_text
-            print(f"cloudtrain: warning: {mask_text(str(message))}", file=sys.stderr)
+            from .colour import warn
+            print(f"cloudtrain: {warn('warning:', sys.stderr)} {mask_text(str(message))}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
     show.cloudtrain = True
@@ -485,8 +505,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return COMMANDS[args.cmd](args)
     except CloudtrainError as exc:
         from .credentials import mask_text
+        from .colour import bad
         for line in str(exc).splitlines() or [""]:  # several problems: one line each; no token, no password
-            print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
+            print(f"cloudtrain: {bad('error:', sys.stderr)} {mask_text(line)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
