@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("outputs", help="download a job's output (what its nodes wrote to CLOUDTRAIN_OUTPUT_DIR)")
     p.add_argument("handle", help="PROVIDER://ID")
-    p.add_argument("-o", "--output", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+    p.add_argument("--dest", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+    p.add_argument("-o", "--output", metavar="DIR", help="the older spelling of --dest")
 
     p = sub.add_parser("logs", help="print a job's logs")
     p.add_argument("handle", help="PROVIDER://ID")
@@ -140,7 +141,8 @@ def _load(args):
     settings = Settings.load(args.job, args.profile)
     provider = args.provider or settings.default_provider()
     if getattr(args, "emulate", None):
-        overrides.append(f"providers.{provider}.emulate={args.emulate}")
+        from .loading import emulate_override
+        overrides.append(emulate_override(provider, args.emulate))
     return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
 
@@ -349,8 +351,8 @@ def cmd_cancel(args) -> int:
 
 def cmd_outputs(args) -> int:
     from .api import outputs
-    from .outputs import default_dest
-    dest = args.output or str(default_dest(args.handle))
+    from .outputs import destination
+    dest = str(destination(args.handle, args.dest, args.output))
     files = outputs(args.handle, dest)
     print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} to {dest}")
     return 0

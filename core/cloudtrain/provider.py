@@ -245,6 +245,8 @@ class Provider(abc.ABC):
         ``problems`` (a ``cloudtrain.problems.Problems``) rather than raised: the required
         options, the code directory, the secrets' sources.  Providers add their own."""
         from .secrets import secret_problems
+        for problem in self.sdk_problems():
+            problems.add(problem)
         for option, example in self.required.items():
             if getattr(options, option, None) in (None, "") and not problems.collect(self.fallback, option, job, options):
                 problems.add(self.not_set(job, option, example))
@@ -253,6 +255,14 @@ class Provider(abc.ABC):
                                                         "`code` (relative to the job file)"))
         for problem in secret_problems(job):
             problems.add(problem)
+
+    @classmethod
+    def sdk_problems(cls) -> List[BadInput]:
+        """The SDK a submit needs and this machine lacks: every provider says so at ``validate``
+        (one line, its install command), not only those whose checks happen to import it."""
+        from .plugins import module_installed
+        missing = [m for m in cls.sdk_modules if not module_installed(m)]
+        return [MissingExtra(cls.name, cls.install_hint(), missing[0])] if missing else []
 
     def not_set(self, job: JobSpec, option: str, example: str) -> BadInput:
         """``providers.<name>.<option>`` is required to submit and given nowhere."""
