@@ -212,6 +212,7 @@ class Provider(abc.ABC):
         if hostile:  # a NUL in a path, a password in a URI: the provider's checks go no further with them
             problems.raise_all()
         if options is not None:
+            self.warn_about_image(job, options)
             problems.collect(self.check, job, options)
             if submit:
                 self.preflight(job, options, problems)
@@ -255,6 +256,15 @@ class Provider(abc.ABC):
                                                         "`code` (relative to the job file)"))
         for problem in secret_problems(job):
             problems.add(problem)
+
+    def warn_about_image(self, job: JobSpec, options) -> None:
+        """Say so when this platform will not pull the image the job gives it (``cloudtrain.images``)."""
+        from .images import unpullable
+        own = getattr(options, "image", None)
+        reason = unpullable(self.name, own or job.image)
+        if reason:
+            loc = ("providers", self.name, "image") if own else ("image",)
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, reason))), stacklevel=3)
 
     @classmethod
     def sdk_problems(cls) -> List[BadInput]:
