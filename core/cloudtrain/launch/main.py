@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-topology", action="store_true", help="print the resolved topology as JSON and exit")
     p.add_argument("--sshd", action="store_true",
                    help="start this node's OpenSSH server first (mpi/horovod: node 0's mpirun reaches the nodes over ssh)")
-    p.add_argument("--setup", help="a shell command run once on this node (sh -c) before the launcher starts")
+    p.add_argument("--setup", help="a shell command run once on this node (through /bin/sh) before the launcher starts")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     return p
 
