@@ -118,7 +118,7 @@ def run(example: Example, tmp: Path) -> subprocess.CompletedProcess:
 
 # -- shapes ------------------------------------------------------------------------------------
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
-ERROR = re.compile(r"^cloudtrain: error: (?:[^ ]+?(?::\d+)?: )?([\w.\[\]-]+): ")
+ERROR = re.compile(r"^cloudtrain: (error|warning): (?:[^ ]+?(?::\d+)?: )?([\w.\[\]-]+): ")
 
 
 def help_shape(text: str):
@@ -167,9 +167,9 @@ def compare(example: Example, out: str, err: str) -> Optional[str]:
             return None
         got = json_shape(json.loads(out))
         return None if want == got else f"JSON keys differ: shown {want}, printed {got}"
-    if all(line.startswith("cloudtrain: error:") for line in shown):
-        want = [m.group(1) for m in map(ERROR.match, shown) if m]
-        got = [m.group(1) for m in map(ERROR.match, err.splitlines()) if m]
+    if all(line.startswith(("cloudtrain: error:", "cloudtrain: warning:")) for line in shown):
+        want = [m.groups() for m in map(ERROR.match, shown) if m]
+        got = [m.groups() for m in map(ERROR.match, err.splitlines()) if m]
         return None if want == got else f"errors at other fields: shown {want}, printed {got}"
     if re.match(r"^[A-Z][A-Z_]+(\s{2,}[A-Z][A-Z_]+)+\s*$", shown[0]):
         want, got = table_shape(shown), table_shape([l for l in out.splitlines() if l.strip()])
