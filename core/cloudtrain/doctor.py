@@ -89,6 +89,9 @@ def aws_credentials() -> Check:
         return Check(OK, "a web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN)")
     if os.environ.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or os.environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"):
         return Check(OK, "the container's credentials endpoint (AWS_CONTAINER_CREDENTIALS_*)")
+    if os.environ.get("AWS_PROFILE"):
+        return Check(MISSING, f"AWS_PROFILE={profile}: no such profile in {creds or '~/.aws/credentials'} or "
+                              f"{config or '~/.aws/config'}; fix AWS_PROFILE, or run `aws configure --profile {profile}`")
     return Check(MISSING, f"none found (looked in: {looked}; an EC2 instance role is not checked offline); "
                           "run `aws configure` or `aws sso login`, or set AWS_PROFILE")
 
@@ -196,7 +199,7 @@ def settings_check(provider, settings) -> Tuple[Check, Optional[object], List[st
         try:
             if provider.fallback(option, job, options):
                 continue
-        except CloudtrainError:
+        except Exception:  # an SDK's own complaint (a profile it cannot find): the option is not set either way
             pass
         missing.append(option)
         fixes.append(f"cloudtrain config set -p {provider.name} {option}={example}")
