@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("outputs", help="download a job's output (what its nodes wrote to CLOUDTRAIN_OUTPUT_DIR)")
     p.add_argument("handle", help="PROVIDER://ID")
-    p.add_argument("-o", "--output", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+    p.add_argument("--dest", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+    p.add_argument("-o", "--output", metavar="DIR", help="the older spelling of --dest")
     _profile_arg(p)
 
     p = sub.add_parser("logs", help="print a job's logs")
@@ -117,7 +118,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
                    add_help=False)
+    _add_own_module_commands(sub)
     return parser
+
+
+# Commands that live in a module of their own: ``add_parser(sub)`` and ``run(args)`` each.
+OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune"}
+
+
+def _add_own_module_commands(sub) -> None:
+    import importlib
+    for module in OWN_MODULE_COMMANDS.values():
+        importlib.import_module(f"{__package__}.{module}").add_parser(sub)
+
+
+def _own_module_command(name: str):
+    def run(args) -> int:
+        import importlib
+        return importlib.import_module(f"{__package__}.{OWN_MODULE_COMMANDS[name]}").run(args)
+    return run
 
 
 def _load(args):
@@ -128,7 +147,8 @@ def _load(args):
     settings = Settings.load(args.job, args.profile)
     provider = args.provider or settings.default_provider()
     if getattr(args, "emulate", None):
-        overrides.append(f"providers.{provider}.emulate={args.emulate}")
+        from .loading import emulate_override
+        overrides.append(emulate_override(provider, args.emulate))
     return load_job(args.job, overrides, provider=provider, settings=settings), provider
 
 
@@ -378,8 +398,8 @@ def cmd_cancel(args) -> int:
 
 def cmd_outputs(args) -> int:
     from .api import outputs
-    from .outputs import default_dest
-    dest = args.output or str(default_dest(args.handle))
+    from .outputs import destination
+    dest = str(destination(args.handle, args.dest, args.output))
     files = outputs(args.handle, dest, profile=args.profile)
     print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} to {dest}")
     return 0
@@ -538,6 +558,7 @@ COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, 
             "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
             "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "ui": cmd_ui, "config": cmd_config,
             "stage": cmd_stage, "catalog": cmd_catalog}
+COMMANDS.update({name: _own_module_command(name) for name in OWN_MODULE_COMMANDS})
 
 
 def entry() -> None:
@@ -567,7 +588,8 @@ def _print_warnings() -> None:
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, CloudtrainWarning):
             from .credentials import mask_text
-            print(f"cloudtrain: warning: {mask_text(str(message))}", file=sys.stderr)
+            from .colour import warn
+            print(f"cloudtrain: {warn('warning:', sys.stderr)} {mask_text(str(message))}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
     show.cloudtrain = True
@@ -599,8 +621,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return COMMANDS[args.cmd](args)
     except CloudtrainError as exc:
         from .credentials import mask_text
+        from .colour import bad
         for line in str(exc).splitlines() or [""]:  # several problems: one line each; no token, no password
-            print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
+            print(f"cloudtrain: {bad('error:', sys.stderr)} {mask_text(line)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -189,6 +189,9 @@ def set_values(args) -> int:
         mine = [p for p in invalid if p.field and p.field.split(".")[0] == o.path[0]]
         if mine:
             raise BadInput(f"{given}: {mask_text(mine[0].detail)}; nothing was written")
+        from .settingscheck import option_problems
+        for detail in option_problems(args.provider, section, o.path[0])[:1]:  # what validate would refuse later
+            raise BadInput(f"{given}: {mask_text(detail)}; nothing was written")
         sections[args.provider] = section
         changed.append(".".join(at + ("providers", args.provider, o.key)))
     _write(path, data)

@@ -149,6 +149,10 @@ class JobSpec(Strict):
                                                  "nothing is shipped")
     command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
     image: Optional[str] = Field(None, description="container image, for container-based providers")
+    setup: Optional[str] = Field(None, min_length=1, description="a shell command run once on every node, after the "
+                                                                 "code arrives and before the launcher (e.g. pip install "
+                                                                 "-r requirements.txt); its output is in the node's log "
+                                                                 "and its failure fails the node")
     distribution: Distribution = Field(default_factory=Distribution)
     resources: Resources = Field(default_factory=Resources)
     env: Dict[str, str] = Field(default_factory=dict, description="environment variables of every node (values become strings)")
@@ -253,6 +257,8 @@ class JobSpec(Strict):
             args += ["--ps", str(self.ps)]
         if self.distribution.min_nodes is not None and self.distribution.min_nodes < self.distribution.nodes:
             args += ["--min-nodes", str(self.distribution.min_nodes)]
+        if self.setup is not None:  # one argument, whatever it holds: the launcher hands it to sh -c
+            args.append("--setup=" + self.setup)
         return args
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +151,40 @@ def apply_overrides(data: dict, overrides: Mapping[str, Any]) -> dict:
     return data
 
 
+def nested_field_hint(model: type, loc: tuple) -> str:
+    """``"; did you mean 'distribution.nodes'?"`` for a field written one level too high (``nodes``
+    at the top, where a section holds a field of that name, or a near spelling of one) when it is
+    closer to that field than to any field of its own level; else ``""``."""
+    from .suggest import nearest
+    word, parent = loc[-1], loc[:-1]
+    if not isinstance(word, str):
+        return ""
+    own = fieldtypes.field_names(model, parent) or []
+    if word in own:
+        return ""
+    nested: Dict[str, List[str]] = {}
+    for section in own:
+        for inner in fieldtypes.field_names(model, parent + (section,)) or ():
+            nested.setdefault(inner, []).append(f"{section}.{inner}")
+    match = nearest(word, [*own, *nested])
+    if match in own or match is None or len(nested[match]) != 1:
+        return ""
+    return f"; did you mean {nested[match][0]!r}?"
+
+
+def pattern_mismatch(got: Any, pattern: Optional[str]) -> str:
+    """A value that does not match a field's pattern, said in words for the patterns of job.py."""
+    from .job import NAME_PATTERN
+    if pattern == NAME_PATTERN and isinstance(got, str):
+        if len(got) > 63:
+            return f"is {len(got)} characters long; at most 63"
+        fixed = re.sub(r"[^a-z0-9-]+", "-", got.lower()).strip("-")[:63].strip("-")
+        example = f" (e.g. {fixed!r})" if fixed and fixed != got else ""
+        return (f"{got!r} must be lowercase letters, digits and '-', beginning and ending with a letter or digit"
+                f"{example}")
+    return f"{got!r} does not match {pattern}"
+
+
 def describe_error(err: dict, model: Optional[type] = None, loc: tuple = ()) -> str:
     """One pydantic error as a short human phrase: ``must be ≥ 1, got 0``.  With the ``model``
     validated and the error's ``loc`` in it, an unknown field gets the nearest field's name."""
@@ -158,7 +193,7 @@ def describe_error(err: dict, model: Optional[type] = None, loc: tuple = ()) -> 
         return "is required"
     if kind == "extra_forbidden":
         names = fieldtypes.field_names(model, loc[:-1]) if model is not None and loc else None
-        hint = did_you_mean(loc[-1], names) if names else ""
+        hint = (nested_field_hint(model, loc) or did_you_mean(loc[-1], names)) if names else ""
         return f"unknown field{hint or '; check the spelling (cloudtrain schema lists every field)'}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         sym = {"greater_than_equal": "≥", "greater_than": ">", "less_than_equal": "≤", "less_than": "<"}[kind]
@@ -167,7 +202,7 @@ def describe_error(err: dict, model: Optional[type] = None, loc: tuple = ()) -> 
     if kind in ("enum", "literal_error"):
         return f"must be {ctx.get('expected', 'one of the allowed values')}, got {got!r}"
     if kind == "string_pattern_mismatch":
-        return f"{got!r} does not match {ctx.get('pattern')}"
+        return pattern_mismatch(got, ctx.get("pattern"))
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
@@ -254,6 +289,17 @@ def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None
         settings = Settings.load(path, profile)
     return job_from_dict(doc.data, path=path, lines=doc.lines, overrides=overrides, texts=doc.texts,
                          duplicates=doc.duplicates, provider=provider, settings=settings)
+
+
+def emulate_override(provider: str, platform: str) -> str:
+    """``--emulate PLATFORM`` as the ``--set`` it stands for, refused at the option itself (not as a
+    ``--set`` the user never typed) for a provider that runs on its platform rather than emulating one."""
+    from .plugins import get_provider_class
+    if "emulate" not in getattr(get_provider_class(provider), "Options").model_fields:
+        raise BadInput(f"--emulate is for the providers that run here (local, docker): it gives their nodes "
+                       f"{platform}'s environment; {provider} runs on its own platform. Drop --emulate, or try it "
+                       f"here: -p local --emulate {platform}")
+    return f"providers.{provider}.emulate={platform}"
 
 
 def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[dict] = None,

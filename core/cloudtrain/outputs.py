@@ -1,4 +1,4 @@
-"""``cloudtrain outputs HANDLE [-o DIR]``: bring a job's output (what its nodes wrote to
+"""``cloudtrain outputs HANDLE [--dest DIR]``: bring a job's output (what its nodes wrote to
 ``CLOUDTRAIN_OUTPUT_DIR``, kept where ``storage.output`` says) to this machine.  Each provider
 implements ``Provider.outputs(job_id, dest)``; this module holds what they share.
 
@@ -32,6 +32,24 @@ def marked(dest: Path) -> Iterator[None]:
             (dest / OUTPUTS_MARKER).write_text(MARKER_TEXT, encoding="utf-8")
 
 
+# what ``-o`` means on the other commands; ``outputs -o`` (a directory, kept for the scripts that use it) refuses them
+FORMAT_WORDS = ("json", "yaml", "text", "table")
+
+
+def destination(handle: str, dest=None, output=None) -> Path:
+    """Where ``outputs`` downloads to: ``--dest DIR``, else ``-o DIR`` (its older spelling), else
+    ``./outputs/<id>``.  ``-o json`` (the format option of every other command) is refused, not
+    taken as a directory named ``json``."""
+    from .errors import BadInput
+    if dest and output:
+        raise BadInput("outputs takes one directory: give --dest DIR (or its older spelling -o DIR), not both")
+    if output in FORMAT_WORDS and not Path(output).is_dir():
+        raise BadInput(f"outputs -o {output}: here -o names the directory to download into, not an output format "
+                       f"(outputs prints one line); write --dest DIR, or --dest {output} for a directory named {output}")
+    chosen = dest or output
+    return Path(chosen) if chosen else default_dest(handle)
+
+
 def default_dest(handle: str) -> Path:
     """``./outputs/<id>`` for ``PROVIDER://ID`` (``/`` in the id becomes ``-``)."""
     return Path("outputs") / handle.partition("://")[2].strip("/").replace("/", "-")
@@ -43,8 +61,12 @@ def copy_tree(source: Path, dest: Path) -> List[Path]:
     if not source.is_dir():
         raise BadInput(f"the job's output directory {source} does not exist (the job wrote nothing to "
                        "CLOUDTRAIN_OUTPUT_DIR, or it was removed)")
+    files = sorted(p for p in source.rglob("*") if p.is_file())
+    if not files:
+        raise BadInput(f"the job wrote nothing to CLOUDTRAIN_OUTPUT_DIR ({source} is empty; a job cancelled or failed "
+                       "before it wrote has no outputs); nothing was downloaded")
     written = []
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+    for path in files:
         target = dest / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)

@@ -239,6 +239,7 @@ class Provider(abc.ABC):
             problems.add(self.job_error(job, loc, f"{message} ({self.name} has no such setting; remove it, "
                                                   "or run the job on a provider that has one)"))
         if options is not None:
+            self.warn_about_image(job, options)
             problems.collect(self.check, job, options)
             if submit:
                 self.preflight(job, options, problems)
@@ -277,6 +278,8 @@ class Provider(abc.ABC):
         ``problems`` (a ``cloudtrain.problems.Problems``) rather than raised: the required
         options, the code directory, the secrets' sources.  Providers add their own."""
         from .secrets import secret_problems
+        for problem in self.sdk_problems():
+            problems.add(problem)
         for option, example in self.required.items():
             if getattr(options, option, None) in (None, "") and not problems.collect(self.fallback, option, job, options):
                 problems.add(self.not_set(job, option, example))
@@ -285,6 +288,23 @@ class Provider(abc.ABC):
                                                         "`code` (relative to the job file)"))
         for problem in secret_problems(job):
             problems.add(problem)
+
+    def warn_about_image(self, job: JobSpec, options) -> None:
+        """Say so when this platform will not pull the image the job gives it (``cloudtrain.images``)."""
+        from .images import unpullable
+        own = getattr(options, "image", None)
+        reason = unpullable(self.name, own or job.image)
+        if reason:
+            loc = ("providers", self.name, "image") if own else ("image",)
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, reason))), stacklevel=3)
+
+    @classmethod
+    def sdk_problems(cls) -> List[BadInput]:
+        """The SDK a submit needs and this machine lacks: every provider says so at ``validate``
+        (one line, its install command), not only those whose checks happen to import it."""
+        from .plugins import module_installed
+        missing = [m for m in cls.sdk_modules if not module_installed(m)]
+        return [MissingExtra(cls.name, cls.install_hint(), missing[0])] if missing else []
 
     def not_set(self, job: JobSpec, option: str, example: str) -> BadInput:
         """``providers.<name>.<option>`` is required to submit and given nowhere."""

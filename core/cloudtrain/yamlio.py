@@ -111,10 +111,23 @@ def read(text: str) -> Document:
         return _build(_PyReader, text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise YamlProblem(f"invalid YAML: {exc.problem or exc.context}", mark.line + 1 if mark else None,
+        problem = exc.problem or exc.context or ""
+        raise YamlProblem(f"invalid YAML: {problem}{syntax_hint(problem)}", mark.line + 1 if mark else None,
                           syntax=True) from None
     except yaml.YAMLError as exc:  # a reader error (the check above should have caught it)
         raise YamlProblem(f"invalid YAML: {str(exc).splitlines()[0]}", syntax=True) from None
+
+
+def syntax_hint(problem: str) -> str:
+    """What usually fixes the YAML syntax errors people meet in a job file (docs/job-file.md)."""
+    if "'\\t'" in problem or "\t" in problem:
+        return "; YAML indents with spaces, never tabs: replace the tab with spaces"
+    if "mapping values are not allowed" in problem:
+        return ("; a value that holds ': ' (a colon and a space) must be quoted, e.g. command: \"python t.py --x: 1\", "
+                "or written as a list")
+    if "cannot start any token" in problem:
+        return "; a value that starts with this character must be quoted, e.g. image: \"@team/img\""
+    return ""
 
 
 def _build(reader, text: str) -> Document:

@@ -380,6 +380,9 @@ class AzureProvider(CloudProvider):
 
     def node_command(self, job: JobSpec) -> str:
         kind = job.distribution.type
+        if job.setup is not None and kind in ("mpi", "horovod", "ray"):  # no cloudtrain launch to run it
+            raise JobFileError.at(job, ("setup",), f"azure starts {kind} jobs without cloudtrain launch, so setup "
+                                  "cannot run once per node there; install it in the image (or use ddp)")
         if kind in ("mpi", "horovod"):
             from .detect import DEFAULT_MASTER_PORT
             return (self.MPI_MASTER % DEFAULT_MASTER_PORT

@@ -35,7 +35,7 @@ def test_valid_job_loads_with_defaults(tmp_path):
 @pytest.mark.parametrize("edit,expected", [
     (("  nodes: 2", "  nodes: 0"), "job.yaml:6: distribution.nodes: must be ≥ 1, got 0"),
     (("  type: ddp", "  type: dpp"), "job.yaml:5: distribution.type: must be "),
-    (("name: digits-ddp", "name: Digits_DDP"), "job.yaml:1: name: 'Digits_DDP' does not match"),
+    (("name: digits-ddp", "name: Digits_DDP"), "job.yaml:1: name: 'Digits_DDP' must be lowercase letters, digits and '-'"),
     (("code: .", "code: .\ncomand: x"), "job.yaml:3: comand: unknown field"),
     (("command: python train.py --epochs 5\n", ""), "job.yaml:1: command: is required"),
     (("  procs_per_node: 2", "  procs_per_node: two"), "job.yaml:7: distribution.procs_per_node: input should be a valid integer"),

@@ -16,7 +16,7 @@ import time
 from typing import List, Optional
 
 from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
-from . import detectors, failure, liveness, netif, plans, sshd
+from . import detectors, failure, liveness, netif, plans, setup, sshd
 from .parent import GROUPS_FILE, die_with_parent
 from .topology import Topology
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-topology", action="store_true", help="print the resolved topology as JSON and exit")
     p.add_argument("--sshd", action="store_true",
                    help="start this node's OpenSSH server first (mpi/horovod: node 0's mpirun reaches the nodes over ssh)")
+    p.add_argument("--setup", help="a shell command run once on this node (through /bin/sh) before the launcher starts")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     return p
 
@@ -316,6 +317,11 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     if args.print_only:
         print(plan.shell_line(topology))
         return EXIT_OK
+    if args.setup is not None:  # the job's setup: once per node, before anything of the launcher's
+        failed = setup.run_setup(args.setup, env)
+        if failed:
+            print("cloudtrain launch: %s" % failed, file=sys.stderr, flush=True)
+            return EXIT_JOB_FAILED
     if args.sshd:
         sshd.start_sshd()
     os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
