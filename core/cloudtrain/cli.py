@@ -487,7 +487,7 @@ def _price_options(p) -> None:
 
 
 def _catalog_parser(sub) -> None:
-    p = sub.add_parser("catalog", help="the instance catalogs: refresh -p P rebuilds your copy (types, regions, prices)")
+    p = sub.add_parser("catalog", help="the instance catalogs: refresh rebuilds your copy of one (types, regions, prices)")
     p.add_argument("action", choices=("refresh",))
     p.add_argument("-p", "--provider", required=True, help="the provider whose catalog to rebuild")
 
