@@ -21,8 +21,11 @@ FORWARDED_ALWAYS = (
     "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",
     "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+    "IBV_FORK_SAFE",  # libibverbs: same as RDMAV_FORK_SAFE (rdma-core libibverbs/man/ibv_fork_init.3.md)
 )
-FORWARDED_PREFIXES = ("CLOUDTRAIN_", "NCCL_", "UCX_", "FI_", "HOROVOD_")
+# RDMAV_: libibverbs' own settings (RDMAV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE; EFA presets set the first),
+# read in every rank that opens the device, so every rank must see them.
+FORWARDED_PREFIXES = ("CLOUDTRAIN_", "NCCL_", "UCX_", "FI_", "HOROVOD_", "RDMAV_")
 _PYTHON = re.compile(r"^(.*/)?python(\d(\.\d+)?)?$")
 
 
