@@ -292,3 +292,38 @@ def test_mpirun_forwards_every_efa_preset_to_every_rank():
     line = " ".join(plans.plan(topo(), settings("mpi"), environ).argv)
     for name in environ:
         assert f"-x {name} " in line
+
+
+def test_the_store_hook_fails_as_tcpstore_does_on_a_port_in_use():
+    """Two nodes of a local job on one machine both match the c10d endpoint 127.0.0.1, so both try
+    to host torchrun's store; torch's c10d backend joins as a client when the server fails with
+    the RuntimeError TCPStore raises (torch/distributed/elastic/rendezvous/
+    c10d_rendezvous_backend.py, _create_tcp_store: ``except (ValueError, RuntimeError,
+    TimeoutError)``).  An OSError from the hook ended the second node instead."""
+    import torch.distributed as torch
+    from cloudtrain.launch import loopback_site
+
+    class Store(torch.TCPStore):
+        pass
+
+    loopback_site.patch(Store)
+    first = Store("127.0.0.1", 0, 1, True)
+    with pytest.raises(RuntimeError):
+        Store("127.0.0.1", first.port, 1, True)
+    assert Store("127.0.0.1", first.port, 1, False)   # the fallback: a client of the first
+
+
+def test_elastic_ddp_gives_every_rendezvous_round_its_own_store():
+    """Issue 28 #1.  torch shares the agents' store with the workers, set up in the first round
+    only, so a pod the platform re-created (it joins a later round) waits for the first round's
+    MASTER_ADDR key under the new round's prefix and the job hangs (torch/distributed/elastic/
+    rendezvous/dynamic_rendezvous.py, next_rendezvous; tests/e2e/test_kubeflow_restarts.py runs
+    it).  ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` is torch's own switch for a store per round."""
+    t = topo(rank=1)
+    assert plans.plan(t, settings(max_restarts=1), {}).env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert plans.plan(t, settings(min_nodes=2), {}).env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in plans.plan(t, settings(), {}).env  # static: no store per round
+    local = Topology(platform="local", node_rank=1, num_nodes=2, hosts=["127.0.0.1"] * 2)
+    argv = plans.plan(local, settings(max_restarts=1, node_ip="127.0.0.1", loopback=True), {}).argv
+    assert argv[argv.index("--local-addr") + 1] == "127.0.0.1"   # each round's store stays on loopback
+    assert "--local-addr" not in plans.plan(t, settings(max_restarts=1), {}).argv
