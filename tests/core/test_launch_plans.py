@@ -225,6 +225,10 @@ def test_mpi_ranks_go_through_the_rank_shim_and_get_the_final_environment():
     ({"PMI_RANK": "2", "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1"},
      {"RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}),
     ({}, {}),
+    # issue 28 #2: torchrun's MASTER_ADDR/MASTER_PORT too (node 0, where rank 0 runs)
+    ({"OMPI_COMM_WORLD_RANK": "3", "CLOUDTRAIN_MASTER_ADDR": "mj-worker-0.mj.ns.svc", "CLOUDTRAIN_MASTER_PORT": "29500",
+      "MASTER_ADDR": "10.0.0.9"},
+     {"RANK": "3", "MASTER_ADDR": "mj-worker-0.mj.ns.svc", "MASTER_PORT": "29500"}),
 ])
 def test_rank_shim_maps_mpi_variables(environ, expected):
     from cloudtrain.launch.mpirank import rank_environment
