@@ -729,6 +729,13 @@ def volcano_tasks(job: JobSpec) -> List[Tuple[str, int]]:
     return [(n, r) for n, r in tasks if r > 0]
 
 
+# The job's headless Service publishes a pod's DNS record before the pod is Ready: a pod's record
+# otherwise appears only once its image is pulled and it runs, minutes after its peers look it up.
+# The svc plugin's flag sets the Service's publishNotReadyAddresses (volcano-sh/volcano
+# pkg/controllers/job/plugins/svc/svc.go: addFlags, createServiceIfNotExist).
+VOLCANO_SVC_ARGS = ("--publish-not-ready-addresses=true",)
+
+
 def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
     """``batch.volcano.sh/v1alpha1`` Job: one pod per node, every pod runs the launcher."""
     d = job.distribution
@@ -753,7 +760,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or (d.type == "ps-worker" and task == "worker"):
             entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
         out_tasks.append(entry)
-    plugins: Dict[str, List[str]] = {"svc": [], "env": []}
+    plugins: Dict[str, List[str]] = {"svc": list(VOLCANO_SVC_ARGS), "env": []}
     if ssh:
         plugins["ssh"] = []
     plugins.update({k: list(v) for k, v in options.volcano_plugins.items()})
