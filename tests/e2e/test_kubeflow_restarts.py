@@ -53,7 +53,11 @@ TRAIN = textwrap.dedent('''
         dist.broadcast(p.data, 0)
     with open(os.path.join(folder, "events.log"), "a") as f:
         f.write("start pod=%s world=%d epoch=%d\\n" % (os.environ["POD"], world, int(start)))
+    crash = os.environ.get("CRASH_ONCE_AT_EPOCH")
     for epoch in range(int(start), epochs):
+        if crash and epoch == int(crash) and rank == 1 and not os.path.exists(os.path.join(folder, "crashed")):
+            open(os.path.join(folder, "crashed"), "w").close()
+            os._exit(3)   # a worker fails (an exception, an OOM): its pod stays
         for step in range(5):
             loss = model(torch.randn(8, 4)).pow(2).mean()
             opt.zero_grad(); loss.backward(); opt.step(); time.sleep(0.2)
@@ -126,7 +130,7 @@ class Pod:
         self.proc.wait()
 
 
-def render_pods(tmp_path, max_restarts):
+def render_pods(tmp_path, max_restarts, **extra_env):
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text(TRAIN)
@@ -147,7 +151,7 @@ def render_pods(tmp_path, max_restarts):
         env.update(operator_env(spec, role, 0))
         env.update({"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "core"), os.path.join(ROOT, "plugins")]),
                     "CLOUDTRAIN_CHECKPOINT_DIR": str(checkpoints), "POD": role.lower(),
-                    "CLOUDTRAIN_PEER_TIMEOUT": "120"})
+                    "CLOUDTRAIN_PEER_TIMEOUT": "120", **extra_env})
         pods.append(Pod(role.lower(), launcher, env, tmp_path / role.lower()))
     return spec, pods, checkpoints
 
@@ -207,3 +211,29 @@ def _port_open(port):
         return True
     except OSError:
         return False
+
+
+@pytest.mark.timeout(420)
+def test_a_failed_worker_restarts_every_worker_from_the_checkpoint(tmp_path):
+    """A worker exits 3 at epoch 2 once: torchrun's agents restart every worker of both pods from
+    the checkpoint, and no pod has to restart (under static rendezvous the worker's pod failed,
+    then the master's, two restarts for one failure)."""
+    spec, pods, checkpoints = render_pods(tmp_path, max_restarts=1, CRASH_ONCE_AT_EPOCH="2")
+    master, worker = pods
+    try:
+        master.start()
+        wait_for(lambda: _port_open(int(master.env["MASTER_PORT"])) or master.proc.poll() is not None, timeout=120)
+        worker.start()
+        codes = kubelet(pods, spec["runPolicy"]["backoffLimit"], until=300)
+    finally:
+        for pod in pods:
+            if pod.proc and pod.proc.poll() is None:
+                pod.kill()
+    logs = "\n".join("%s:\n%s" % (p.name, (tmp_path / (p.name + ".log")).read_text(errors="replace")[-3000:])
+                     for p in pods)
+    events = (checkpoints / "events.log").read_text()
+    assert codes == [0, 0], logs
+    assert "done world=2" in events and (checkpoints / "crashed").exists(), events + logs
+    starts = re.findall(r"start pod=(\w+) world=(\d) epoch=(\d+)", events)
+    assert {pod for pod, world, epoch in starts if epoch == "2" and world == "2"} == {"master", "worker"}, events
+    assert master.starts == worker.starts == 1
