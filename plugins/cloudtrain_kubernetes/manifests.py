@@ -633,6 +633,16 @@ def _restart_policy(job: JobSpec) -> str:
     return "OnFailure" if job.max_restarts > 0 else "Never"
 
 
+def pytorch_restarts_env(job: JobSpec) -> Dict[str, str]:
+    """The operator restarts only a failed pod (restartPolicy OnFailure; training-operator
+    pkg/controller.v1/common/pod.go, ReconcilePods), which cannot rejoin a static rendezvous.  With
+    restarts asked for, ``ddp`` nodes run torchrun's elastic agent (c10d, ``--max-restarts``): a
+    re-created pod joins the next round and every worker restarts from the last checkpoint."""
+    if job.distribution.type == "ddp" and job.max_restarts > 0:
+        return {"CLOUDTRAIN_MAX_RESTARTS": str(job.max_restarts)}
+    return {}
+
+
 def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
     """``kubeflow.org/v1`` PyTorchJob: Master (1) + Worker (nodes-1); each pod is one node."""
     d = job.distribution
@@ -645,18 +655,19 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         if count <= 0:
             continue
         c = container(job, options, "pytorch", cmd, ports=port,
-                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower()})
+                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower(),
+                                 **pytorch_restarts_env(job)})
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
     spec: Dict[str, Any] = {"pytorchReplicaSpecs": specs, "nprocPerNode": str(job.procs_per_node),
                             "runPolicy": _run_policy(job, options, d.min_nodes or d.nodes)}
     if d.type == "ddp" and (job.max_restarts > 0 or d.min_nodes is not None):
-        # A node range (or restarts) asks for c10d rendezvous across re-created pods.  maxRestarts
-        # is deliberately not set: torchrun's in-place restarts hang with gloo (docs/launcher.md,
-        # "Restarts"); whole-job restarts come from runPolicy.backoffLimit instead.
+        # A node range (or restarts) asks for c10d rendezvous across re-created pods.  The store is
+        # node 0's (the launcher's --rdzv-endpoint is the master's): without rdzvHost the operator's
+        # PET_RDZV_ENDPOINT would name <job>-worker-0 (pkg/controller.v1/pytorch/elastic.go).
         spec["elasticPolicy"] = {"minReplicas": d.min_nodes or d.nodes, "maxReplicas": d.nodes,
-                                 "rdzvBackend": "c10d", "rdzvPort": options.master_port,
-                                 "rdzvId": name}
+                                 "rdzvBackend": "c10d", "rdzvHost": "%s-master-0" % name,
+                                 "rdzvPort": options.master_port, "rdzvId": name}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
 
 
@@ -746,6 +757,13 @@ def volcano_tasks(job: JobSpec) -> List[Tuple[str, int]]:
     return [(n, r) for n, r in tasks if r > 0]
 
 
+# The job's headless Service publishes a pod's DNS record before the pod is Ready: a pod's record
+# otherwise appears only once its image is pulled and it runs, minutes after its peers look it up.
+# The svc plugin's flag sets the Service's publishNotReadyAddresses (volcano-sh/volcano
+# pkg/controllers/job/plugins/svc/svc.go: addFlags, createServiceIfNotExist).
+VOLCANO_SVC_ARGS = ("--publish-not-ready-addresses=true",)
+
+
 def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
     """``batch.volcano.sh/v1alpha1`` Job: one pod per node, every pod runs the launcher."""
     d = job.distribution
@@ -770,7 +788,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or (d.type == "ps-worker" and task == "worker"):
             entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
         out_tasks.append(entry)
-    plugins: Dict[str, List[str]] = {"svc": [], "env": []}
+    plugins: Dict[str, List[str]] = {"svc": list(VOLCANO_SVC_ARGS), "env": []}
     if ssh:
         plugins["ssh"] = []
     plugins.update({k: list(v) for k, v in options.volcano_plugins.items()})

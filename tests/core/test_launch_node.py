@@ -190,3 +190,43 @@ def test_launch_sshd_starts_the_images_sshd_before_the_command(tmp_path):
                           str(marker)], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "sshd first: True" in out.stdout
+
+
+def test_a_master_that_never_resolves_fails_the_node_naming_it(tmp_path):
+    """Issue 28 #3.  After 60 s the launcher kept the name, local_ip_towards() fell back to
+    127.0.0.1 and the node exported GLOO_SOCKET_IFNAME=lo: its ranks could reach no peer while
+    the others waited for them.  Now it waits up to the peer timeout, then fails with one line
+    that names the address (a ``.invalid`` name never resolves: RFC 6761 section 6.4), and runs
+    nothing."""
+    ran = tmp_path / "ran"
+    env = {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "1", "CLOUDTRAIN_MASTER_ADDR": "node-0.ct-test.invalid",
+           "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out"), "CLOUDTRAIN_PEER_TIMEOUT": "1"}
+    proc = launch(["--type", "none", "--", "touch", str(ran)], env)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("cloudtrain launch: ")
+    assert "node-0.ct-test.invalid" in proc.stderr and "CLOUDTRAIN_PEER_TIMEOUT" in proc.stderr
+    assert not ran.exists()
+    # --print runs nothing and waits for nothing: it keeps the name
+    shown = launch(["--print", "--type", "none", "--", "true"], env)
+    assert shown.returncode == 0, shown.stderr
+
+
+def test_the_master_address_is_waited_for_while_its_record_is_missing(monkeypatch):
+    """A pod's DNS record appears once the pod is Ready: the lookup is retried until then."""
+    import socket
+    from cloudtrain.launch import main as launch_module
+    from cloudtrain.launch.topology import Topology
+    real, calls = socket.getaddrinfo, []
+
+    def not_yet(host, *args, **kwargs):
+        calls.append(host)
+        if host == "node-0.ct-test.invalid":
+            if len(calls) < 3:
+                raise socket.gaierror(socket.EAI_NONAME, "not yet")
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", not_yet)
+    monkeypatch.setattr(launch_module, "PEER_TIMEOUT", 60.0)
+    topology = Topology(platform="test", node_rank=1, num_nodes=2, master_addr="node-0.ct-test.invalid")
+    assert launch_module.master_address(topology) == "127.0.0.1" and len(calls) == 3

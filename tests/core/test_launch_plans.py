@@ -225,6 +225,10 @@ def test_mpi_ranks_go_through_the_rank_shim_and_get_the_final_environment():
     ({"PMI_RANK": "2", "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1"},
      {"RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}),
     ({}, {}),
+    # issue 28 #2: torchrun's MASTER_ADDR/MASTER_PORT too (node 0, where rank 0 runs)
+    ({"OMPI_COMM_WORLD_RANK": "3", "CLOUDTRAIN_MASTER_ADDR": "mj-worker-0.mj.ns.svc", "CLOUDTRAIN_MASTER_PORT": "29500",
+      "MASTER_ADDR": "10.0.0.9"},
+     {"RANK": "3", "MASTER_ADDR": "mj-worker-0.mj.ns.svc", "MASTER_PORT": "29500"}),
 ])
 def test_rank_shim_maps_mpi_variables(environ, expected):
     from cloudtrain.launch.mpirank import rank_environment
@@ -278,3 +282,52 @@ def test_the_store_hook_binds_a_server_store_to_its_host_only():
     assert local == ["0100007F:" + port]  # 127.0.0.1, and not also :: in tcp6
     assert not [l for l in open("/proc/self/net/tcp6").read().splitlines()[1:]
                 if l.split()[1].endswith(":" + port) and l.split()[3] == "0A"]
+
+
+def test_mpirun_forwards_every_efa_preset_to_every_rank():
+    """Issue 28 (likely item, confirmed).  EFA's presets (``cloudtrain_aws.common.EFA_ENV``: sagemaker,
+    ec2, eks) include ``RDMAV_FORK_SAFE``, which libibverbs reads in each process that opens the
+    device: "Setting the environment variable RDMAV_FORK_SAFE or IBV_FORK_SAFE has the same effect
+    as calling ibv_fork_init()" (linux-rdma/rdma-core libibverbs/man/ibv_fork_init.3.md).  Ranks
+    that mpirun starts on other nodes get only what ``-x`` names (Open MPI's mpirun(1): "-x Export
+    the specified environment variables to the remote nodes"), so every preset must be named."""
+    from cloudtrain_aws.common import EFA_ENV
+    environ = dict(EFA_ENV, IBV_FORK_SAFE="1", RDMAV_HUGEPAGES_SAFE="1")
+    line = " ".join(plans.plan(topo(), settings("mpi"), environ).argv)
+    for name in environ:
+        assert f"-x {name} " in line
+
+
+def test_the_store_hook_fails_as_tcpstore_does_on_a_port_in_use():
+    """Two nodes of a local job on one machine both match the c10d endpoint 127.0.0.1, so both try
+    to host torchrun's store; torch's c10d backend joins as a client when the server fails with
+    the RuntimeError TCPStore raises (torch/distributed/elastic/rendezvous/
+    c10d_rendezvous_backend.py, _create_tcp_store: ``except (ValueError, RuntimeError,
+    TimeoutError)``).  An OSError from the hook ended the second node instead."""
+    import torch.distributed as torch
+    from cloudtrain.launch import loopback_site
+
+    class Store(torch.TCPStore):
+        pass
+
+    loopback_site.patch(Store)
+    first = Store("127.0.0.1", 0, 1, True)
+    with pytest.raises(RuntimeError):
+        Store("127.0.0.1", first.port, 1, True)
+    assert Store("127.0.0.1", first.port, 1, False)   # the fallback: a client of the first
+
+
+def test_elastic_ddp_gives_every_rendezvous_round_its_own_store():
+    """Issue 28 #1.  torch shares the agents' store with the workers, set up in the first round
+    only, so a pod the platform re-created (it joins a later round) waits for the first round's
+    MASTER_ADDR key under the new round's prefix and the job hangs (torch/distributed/elastic/
+    rendezvous/dynamic_rendezvous.py, next_rendezvous; tests/e2e/test_kubeflow_restarts.py runs
+    it).  ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` is torch's own switch for a store per round."""
+    t = topo(rank=1)
+    assert plans.plan(t, settings(max_restarts=1), {}).env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert plans.plan(t, settings(min_nodes=2), {}).env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in plans.plan(t, settings(), {}).env  # static: no store per round
+    local = Topology(platform="local", node_rank=1, num_nodes=2, hosts=["127.0.0.1"] * 2)
+    argv = plans.plan(local, settings(max_restarts=1, node_ip="127.0.0.1", loopback=True), {}).argv
+    assert argv[argv.index("--local-addr") + 1] == "127.0.0.1"   # each round's store stays on loopback
+    assert "--local-addr" not in plans.plan(t, settings(max_restarts=1), {}).argv

@@ -50,7 +50,14 @@ def patch(store_class):
         given = dict(zip(_ARGS, args))
         given.update(kwargs)
         if given.get("is_master") and given.get("master_listen_fd") is None and "host_name" in given:
-            given["master_listen_fd"] = bound_socket(given["host_name"], int(given.get("port") or 0)).detach()
+            try:
+                sock = bound_socket(given["host_name"], int(given.get("port") or 0))
+            except OSError as exc:
+                # what TCPStore raises itself (DistNetworkError is a RuntimeError): torchrun's c10d
+                # backend then joins, as a client, the store another node on this machine hosts
+                raise RuntimeError("the server socket has failed to bind to %s:%s (%s)"
+                                   % (given["host_name"], given.get("port"), exc)) from exc
+            given["master_listen_fd"] = sock.detach()
         original(self, **given)
 
     store_class.__init__ = __init__

@@ -59,12 +59,7 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         command = shlex.split(command[0])
     command = with_python_found(command, environ)
     nproc = args.nproc_per_node or topology.nproc_per_node or 1
-    try:
-        # peers' DNS records may lag behind this node's start; --print waits for nothing
-        wait = 60 if topology.num_nodes > 1 and not getattr(args, "print_only", False) else 0
-        master_ip = netif.resolve(topology.master_addr, timeout=wait)
-    except OSError:
-        master_ip = topology.master_addr
+    master_ip = master_address(topology, print_only=getattr(args, "print_only", False))
     node_ip = netif.local_ip_towards(master_ip)
     iface = environ.get("CLOUDTRAIN_IFNAME") or netif.interface_for(node_ip)
     distribution = args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp"
@@ -86,6 +81,30 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         mpi_major=_open_mpi_major() if distribution == "mpi" and topology.is_master else None,
         loopback=netif.is_loopback(master_ip),
     )
+
+
+class MasterUnresolved(Exception):
+    """Node 0's address did not resolve within the peer timeout."""
+
+
+def master_address(topology: Topology, print_only: bool = False) -> str:
+    """Node 0's IP address.  Its DNS record may appear well after this node starts (Volcano's
+    and PyTorchJob's headless Services publish a pod once it is Ready, which a large image pull
+    delays by minutes), so a node of a multi-node job waits up to the peer timeout, then raises
+    ``MasterUnresolved``: a guess (loopback) would leave this node's ranks unable to reach any
+    peer while the others wait for it.  One node, or ``--print``, waits for nothing and keeps a
+    name that does not resolve."""
+    if topology.num_nodes == 1 or print_only:
+        try:
+            return netif.resolve(topology.master_addr)
+        except OSError:
+            return topology.master_addr
+    try:
+        return netif.resolve(topology.master_addr, timeout=PEER_TIMEOUT)
+    except OSError:
+        raise MasterUnresolved("node 0's address %s did not resolve within %.0fs (CLOUDTRAIN_PEER_TIMEOUT); "
+                               "is node 0 running, and does this node's DNS know it?"
+                               % (topology.master_addr, PEER_TIMEOUT))
 
 
 def _on_path(name: str, environ) -> bool:
@@ -310,6 +329,9 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
             return EXIT_OK
         settings = settings_for(args, topology, environ)
         plan = plans.plan(topology, settings, environ)
+    except MasterUnresolved as exc:
+        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        return EXIT_JOB_FAILED
     except (ValueError, OSError, detectors.DetectionError) as exc:
         print("cloudtrain launch: %s" % exc, file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -2,8 +2,10 @@
 
 mpirun/horovodrun start the ranks; Open MPI (``OMPI_COMM_WORLD_*``), MPICH/Hydra (``PMI_*``)
 and Intel MPI name them differently.  This shim exports ``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``CLOUDTRAIN_NODE_RANK`` from them, then execs the
-command, so a script reads the same variables under every launcher.  Standard library only.
+``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``CLOUDTRAIN_NODE_RANK`` from them, and ``MASTER_ADDR``/
+``MASTER_PORT`` (node 0, where rank 0 runs, and the job's master port) from the launcher's
+``CLOUDTRAIN_MASTER_ADDR``/``_PORT``, then execs the command, so a script reads the same
+variables under every launcher (torch's ``env://``, DeepSpeed over MPI).  Standard library only.
 """
 from __future__ import annotations
 
@@ -28,6 +30,10 @@ def rank_environment(environ: Mapping[str, str]) -> Dict[str, str]:
             if environ.get(name):
                 env[target] = environ[name]
                 break
+    # -H lists node 0 first and --map-by slot fills its slots first: rank 0 runs on the master
+    for target, source in (("MASTER_ADDR", "CLOUDTRAIN_MASTER_ADDR"), ("MASTER_PORT", "CLOUDTRAIN_MASTER_PORT")):
+        if environ.get(source):
+            env[target] = environ[source]
     nproc = environ.get("CLOUDTRAIN_NPROC_PER_NODE", "")
     if "RANK" in env and nproc.isdigit() and int(nproc) > 0:
         # -H lists every node's slots in node order and --map-by slot fills them in order

@@ -21,8 +21,11 @@ FORWARDED_ALWAYS = (
     "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",
     "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+    "IBV_FORK_SAFE",  # libibverbs: same as RDMAV_FORK_SAFE (rdma-core libibverbs/man/ibv_fork_init.3.md)
 )
-FORWARDED_PREFIXES = ("CLOUDTRAIN_", "NCCL_", "UCX_", "FI_", "HOROVOD_")
+# RDMAV_: libibverbs' own settings (RDMAV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE; EFA presets set the first),
+# read in every rank that opens the device, so every rank must see them.
+FORWARDED_PREFIXES = ("CLOUDTRAIN_", "NCCL_", "UCX_", "FI_", "HOROVOD_", "RDMAV_")
 _PYTHON = re.compile(r"^(.*/)?python(\d(\.\d+)?)?$")
 
 
@@ -108,17 +111,31 @@ def forwarded_names(environ, settings: Settings) -> List[str]:
     return sorted(names)
 
 
+def elastic(topology: Topology, s: Settings) -> bool:
+    """Restarts or a node range need every node to (re-)rendezvous: c10d, not static."""
+    return s.max_restarts > 0 or (s.min_nodes is not None and s.min_nodes < topology.num_nodes)
+
+
+# torch >= 2.4 shares the agents' c10d store with the workers, set up in the first round only: a
+# node that joins a later round (a pod the platform re-created) waits for the first round's
+# MASTER_ADDR key under the new round's prefix, which nobody writes (torch/distributed/elastic/
+# rendezvous/dynamic_rendezvous.py, next_rendezvous); and a later attempt's workers read the
+# earlier attempt's keys.  Not shared, every round gets its own store (RendezvousStoreInfo.build).
+UNSHARED_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
 def torchrun(topology: Topology, s: Settings) -> List[str]:
     split = _split_python(s.command)
     argv = [split[0], "-m", "torch.distributed.run"] if split else ["torchrun"]
-    elastic = s.max_restarts > 0 or (s.min_nodes is not None and s.min_nodes < topology.num_nodes)
-    nnodes = str(topology.num_nodes) if not elastic or s.min_nodes is None else "%d:%d" % (s.min_nodes, topology.num_nodes)
+    c10d = elastic(topology, s)
+    nnodes = str(topology.num_nodes) if not c10d or s.min_nodes is None else "%d:%d" % (s.min_nodes, topology.num_nodes)
     argv += ["--nnodes", nnodes, "--nproc-per-node", str(s.nproc_per_node)]
-    if elastic:
-        # Restarts and a node range need every node to (re-)rendezvous: c10d, not static.
+    if c10d:
         argv += ["--rdzv-backend", "c10d",
                  "--rdzv-endpoint", "%s:%d" % (topology.master_addr, topology.master_port),
                  "--rdzv-id", s.job_id, "--max-restarts", str(s.max_restarts)]
+        if s.loopback:  # each round's store on this node's address, not the machine's name's
+            argv += ["--local-addr", s.node_ip]
     else:
         # Static rendezvous: no polling, the node rank is known (c10d cost ~15% of a short job).
         argv += ["--node-rank", str(topology.node_rank), "--master-addr", topology.master_addr,
@@ -339,6 +356,8 @@ def _plan(topology: Topology, s: Settings, environ) -> Plan:
               "MASTER_ADDR": topology.master_addr, "MASTER_PORT": str(topology.master_port)}
     d = s.distribution
     if d == "ddp":
+        if elastic(topology, s):
+            env.update(UNSHARED_STORE)
         return Plan("exec", torchrun(topology, s), env)
     if d == "deepspeed":
         if topology.num_nodes == 1:

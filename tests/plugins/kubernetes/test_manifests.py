@@ -202,7 +202,7 @@ def test_volcano_job_tasks_and_policies(type_, tasks):
     assert obj["apiVersion"] == "batch.volcano.sh/v1alpha1" and obj["kind"] == "Job"
     assert [(t["name"], t["replicas"]) for t in spec["tasks"]] == tasks
     assert spec["minAvailable"] == 4 and spec["queue"] == "research" and spec["schedulerName"] == "volcano"
-    assert spec["plugins"]["svc"] == [] and spec["plugins"]["env"] == []
+    assert spec["plugins"]["svc"] == ["--publish-not-ready-addresses=true"] and spec["plugins"]["env"] == []
     assert ("ssh" in spec["plugins"]) == (type_ in ("mpi", "horovod"))
     assert spec["maxRetry"] == 0 and {"event": "PodFailed", "action": "AbortJob"} in spec["policies"]
     completes = [t["name"] for t in spec["tasks"] if {"event": "TaskCompleted", "action": "CompleteJob"} in t.get("policies", [])]
