@@ -102,9 +102,10 @@ def wait_until(predicate, timeout=60.0, what="the page to change"):
 
 
 def row_state(driver, handle):
-    from selenium.webdriver.common.by import By
-    rows = driver.find_elements(By.CSS_SELECTOR, f'#jobs tbody tr[data-handle="{handle}"] .state')
-    return rows[0].get_attribute("data-state") if rows else None
+    """The state the job's row shows, read in one step (the badge is redrawn when it changes)."""
+    return driver.execute_script(
+        "const b = document.querySelector(`#jobs tbody tr[data-handle='${arguments[0]}'] .state`);"
+        "return b ? b.dataset.state : null;", handle)
 
 
 def shot(driver, name):
@@ -174,12 +175,16 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
 
         # a state change appears without a reload: the gated job finishes, and the cloud job starts
         marker = browser.execute_script("window.__noReload = 1; return window.__noReload;")
+        browser.execute_script("window.__row = document.querySelector(`#jobs tbody tr[data-handle='${arguments[0]}']`);",
+                               waiting)
         gate.write_text("go")
         aws.set_training(cloud.rsplit("/", 1)[-1], "InProgress", "Training")
         run_cli("list", "--refresh", env=env, check=0)  # what `list` read from the platform, the page shows
         wait_until(lambda: row_state(browser, waiting) == "SUCCEEDED", what="SUCCEEDED without a reload")
         wait_until(lambda: row_state(browser, cloud) == "RUNNING", what="the cloud job RUNNING without a reload")
         assert browser.execute_script("return window.__noReload;") == marker
+        # the row changed where it stands (a user reading or selecting it keeps it)
+        assert browser.execute_script("return document.contains(window.__row) && window.__row.dataset.handle;") == waiting
 
         # filters
         browser.find_element(By.ID, "f-text").send_keys("chatty")
@@ -212,9 +217,12 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
         browser.find_element(By.ID, "tab-resources").click()
         browser.find_element(By.ID, "r-accelerator").send_keys("A100")
         browser.find_element(By.CSS_SELECTOR, "#res-filters button").click()
-        wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#resources tbody tr"), what="catalog rows")
-        providers = {r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#resources tbody tr")}
-        assert {"sagemaker", "ec2", "azure"} <= providers
+        rows = wait_until(lambda: _resource_rows(browser, "A100"), what="the A100 catalog rows")
+        assert {"sagemaker", "ec2", "azure"} <= {r[0] for r in rows}
+        priced = [r for r in rows if r[6] != "-"]
+        assert priced and all(r[6].endswith(("USD", "CNY")) for r in priced)  # the catalogs' sourced prices
+        values = [float(r[6].split()[0]) for r in priced]
+        assert values == sorted(values)  # cheapest first
         shot(browser, "resources")
 
         # a browser without the token (no cookie) gets no page
@@ -224,6 +232,13 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
         assert not browser.find_elements(By.ID, "jobs")
     finally:
         ui.close()
+
+
+def _resource_rows(driver, accelerator):
+    """The resources table's cells, once every row is of ``accelerator`` (the filtered answer)."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#resources tbody tr')].map(tr => [...tr.children].map(td => td.textContent));")
+    return rows if rows and all(accelerator in r[2] for r in rows) else None
 
 
 def _alert(driver):

@@ -57,28 +57,54 @@ function stateBadge(state) {
   return el("span", {class: "state s-" + state, "data-state": state}, state);
 }
 
-function jobRow(j) {
+function jobCells(j) {
   const provider = j.emulated ? `${j.provider} (${j.emulated})` : j.provider;
-  const reason = j.message ? el("span", {class: "reason"}, j.message) : "";
   const nodes = (j.nodes || 1) + " × " + (j.instance_type || "-") + (j.spot ? " spot" : "");
-  const tr = el("tr", {"data-handle": j.handle},
-    el("td", {}, j.name || j.job_id),
-    el("td", {}, provider),
-    el("td", {class: "state-cell"}, stateBadge(j.state), reason),
-    el("td", {}, nodes),
-    el("td", {class: "num"}, j.restarts || 0),
-    el("td", {}, when(j.started_at)),
-    el("td", {class: "num"}, j.duration_text),
-    el("td", {class: "num"}, j.rate == null ? "-" : money(j.rate, j.currency)),
-    el("td", {class: "num"}, money(j.cost, j.currency)));
+  return [j.name || j.job_id, provider, null, nodes, String(j.restarts || 0), when(j.started_at), j.duration_text,
+    j.rate == null ? "-" : money(j.rate, j.currency), money(j.cost, j.currency)];
+}
+
+function newJobRow(j) {
+  const tr = el("tr", {"data-handle": j.handle});
+  jobCells(j).forEach((text, i) => tr.append(el("td", {class: [4, 6, 7, 8].includes(i) ? "num" : (i === 2 ? "state-cell" : "")})));
   tr.addEventListener("click", () => openJob(j.handle));
   return tr;
+}
+
+// A row is updated where it stands, and only the cells whose text changed: the table refreshes
+// every 2 s, and a user reading or selecting a row must not have it replaced under them.
+function fillJobRow(tr, j) {
+  const cells = tr.children;
+  jobCells(j).forEach((text, i) => {
+    if (i === 2) {
+      const key = j.state + "\u0000" + (j.message || "");
+      if (cells[2].dataset.key !== key) {
+        cells[2].dataset.key = key;
+        cells[2].replaceChildren(stateBadge(j.state), j.message ? el("span", {class: "reason"}, j.message) : "");
+      }
+    } else if (cells[i].textContent !== text) {
+      cells[i].textContent = text;
+    }
+  });
+}
+
+function showJobs(body, jobs) {
+  const rows = new Map([...body.children].map(tr => [tr.dataset.handle, tr]));
+  let before = body.firstChild;
+  for (const j of jobs) {
+    let tr = rows.get(j.handle);
+    rows.delete(j.handle);
+    if (!tr) tr = newJobRow(j);
+    fillJobRow(tr, j);
+    if (tr !== before) body.insertBefore(tr, before); else before = before.nextSibling;
+  }
+  for (const gone of rows.values()) gone.remove();
 }
 
 async function loadJobs() {
   const data = await getJSON("/api/jobs?" + filters().toString());
   const body = document.querySelector("#jobs tbody");
-  body.replaceChildren(...data.jobs.map(jobRow));
+  showJobs(body, data.jobs);
   if (!window.__firstRows && data.jobs.length) {  // bench/bench_ui.py reads when the first rows were drawn
     window.__firstRows = true;
     requestAnimationFrame(() => performance.mark("cloudtrain-first-rows"));
@@ -236,13 +262,15 @@ async function loadResources(ev) {
   error.textContent = "";
   try {
     const data = await getJSON("/api/resources?" + q.toString());
-    const rows = data.rows.slice().sort((a, b) => (a.price ?? Infinity) - (b.price ?? Infinity));
+    const rate = r => r.rate ?? r.price;  // the region's rate where the catalog has one
+    const rows = data.rows.slice().sort((a, b) => (rate(a) ?? Infinity) - (rate(b) ?? Infinity));
     document.querySelector("#resources tbody").replaceChildren(...rows.map(r => el("tr", {},
       el("td", {}, r.provider), el("td", {}, r.instance_type),
       el("td", {}, `${r.count || ""} × ${r.accelerator || "-"}`), el("td", {class: "num"}, r.vcpus ?? "-"),
       el("td", {class: "num"}, r.memory_gb ?? "-"), el("td", {}, r.network || "-"),
-      el("td", {class: "num"}, r.price == null ? "-" : money(r.price, r.currency)),
-      el("td", {class: "num"}, r.spot_price == null ? "-" : money(r.spot_price, r.currency)))));
+      el("td", {class: "num"}, rate(r) == null ? "-" : money(rate(r), r.currency)),
+      el("td", {class: "num"}, r.spot_rate == null ? "-" : money(r.spot_rate, r.currency)),
+      el("td", {title: r.price_note || ""}, r.rate_region || (rate(r) == null ? (r.price_note ? "no price: see note" : "-") : "-")))));
   } catch (e) {
     error.textContent = e.message;
   }
