@@ -95,18 +95,22 @@ LEDGER_COLUMNS = ("handle", "provider", "job_id", "name", "profile", "instance_t
                   "currency", "submitted_at", "started_at", "ended_at", "state", "restarts", "emulated", "message",
                   "tried", "refreshed_at")
 _LIVE = "(SELECT COUNT(*) FROM restarts r WHERE r.job_id = j.id)"
-LEDGER_VIEW = f"""
+# The view's two parts: the ledger's rows (with a local job's live columns from ``jobs``), and
+# the local jobs that never went through the ledger.  ``ledger_rows`` orders and limits each part
+# on its own first, so the newest N come from the submitted_at index, not a sort of every row.
+LEDGER_PARTS = (f"""
 SELECT l.handle, l.provider, l.job_id, l.name, l.profile, l.instance_type, COALESCE(j.nodes, l.nodes) AS nodes,
        l.spot, l.rate, l.currency, l.submitted_at, COALESCE(j.started_at, l.started_at) AS started_at,
        COALESCE(j.ended_at, l.ended_at) AS ended_at, COALESCE(j.state, l.state) AS state,
        CASE WHEN j.id IS NULL THEN l.restarts ELSE {_LIVE} END AS restarts, l.emulated,
        COALESCE(j.message, l.message) AS message, l.tried, l.refreshed_at, j.id IS NOT NULL AS local
-FROM ledger l LEFT JOIN jobs j ON j.id = l.job_id AND j.provider = l.provider
-UNION ALL
-SELECT j.provider || '://' || j.id, j.provider, j.id, j.name, NULL, NULL, j.nodes, NULL, NULL, NULL, j.created_at,
-       j.started_at, j.ended_at, j.state, {_LIVE}, NULL, j.message, NULL, NULL, 1
-FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.job_id = j.id AND l.provider = j.provider)
-"""
+FROM ledger l LEFT JOIN jobs j ON j.id = l.job_id AND j.provider = l.provider""", f"""
+SELECT j.provider || '://' || j.id AS handle, j.provider, j.id AS job_id, j.name, NULL AS profile,
+       NULL AS instance_type, j.nodes, NULL AS spot, NULL AS rate, NULL AS currency, j.created_at AS submitted_at,
+       j.started_at, j.ended_at, j.state, {_LIVE} AS restarts, NULL AS emulated, j.message, NULL AS tried,
+       NULL AS refreshed_at, 1 AS local
+FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.job_id = j.id AND l.provider = j.provider)""")
+LEDGER_VIEW = "\nUNION ALL\n".join(LEDGER_PARTS)
 # Columns added since the first release: (table, column, type).  A store made before them gets
 # them on first open (``migrate``).
 ADDED_COLUMNS = (("jobs", "supervisor_start", "INTEGER"), ("nodes", "pid_start", "INTEGER"))
@@ -323,9 +327,14 @@ class Store:
     def ledger_rows(self, where: str = "", params: tuple = (), limit: Optional[int] = None) -> List[sqlite3.Row]:
         """The ledger (every provider's submissions, and the local jobs) newest first; ``where``:
         an SQL condition over ``LEDGER_VIEW``'s columns."""
-        sql = f"SELECT * FROM ({LEDGER_VIEW}) {'WHERE ' + where if where else ''} ORDER BY submitted_at DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        cond = f"WHERE {where}" if where else ""
+        if limit is None:
+            sql = f"SELECT * FROM ({LEDGER_VIEW}) {cond} ORDER BY submitted_at DESC"
+        else:  # each part's newest first (its index), then the newest of both
+            top = f"ORDER BY submitted_at DESC LIMIT {int(limit)}"
+            sql = (" UNION ALL ".join(f"SELECT * FROM (SELECT * FROM ({part}) {cond} {top})" for part in LEDGER_PARTS)
+                   + f" {top}")
+            params = tuple(params) * len(LEDGER_PARTS)
         with self._connect() as db:
             return db.execute(sql, params).fetchall()
 
