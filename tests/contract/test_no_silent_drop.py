@@ -97,7 +97,12 @@ PROBES: Dict[str, Tuple[List[Any], Dict[str, Any]]] = {
     "spot": ([True], {}),
     "max_runtime": (["2h"], {}),
     "max_restarts": ([2], {}),
+    # sent nowhere: cloudtrain refuses the job before anything is sent (BEFORE_SUBMIT); every
+    # catalog's cheapest type costs more than a cent an hour, a provider without prices refuses any cap
+    "max_hourly_cost": ([0.01], {}),
 }
+if "setup" in JobSpec.model_fields:  # issue 30 item 6 (branch newuser): a command run on every node before the launcher
+    PROBES["setup"] = (["pip install -r requirements.txt"], {})
 NOT_NEUTRAL = {"providers"}  # each provider's own section: its Options model, tests/contract/test_provider_contract.py
 
 
@@ -143,12 +148,26 @@ def settings(provider: str) -> Dict[str, Any]:
     return dict(plugins.get_provider_class(provider).required)
 
 
+def cost_cap(job, provider: str) -> None:
+    from cloudtrain.prices import check_max_hourly_cost, estimate
+    check_max_hourly_cost(job, estimate(job, provider))
+
+
+# Fields no platform request carries: cloudtrain applies them itself in Provider.validate(submit=True),
+# after the provider's preflight (which needs the account); the probe applies the same check after render.
+BEFORE_SUBMIT = {"max_hourly_cost": cost_cap}
+
+
 def outcome(provider: str, data: Dict[str, Any]):
     """(the rendered request as JSON or None, the error or None, the warnings' texts)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            rendered = plugins.get_provider(provider).render(job_from_dict(data))
+            job = job_from_dict(data)
+            rendered = plugins.get_provider(provider).render(job)
+            for field, check in BEFORE_SUBMIT.items():
+                if field in data:
+                    check(job, provider)
         except BadInput as exc:
             return None, exc, [str(w.message) for w in caught]
     return rendered.to_json(), None, [str(w.message) for w in caught]
