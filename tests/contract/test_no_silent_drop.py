@@ -26,6 +26,10 @@ as it should):
   reads them only with GPUs) and on tione/modelarts (the configured ``instance_type``/``flavor_id``
   wins in silence, issue 30 item 4, fid-cn; likewise ``resources.accelerator`` and
   ``gpus_per_node`` on modelarts); ``resources.shm_gb`` on sagemaker, ec2, tione, modelarts.
+
+Branch drops fixed those left after fid-cn and fid-kube merged (each outcome pinned to its source
+in test_drops_pinned.py); ``image`` on ec2 is fid-aws's (a warning at validate).  ``max_hourly_cost``
+is in no request: cloudtrain applies it before submit (``BEFORE_SUBMIT``).
 """
 from __future__ import annotations
 
