@@ -329,3 +329,23 @@ def check_minimums(job: JobSpec, rules: InstanceRules, choice: Optional[Choice],
     raise job_error(job, loc, f"{row.instance_type} has {row.vcpus or 0:g} vCPUs and {row.memory_gb or 0:g} GiB, but "
                               f"the job asks for {_minimums(r)} (resources); make them agree, or drop "
                               f"{'.'.join(loc)} and let resources choose")
+
+
+def cpu_default(job: JobSpec, rules: InstanceRules, default: Instance) -> Choice:
+    """A job that asks for no accelerator and names no type: ``smallest_cpu`` when the catalog
+    lists CPU-only types, else ``default``, the provider's own type for such a job (its vCPUs
+    and memory given with it); exit 2 when the job's ``cpus_per_node``/``memory_gb`` need more
+    than it has: a catalog without CPU-only rows has nothing bigger to choose, and a minimum is
+    never dropped in silence (issue 28 item 5)."""
+    found = smallest_cpu(job, rules)
+    if found is not None:
+        return found
+    r = job.resources
+    if not default.fits(r.cpus_per_node, r.memory_gb):
+        loc = ("resources", "cpus_per_node" if r.cpus_per_node and (default.vcpus or 0) < r.cpus_per_node
+               else "memory_gb")
+        raise job_error(job, loc, f"the job asks for {_minimums(r)}, more than {default.instance_type} "
+                                  f"({default.vcpus or 0:g} vCPUs, {default.memory_gb or 0:g} GiB), {rules.provider}'s "
+                                  "type for a job without accelerators; its catalog lists no CPU-only type to choose "
+                                  f"a bigger one from: set providers.{rules.provider}.{rules.option} to one that has them")
+    return Choice(default.instance_type, None)

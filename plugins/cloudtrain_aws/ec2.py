@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from cloudtrain import shipping, storage
 from cloudtrain.cloud import timestamp
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
-from cloudtrain.instances import Choice, choose
+from cloudtrain.catalog import Instance
+from cloudtrain.instances import Choice, choose, cpu_default
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.launch.unpack import bootstrap_argv
@@ -98,6 +99,9 @@ class Ec2Options(BaseModel):
     run_label: Optional[str] = Field(None, description="any label: changing it makes an otherwise identical job a new one (the spec hash changes)")
 
 
+CPU_DEFAULT = Instance("m5.xlarge", vcpus=4, memory_gb=16)  # EC2 User Guide, general purpose: m5.xlarge 4 vCPUs, 16 GiB
+
+
 class Ec2Provider(AwsProvider):
     name = "ec2"
     description = "EC2 instances run through AWS Systems Manager"
@@ -135,7 +139,7 @@ class Ec2Provider(AwsProvider):
     def instance(job: JobSpec, options: Ec2Options) -> Choice:
         """The instance type (from the catalog: resources.accelerator x gpus_per_node, or the named
         one, checked); m5.xlarge for a job without GPUs."""
-        return choose(job, EC2_RULES, options.instance_type) or Choice("m5.xlarge", None)
+        return choose(job, EC2_RULES, options.instance_type) or cpu_default(job, EC2_RULES, CPU_DEFAULT)
 
     @classmethod
     def instance_type(cls, job: JobSpec, options: Ec2Options) -> str:
@@ -268,6 +272,8 @@ class Ec2Provider(AwsProvider):
             "  rm -rf code && mv code.part code",
             "fi",
         ]
+        if job.resources.shm_gb:  # the AMI's /dev/shm: a tmpfs the kernel sizes at half the memory (tmpfs(5))
+            lines += ["STEP='sizing /dev/shm'", f"mount -o remount,size={int(job.resources.shm_gb * 1024)}m /dev/shm"]
         if self.uses_ssh(job):
             port = options.ssh_port
             lines += [

@@ -21,7 +21,8 @@ from cloudtrain.launch import sshd
 from cloudtrain.launch.unpack import BOOTSTRAP
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.cloud import timestamp
-from cloudtrain.instances import Choice, choose
+from cloudtrain.catalog import Instance
+from cloudtrain.instances import Choice, choose, cpu_default
 from cloudtrain.errors import CloudtrainWarning, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
@@ -82,8 +83,16 @@ class SageMakerOptions(BaseModel):
     run_label: Optional[str] = Field(None, description="any label: changing it makes an otherwise identical job a new one (the spec hash changes)")
 
 
+# ml.m5.xlarge: 4 vCPUs, 16 GiB (aws.amazon.com/sagemaker/pricing, "Instance details"; EC2's m5.xlarge)
+CPU_DEFAULT = Instance("ml.m5.xlarge", vcpus=4, memory_gb=16)
+
+
 class SageMakerProvider(AwsProvider):
     name = "sagemaker"
+    # botocore's SageMaker service model: no member of CreateTrainingJob's input (ResourceConfig:
+    # InstanceType, InstanceCount, VolumeSizeInGB, ...) sizes the container's /dev/shm
+    refused_fields = {"resources.shm_gb": "SageMaker's CreateTrainingJob has no shared-memory (/dev/shm) setting: "
+                                          "the platform sizes it"}
     description = "Amazon SageMaker training jobs (CreateTrainingJob)"
     Options = SageMakerOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
@@ -160,7 +169,7 @@ class SageMakerProvider(AwsProvider):
     def instance(job: JobSpec, options: SageMakerOptions) -> Choice:
         """The ml.* instance type (from the catalog: resources.accelerator x gpus_per_node, or the
         named one, checked); ml.m5.xlarge for a job without GPUs."""
-        return choose(job, SAGEMAKER_RULES, options.instance_type) or Choice("ml.m5.xlarge", None)
+        return choose(job, SAGEMAKER_RULES, options.instance_type) or cpu_default(job, SAGEMAKER_RULES, CPU_DEFAULT)
 
     @classmethod
     def instance_type(cls, job: JobSpec, options: SageMakerOptions) -> str:

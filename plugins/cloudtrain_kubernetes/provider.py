@@ -195,6 +195,33 @@ class KubernetesProvider(CloudProvider):
     code_optional = True  # code: null: no code ConfigMap, the pods run in the image's workdir
     status_poll = 2.0  # an API server's reads are cheap
 
+    def sized(self, job: JobSpec) -> JobSpec:
+        """``resources.instance_type`` on a cluster whose nodes cloudtrain does not choose by type
+        (no catalog, ``instance_rules()`` None): as docs/job-file.md says, its accelerator and count,
+        from the installed catalog that lists it (exit 2 when none does), said in a warning.  A
+        cluster's nodes are whatever the cluster has: the type's own label
+        (``node.kubernetes.io/instance-type``) is the user's to pin through ``node_selector``."""
+        r = job.resources
+        if not r.instance_type or self.instance_rules() is not None:
+            return job
+        import warnings
+        from cloudtrain.catalog import Catalog
+        from cloudtrain.errors import CloudtrainWarning
+        from cloudtrain.instances import InstanceRules, wanted
+        accelerator, count = wanted(job, InstanceRules(self.name, lambda: Catalog(self.name, [])))
+        warnings.warn(f"resources.instance_type {r.instance_type}: {self.name} does not choose a cluster's nodes by "
+                      f"type; its pods ask for its {accelerator} x {count} instead (resources.accelerator, "
+                      f"gpus_per_node); to pin the type too, set providers.{self.name}.node_selector "
+                      f"{{node.kubernetes.io/instance-type: {r.instance_type}}}", CloudtrainWarning, stacklevel=3)
+        resources = r.model_copy(update={"accelerator": accelerator, "gpus_per_node": count, "instance_type": None})
+        return job.model_copy(update={"resources": resources})
+
+    def validate(self, job: JobSpec, *, submit: bool = False):
+        return super().validate(self.sized(job), submit=submit)
+
+    def render(self, job: JobSpec, *, submit: bool = False) -> Rendered:
+        return super().render(self.sized(job), submit=submit)
+
     def __init__(self, api_client=None, store=None, poll: Optional[float] = None):
         """``api_client``: a ``kubernetes.client.ApiClient`` used for every cluster (tests);
         ``store``: where the cluster of each submitted job is remembered (default: the user's);

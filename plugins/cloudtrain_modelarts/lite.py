@@ -266,6 +266,19 @@ class ModelartsLiteProvider(VolcanoProvider):
                        gpu_resource=options.npu_resource if ascend else options.gpu_resource,
                        node_selector={**(NPU_SELECTOR if ascend else {}), **mopts.node_selector})
 
+    def say_what_ascend_does(self, job: JobSpec, options: LiteOptions) -> None:
+        """What an Ascend pool does with the fields it has no place for, said rather than dropped
+        (issue 28 item 5): the routing guide's manifest names no chip and no RDMA device."""
+        if job.resources.accelerator:
+            warnings.warn(f"resources.accelerator is {job.resources.accelerator}: the pods ask for {options.npu_resource} "
+                          "NPUs on nodes labelled accelerator/huawei-npu: ascend-1980 (the ranktable-routing guide), "
+                          "whichever Ascend chip the pool has: the chip is the pool's, which cloudtrain cannot see "
+                          "offline", CloudtrainWarning, stacklevel=3)
+        if job.network.rdma != "auto":
+            warnings.warn(f"network.rdma is {job.network.rdma}: Ascend nodes reach each other over RoCE through the "
+                          "NPUs' own ports (the mounted /etc/hccn.conf), whatever the job asks; there is no RDMA device "
+                          "to request or leave out", CloudtrainWarning, stacklevel=3)
+
     def check(self, job: JobSpec, options: LiteOptions) -> None:
         super().check(job, options)
         d = job.distribution
@@ -276,6 +289,8 @@ class ModelartsLiteProvider(VolcanoProvider):
             raise self.job_error(job, ("providers", self.name, "rdma_resource"),
                                  f"Ascend nodes get RoCE through the mounted /etc/hccn.conf, not an RDMA device plugin "
                                  f"({options.rdma_resource} would keep the pods Pending); drop rdma_resource")
+        if options.accelerator == "ascend":
+            self.say_what_ascend_does(job, options)
         if options.accelerator == "gpu" and options.routing:
             raise self.job_error(job, ("providers", self.name, "routing"),
                                  "ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend")

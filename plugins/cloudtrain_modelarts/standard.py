@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cloudtrain import shipping, storage
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.accelerators import is_npu
-from cloudtrain.instances import check_minimums, choose, smallest_cpu, wanted
+from cloudtrain.instances import _minimums, check_minimums, choose, smallest_cpu, wanted
 from cloudtrain.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
@@ -147,6 +147,15 @@ def flavor_card(flavor: str) -> Optional[str]:
     for token, name in FLAVOR_CARDS:
         if re.search(rf"(?:^|[.\d]){token}(?:$|[.u\d])", flavor.lower()):
             return name
+    return None
+
+
+def flavor_count(flavor: str) -> Optional[int]:
+    """The card count a flavor id names (``modelarts.vm.gpu.8v100`` -> 8), or None (``.p3.large``)."""
+    for token, _ in FLAVOR_CARDS:
+        found = re.search(rf"(?:^|\.)(\d+){token}(?:$|[.u\d])", flavor.lower())
+        if found:
+            return int(found.group(1))
     return None
 
 
@@ -383,9 +392,18 @@ class ModelartsProvider(CloudProvider):
         the job's accelerator: exit 2 naming both, never a silent override."""
         named = flavor_card(flavor)
         asked = self.accelerator(job, options)
+        field = "resources.accelerator" if job.resources.accelerator else "resources.instance_type"
         if named and asked and chip(asked) != named:
             raise self.job_error(job, loc, f"{flavor} names a {named} flavor, but the job asks for {asked} "
-                                           "(resources); make them agree, or drop flavor_id and let resources choose")
+                                           f"({field}); make them agree, or drop flavor_id and let resources choose")
+        cards, r = flavor_count(flavor), job.resources
+        if cards and r.gpus_per_node and cards != r.gpus_per_node:
+            raise self.job_error(job, loc, f"{flavor} names {cards} cards per node, but resources.gpus_per_node is "
+                                           f"{r.gpus_per_node}; make them agree, or drop flavor_id and let resources choose")
+        if r.cpus_per_node or r.memory_gb:  # a flavor newer than the catalog: its size is the platform's to know
+            warnings.warn(f"{'.'.join(loc)}: {flavor} is not in cloudtrain's ModelArts catalog, so its vCPUs and memory "
+                          f"are unknown offline: resources.cpus_per_node/memory_gb ({_minimums(r)}) are not checked "
+                          "against it (cloudtrain catalog refresh -p modelarts)", CloudtrainWarning, stacklevel=3)
 
     @classmethod
     def instance_rules(cls):

@@ -20,6 +20,9 @@ A rank sees a variable by one of two roads, and both are checked:
    template for every node, in that template; a node that runs no ``cloudtrain launch`` gets the
    launcher's variables from the provider too.
 
+An MPIJob's Worker container runs only sshd (``serves_ssh_only``): it is not a rank's template,
+since the ranks there get the Launcher's forwarded environment, not the pod's.
+
 Failing on main when written: eks and kubeflow MPIJob (``mpi``, ``horovod``): the Launcher lacks
 CLOUDTRAIN_CHECKPOINT_DIR (issue 28 item 8, branch fid-kube fixes it); azure ``mpi``/``horovod``
 ranks lacked CLOUDTRAIN_MASTER_ADDR/PORT/HOSTS, and azure ``ray`` (run without the launcher under
@@ -184,6 +187,13 @@ def runs_rank_shim(node) -> bool:
     return any(isinstance(s, str) and "cloudtrain.launch.mpirank" in s for s in walk(node))
 
 
+def serves_ssh_only(node) -> bool:
+    """An MPIJob Worker's container: it runs sshd and no launcher.  Its ranks are started over ssh
+    by the Launcher's ``mpirun`` (through orted, in sshd's session, never with this container's
+    environment), so what they see is what that ``mpirun`` forwards: road 1, checked above."""
+    return not runs_launcher(node) and any(isinstance(s, str) and re.search(r"/sshd\b", s) for s in walk(node))
+
+
 def node_templates(request) -> List[Any]:
     """What each kind of node is made from: every container of every pod template (Kubernetes),
     else the whole request (one template for every node).  A container without an image is an
@@ -200,7 +210,11 @@ def test_every_node_of_the_render_gets_the_promised_variables(provider, kind):
     if request is None:  # refused at distribution.type: there are no ranks to reach
         return
     needed = {*(set(BY_PROVIDER) - NOT_ON_CLOUDS), INPUT}
-    for index, template in enumerate(node_templates(request)):
+    templates = node_templates(request)
+    for index, template in enumerate(templates):
+        if serves_ssh_only(template):  # its ranks come from a launcher's mpirun: one must run elsewhere
+            assert any(runs_launcher(t) for t in templates), f"{provider} {kind}: ssh hosts and no launcher"
+            continue
         has = names_in(template)
         if not runs_launcher(template):  # nobody else exports the launcher's variables
             wanted = needed | (set(BY_LAUNCHER) - ({"CLOUDTRAIN_NODE_RANK"} if runs_rank_shim(template) else set()))

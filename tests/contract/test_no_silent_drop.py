@@ -26,6 +26,10 @@ as it should):
   reads them only with GPUs) and on tione/modelarts (the configured ``instance_type``/``flavor_id``
   wins in silence, issue 30 item 4, fid-cn; likewise ``resources.accelerator`` and
   ``gpus_per_node`` on modelarts); ``resources.shm_gb`` on sagemaker, ec2, tione, modelarts.
+
+Branch drops fixed those left after fid-cn and fid-kube merged (each outcome pinned to its source
+in test_drops_pinned.py); ``image`` on ec2 is fid-aws's (a warning at validate).  ``max_hourly_cost``
+is in no request: cloudtrain applies it before submit (``BEFORE_SUBMIT``).
 """
 from __future__ import annotations
 
@@ -97,7 +101,17 @@ PROBES: Dict[str, Tuple[List[Any], Dict[str, Any]]] = {
     "spot": ([True], {}),
     "max_runtime": (["2h"], {}),
     "max_restarts": ([2], {}),
+    # sent nowhere: cloudtrain refuses the job before anything is sent (BEFORE_SUBMIT); every
+    # catalog's cheapest type costs more than a cent an hour, a provider without prices refuses any cap
+    "max_hourly_cost": ([0.01], {}),
 }
+if "setup" in JobSpec.model_fields:  # issue 30 item 6 (branch newuser): a command run on every node before the launcher
+    PROBES["setup"] = (["pip install -r requirements.txt"], {})
+# (provider, field, value): the provider's example settings (``required``) already ask for exactly
+# this value, so the request cannot differ; the other values of the probe disagree with the setting
+# and must be refused at it (they are, in the same test).
+AGREES = {("modelarts", "resources.accelerator", "V100"):
+          "flavor_id modelarts.vm.gpu.8v100 is 8 x V100 (check_flavor_card refuses H100 at flavor_id)"}
 NOT_NEUTRAL = {"providers"}  # each provider's own section: its Options model, tests/contract/test_provider_contract.py
 
 
@@ -143,12 +157,26 @@ def settings(provider: str) -> Dict[str, Any]:
     return dict(plugins.get_provider_class(provider).required)
 
 
+def cost_cap(job, provider: str) -> None:
+    from cloudtrain.prices import check_max_hourly_cost, estimate
+    check_max_hourly_cost(job, estimate(job, provider))
+
+
+# Fields no platform request carries: cloudtrain applies them itself in Provider.validate(submit=True),
+# after the provider's preflight (which needs the account); the probe applies the same check after render.
+BEFORE_SUBMIT = {"max_hourly_cost": cost_cap}
+
+
 def outcome(provider: str, data: Dict[str, Any]):
     """(the rendered request as JSON or None, the error or None, the warnings' texts)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            rendered = plugins.get_provider(provider).render(job_from_dict(data))
+            job = job_from_dict(data)
+            rendered = plugins.get_provider(provider).render(job)
+            for field, check in BEFORE_SUBMIT.items():
+                if field in data:
+                    check(job, provider)
         except BadInput as exc:
             return None, exc, [str(w.message) for w in caught]
     return rendered.to_json(), None, [str(w.message) for w in caught]
@@ -177,6 +205,7 @@ def test_a_field_is_rendered_or_refused_or_warned_about(provider, field, monkeyp
         after, error, warned = outcome(provider, with_values(base, {field: value}))
         if error is not None:
             assert refuses(error, [field, *shared]), f"{field}={value!r} on {provider}: refused for another reason: {error}"
-        elif after == before and not any(names_field(text, field) for text in warned):
+        elif after == before and not any(names_field(text, field) for text in warned) \
+                and (provider, field, value) not in AGREES:
             silent.append(value)
     assert not silent, f"{provider} drops {field} in silence (render unchanged, no error, no warning) for {silent}"
