@@ -7,6 +7,13 @@ const COLORS = ["#0b63ce", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#5c940d"
 const REFRESH_MS = 2000;
 let openHandle = null;
 let logSource = null;
+const asked = {jobs: 0, costs: 0, resources: 0};  // an answer to an older question is dropped
+
+async function latest(kind, url) {
+  const ticket = ++asked[kind];
+  const data = await getJSON(url);
+  return ticket === asked[kind] ? data : null;
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -102,7 +109,8 @@ function showJobs(body, jobs) {
 }
 
 async function loadJobs() {
-  const data = await getJSON("/api/jobs?" + filters().toString());
+  const data = await latest("jobs", "/api/jobs?" + filters().toString());
+  if (!data) return;
   const body = document.querySelector("#jobs tbody");
   showJobs(body, data.jobs);
   if (!window.__firstRows && data.jobs.length) {  // bench/bench_ui.py reads when the first rows were drawn
@@ -123,8 +131,8 @@ async function loadJobs() {
 
 async function loadCosts() {
   const since = document.getElementById("f-since").value;
-  const data = await getJSON("/api/costs" + (since ? "?since=" + encodeURIComponent(since) : ""));
-  drawCosts(data);
+  const data = await latest("costs", "/api/costs" + (since ? "?since=" + encodeURIComponent(since) : ""));
+  if (data) drawCosts(data);
 }
 
 function drawCosts(data) {
@@ -261,7 +269,8 @@ async function loadResources(ev) {
   const error = document.getElementById("res-error");
   error.textContent = "";
   try {
-    const data = await getJSON("/api/resources?" + q.toString());
+    const data = await latest("resources", "/api/resources?" + q.toString());
+    if (!data) return;
     const rate = r => r.rate ?? r.price;  // the region's rate where the catalog has one
     const rows = data.rows.slice().sort((a, b) => (rate(a) ?? Infinity) - (rate(b) ?? Infinity));
     document.querySelector("#resources tbody").replaceChildren(...rows.map(r => el("tr", {},
@@ -298,6 +307,11 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   loadJobs();
   loadCosts();
-  setInterval(() => { loadJobs().catch(() => {}); }, REFRESH_MS);
+  let refreshing = false;  // a slow answer is waited for, not overtaken by the next tick's question
+  setInterval(() => {
+    if (refreshing) return;
+    refreshing = true;
+    loadJobs().catch(() => {}).finally(() => { refreshing = false; });
+  }, REFRESH_MS);
   setInterval(() => { loadCosts().catch(() => {}); }, REFRESH_MS * 5);
 });
