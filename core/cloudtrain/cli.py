@@ -164,7 +164,8 @@ def _load_each(args) -> list:
     for provider in names:
         overrides = list(args.overrides)
         if getattr(args, "emulate", None):
-            overrides.append(f"providers.{provider}.emulate={args.emulate}")
+            from .loading import emulate_override
+            overrides.append(emulate_override(provider, args.emulate))
         out.append((load_job(args.job, overrides, provider=provider, settings=settings), provider))
     return out
 

@@ -28,7 +28,7 @@ from cloudtrain.job import JobSpec
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
-from .common import (CODE_DIGEST, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
+from .common import (CODE_DIGEST, S3_URI, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
                      check_secret_ids, env_names_variables, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
 from .instances import SAGEMAKER_RULES, efa_devices, efa_env
 
@@ -217,9 +217,19 @@ class SageMakerProvider(AwsProvider):
             if isinstance(value, str) and "<providers." in value:
                 continue  # a placeholder: submit checks that the option is set
             loc, hint = self.field_of(job, options, request, path)
+            if self.malformed_s3_option(options, loc):
+                continue  # preflight says what is wrong with it, in its own words, once
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
             problems.add(self.job_error(job, loc, f"CreateTrainingJob's {where[1:]} {problem}{hint}"))
         problems.raise_all()
+
+    def malformed_s3_option(self, options: SageMakerOptions, loc: tuple) -> bool:
+        """``loc`` is an S3 option of ours whose value is no s3:// URI at all."""
+        if loc[:2] != ("providers", "sagemaker") or len(loc) < 3 or loc[2] not in self.s3_options:
+            return False
+        value = getattr(options, loc[2], None)
+        values = value.values() if isinstance(value, dict) else [value]
+        return any(v is not None and not S3_URI.match(v) for v in values)
 
     @staticmethod
     def field_of(job: JobSpec, options: SageMakerOptions, request: dict, path: tuple):

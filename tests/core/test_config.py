@@ -238,9 +238,9 @@ def test_validate_lists_every_missing_setting_in_one_run(tmp_path):
     assert proc.returncode == 2
     lines = [line.removeprefix("cloudtrain: error: ") for line in proc.stderr.splitlines()
              if line.startswith("cloudtrain: error: ")]  # (a warning names the Docker Hub image first)
-    assert [line.split(": ")[1] for line in lines] == [
+    assert sorted(line.split(": ")[1] for line in lines) == sorted([  # every one, whichever check finds it first
         "providers.sagemaker.role_arn", "providers.sagemaker.output_s3", "providers.sagemaker.region",
-        "secrets.HF_TOKEN", "providers.sagemaker.code_s3", "providers.sagemaker.secrets_manager"], lines
+        "secrets.HF_TOKEN", "providers.sagemaker.code_s3", "providers.sagemaker.secrets_manager"]), lines
     assert all(line.startswith(f"{job}:") for line in lines)
     submit = run_cli("submit", "-p", "sagemaker", job, env={"AWS_CONFIG_FILE": str(tmp_path / "none"),
                                                               "AWS_DEFAULT_REGION": ""})
