@@ -201,7 +201,7 @@ def test_a_master_that_never_resolves_fails_the_node_naming_it(tmp_path):
     ran = tmp_path / "ran"
     env = {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "1", "CLOUDTRAIN_MASTER_ADDR": "node-0.ct-test.invalid",
            "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out"), "CLOUDTRAIN_PEER_TIMEOUT": "1"}
-    proc = launch(["--type", "none", "--", "touch", str(ran)], env)
+    proc = launch(["--type", "ddp", "--", "touch", str(ran)], env)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("cloudtrain launch: ")
     assert "node-0.ct-test.invalid" in proc.stderr and "CLOUDTRAIN_PEER_TIMEOUT" in proc.stderr
@@ -209,6 +209,18 @@ def test_a_master_that_never_resolves_fails_the_node_naming_it(tmp_path):
     # --print runs nothing and waits for nothing: it keeps the name
     shown = launch(["--print", "--type", "none", "--", "true"], env)
     assert shown.returncode == 0, shown.stderr
+
+
+def test_a_none_job_meets_no_peer_and_does_not_wait_for_node_0s_name(tmp_path):
+    """``none`` runs the command on every node, meeting no peer: node 0 may have ended already
+    (a Docker container that exited leaves the network's DNS), and the others must not wait the
+    peer timeout for its name (a restarted docker job hung 600 s)."""
+    ran = tmp_path / "ran"
+    env = {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "1", "CLOUDTRAIN_MASTER_ADDR": "node-0.ct-test.invalid",
+           "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out"), "CLOUDTRAIN_PEER_TIMEOUT": "3600"}
+    proc = launch(["--type", "none", "--", "touch", str(ran)], env)
+    assert proc.returncode == 0, proc.stderr
+    assert ran.exists()
 
 
 def test_the_master_address_is_waited_for_while_its_record_is_missing(monkeypatch):

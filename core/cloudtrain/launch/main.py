@@ -59,10 +59,12 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         command = shlex.split(command[0])
     command = with_python_found(command, environ)
     nproc = args.nproc_per_node or topology.nproc_per_node or 1
-    master_ip = master_address(topology, print_only=getattr(args, "print_only", False))
+    distribution = args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp"
+    # `none` meets no peer: its nodes need node 0's name, not node 0 (which may have ended
+    # already: a container that has exited leaves Docker's DNS)
+    master_ip = master_address(topology, print_only=getattr(args, "print_only", False) or distribution == "none")
     node_ip = netif.local_ip_towards(master_ip)
     iface = environ.get("CLOUDTRAIN_IFNAME") or netif.interface_for(node_ip)
-    distribution = args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp"
     return plans.Settings(
         distribution=distribution,
         command=command,
@@ -92,8 +94,8 @@ def master_address(topology: Topology, print_only: bool = False) -> str:
     and PyTorchJob's headless Services publish a pod once it is Ready, which a large image pull
     delays by minutes), so a node of a multi-node job waits up to the peer timeout, then raises
     ``MasterUnresolved``: a guess (loopback) would leave this node's ranks unable to reach any
-    peer while the others wait for it.  One node, or ``--print``, waits for nothing and keeps a
-    name that does not resolve."""
+    peer while the others wait for it.  One node, ``--print`` or a ``none`` job (no peers to
+    meet) waits for nothing and keeps a name that does not resolve."""
     if topology.num_nodes == 1 or print_only:
         try:
             return netif.resolve(topology.master_addr)
