@@ -633,6 +633,13 @@ def _restart_policy(job: JobSpec) -> str:
     return "OnFailure" if job.max_restarts > 0 else "Never"
 
 
+# The distribution types whose whole job restarts on the training operator's v1 kinds: ddp
+# through torchrun's elastic agent (pytorch_restarts_env), mpi/horovod because an MPIJob's failed
+# launcher is re-created and runs mpirun over every worker again.  A restarted pod of any other
+# type would rejoin nothing (deepspeed's and ray's static rendezvous, a TFJob's fixed cluster).
+WHOLE_JOB_RESTARTS = ("ddp", "mpi", "horovod")
+
+
 def pytorch_restarts_env(job: JobSpec) -> Dict[str, str]:
     """The operator restarts only a failed pod (restartPolicy OnFailure; training-operator
     pkg/controller.v1/common/pod.go, ReconcilePods), which cannot rejoin a static rendezvous.  With

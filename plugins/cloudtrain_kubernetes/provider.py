@@ -686,7 +686,15 @@ class KubeflowProvider(KubernetesProvider):
     Options = KubeflowOptions
 
     def check(self, job: JobSpec, options: PodOptions) -> None:
-        """Kueue takes the queue and the priority class as label values (``kueue_labels``)."""
+        """Kueue takes the queue and the priority class as label values (``kueue_labels``);
+        ``max_restarts`` only where the whole job restarts (``m.WHOLE_JOB_RESTARTS``)."""
+        trainer = isinstance(options, TrainerOptions) and getattr(options, "api", "trainer") == "trainer"
+        if job.max_restarts > 0 and not trainer and job.distribution.type not in m.WHOLE_JOB_RESTARTS:
+            raise self.job_error(job, ("max_restarts",), (
+                f"{self.name} restarts only the failed pod (training-operator pkg/controller.v1/common/pod.go "
+                f"ReconcilePods), which a restarted {job.distribution.type} pod cannot rejoin: the job would hang "
+                "instead of restarting; whole-job restarts there are for ddp (torchrun's elastic agent) and "
+                "mpi/horovod (the MPIJob's launcher runs mpirun again); set max_restarts: 0, or use volcano"))
         for option in ("queue", "priority_class"):
             problem = names.label_value(getattr(options, option) or "")
             if problem:

@@ -53,3 +53,33 @@ def test_pytorchjob_restarts_run_torchrun_elastic_on_every_pod():
         assert "CLOUDTRAIN_MAX_RESTARTS" not in {e["name"] for e in replica["template"]["spec"]["containers"][0]["env"]}
     deepspeed = m.build_kubeflow(job("deepspeed", max_restarts=2))[-1]["spec"]
     assert "elasticPolicy" not in deepspeed
+
+
+def test_max_restarts_where_a_restarted_pod_cannot_rejoin_is_refused_at_its_line(tmp_path):
+    """Issue 28 #1, "or a refusal": on the operator's v1 kinds only the failed pod is restarted
+    (pod.go ReconcilePods), so a whole-job restart holds for ddp (elastic agent) and mpi/horovod
+    (the MPIJob launcher reruns mpirun over every worker), not for deepspeed, ray, none or
+    ps-worker, whose restarted pod would rejoin nothing; Volcano restarts the whole job
+    (``RestartJob``) for every type."""
+    import pytest
+    from cloudtrain.errors import JobFileError
+    from cloudtrain.plugins import get_provider
+    from conftest import write_job
+    for type_ in ("deepspeed", "ray", "none", "ps-worker"):
+        path = write_job(tmp_path, f"""
+            name: digits
+            command: python train.py
+            image: pytorch/pytorch:2.4.0
+            code: {EXAMPLES / 'digits-ddp'}
+            distribution: {{type: {type_}, nodes: 2}}
+            max_restarts: 2
+        """)
+        from cloudtrain.loading import load_job
+        for provider in ("kubeflow", "eks"):
+            with pytest.raises(JobFileError) as refused:
+                get_provider(provider).render(load_job(path, ["providers.eks.cluster=c"], provider=provider))
+            assert f"{path}:6: max_restarts" in str(refused.value) and "cannot rejoin" in str(refused.value)
+        spec = m.build_volcano(job(type_, max_restarts=2))[-1]["spec"]
+        assert spec["policies"][0] == {"event": "PodFailed", "action": "RestartJob"}
+    for type_ in m.WHOLE_JOB_RESTARTS:
+        get_provider("kubeflow").render(job(type_, max_restarts=2))
