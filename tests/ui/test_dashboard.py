@@ -1,5 +1,5 @@
 """issue 32: ``cloudtrain ui`` in a real browser (Debian's headless Chromium through Selenium),
-on jobs really run here (local) and on the SageMaker double's jobs (moto): the page lists them,
+on jobs really run here (local, docker) and on the SageMaker double's jobs (moto): the page lists them,
 a state change appears without a reload, logs stream, cancel asks first and works, and without
 the token there is no page.  ``CLOUDTRAIN_UI_SCREENSHOTS=DIR`` keeps screenshots of the pages
 (docs/img/ui-*.png were made so)."""
@@ -25,6 +25,7 @@ ROLE = "arn:aws:iam::123456789012:role/train"
 BUCKET = "ct-bucket"
 SAGEMAKER = ["--set", f"providers.sagemaker.role_arn={ROLE}", "--set", f"providers.sagemaker.output_s3=s3://{BUCKET}/runs"]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+DOCKER_IMAGE = "cloudtrain/test-python:latest"  # scripts/build-test-image.sh
 SHOTS = os.environ.get("CLOUDTRAIN_UI_SCREENSHOTS")
 
 
@@ -160,13 +161,16 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
     cloud = submitted(run_cli("submit", "-p", "sagemaker", EXAMPLES / "digits-ddp" / "job.yaml", *SAGEMAKER,
                               "--detach", env=env))
     assert cloud.startswith("sagemaker://")
+    boxed = submitted(run_cli("submit", "-p", "docker", job_file(tmp_path, "boxed", "print('in a container')\n"),
+                              "--set", f"image={DOCKER_IMAGE}", env=env))
+    assert boxed.startswith("docker://")
 
     ui = Dashboard(env)
     try:
         browser.get(ui.url)
         assert browser.current_url == ui.base + "/"  # the token went into a cookie, out of the address bar
-        wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 4, what="4 job rows")
-        assert row_state(browser, done) == "SUCCEEDED"
+        wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 5, what="5 job rows")
+        assert row_state(browser, done) == "SUCCEEDED" and row_state(browser, boxed) == "SUCCEEDED"
         assert wait_until(lambda: row_state(browser, waiting) == "RUNNING", what="the gated job running")
         assert row_state(browser, cloud) in ("PENDING", "STARTING")
         cloud_row = browser.find_element(By.CSS_SELECTOR, f'#jobs tbody tr[data-handle="{cloud}"]').text
@@ -191,7 +195,7 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
         wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 1, what="the text filter")
         browser.find_element(By.ID, "f-text").clear()
         browser.execute_script("document.getElementById('f-text').dispatchEvent(new Event('input'))")
-        wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 4, what="the filter cleared")
+        wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 5, what="the filter cleared")
 
         # one job: logs stream while it runs, its request is shown, cancel asks first
         browser.find_element(By.CSS_SELECTOR, f'#jobs tbody tr[data-handle="{chatty}"]').click()
