@@ -30,11 +30,23 @@ def pair(env: Dict[str, str]) -> Tuple[int, int]:
     return read_end, write_end
 
 
-class Bell:
-    """The supervisor's end: ``ring`` after each line written."""
+class _End:
+    """One end of the pipe: its descriptor while open, closed at most once."""
 
     def __init__(self, fd: Optional[int]):
         self.fd = fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Bell(_End):
+    """The supervisor's end: ``ring`` after each line written."""
 
     @classmethod
     def from_environ(cls) -> "Bell":
@@ -61,21 +73,10 @@ class Bell:
         except OSError:  # nobody listens any more (EPIPE): stop ringing
             self.close()
 
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
-
-class Listener:
+class Listener(_End):
     """The follower's end: ``wait(timeout)`` returns when the bell rings, the supervisor has
     ended, or ``timeout`` seconds have passed."""
-
-    def __init__(self, fd: int):
-        self.fd: Optional[int] = fd
 
     @property
     def open(self) -> bool:
@@ -96,11 +97,3 @@ class Listener:
                     return
         except BlockingIOError:
             return
-
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            try:
-                os.close(fd)
-            except OSError:
-                pass
