@@ -174,88 +174,85 @@ def test_the_code_table_reads_each_sdks_own_exception():
     assert not is_capacity_refusal("tione", PlatformError("no code at all"))
 
 
-def test_an_azure_quota_refusal_moves_on_to_local(tmp_path, home):
-    """The Azure ML double (tests/plugins/azure/ct_azure_fake.py) answers the job's PUT with ARM's
-    ``QuotaExceeded``; the job then runs on this machine."""
+SUB, RG, WS = "00000000-0000-0000-0000-000000000000", "rg", "ws"
+
+
+@pytest.fixture
+def azure_double():
+    """The Azure ML double (tests/plugins/azure/ct_azure_fake.py) and the environment that points
+    the CLI's Azure provider at it (its loopback plugin in place of the real one)."""
+    import os
     sys.path.insert(0, str(HERE.parent / "plugins" / "azure"))
     from conftest import ROOT
     from ct_azure_fake import FakeAzure
-    sub, rg, ws = "00000000-0000-0000-0000-000000000000", "rg", "ws"
-    fake_azure = FakeAzure(sub, rg, ws).start()
+    fake_azure = FakeAzure(SUB, RG, WS).start()
+    paths = [str(ROOT / "tests" / "support"), str(HERE.parent / "plugins" / "azure"), os.environ.get("PYTHONPATH")]
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "CT_AZURE_FAKE_PORT": str(fake_azure.port),
+           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
     try:
-        fake_azure.failures[("PUT", "/jobs/")] = (
-            400, "QuotaExceeded", "Operation could not be completed as it results in exceeding approved "
-                                  "standardNDSv2Family Cores quota.")
-        (tmp_path / "project").mkdir()
-        (tmp_path / "project" / "train.py").write_text("print('ran here')\n")
-        path = write_job(tmp_path, f"""
-            name: quota
-            code: project
-            command: python train.py
-            image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest
-            distribution: {{type: ddp, nodes: 1, procs_per_node: 1}}
-            providers:
-              azure: {{subscription_id: "{sub}", resource_group: {rg}, workspace: {ws}, compute: gpu-cluster}}
-            """)
-        import os
-        paths = [str(ROOT / "tests" / "support"), str(HERE.parent / "plugins" / "azure"), os.environ.get("PYTHONPATH")]
-        env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)),
-               "CT_AZURE_FAKE_PORT": str(fake_azure.port),
-               "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
-        proc = run_cli("submit", "-p", "azure,local", path, env=env, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr
-        assert "azure: QuotaExceeded" in proc.stderr and "ran here" in proc.stdout
-        assert "submitted local://quota-" in proc.stderr
+        yield fake_azure, env
     finally:
         fake_azure.stop()
     assert not fake_azure.crashes
 
 
+def test_an_azure_quota_refusal_moves_on_to_local(tmp_path, home, azure_double):
+    """The Azure ML double answers the job's PUT with ARM's ``QuotaExceeded``; the job then runs
+    on this machine."""
+    fake_azure, env = azure_double
+    fake_azure.failures[("PUT", "/jobs/")] = (
+        400, "QuotaExceeded", "Operation could not be completed as it results in exceeding approved "
+                              "standardNDSv2Family Cores quota.")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "train.py").write_text("print('ran here')\n")
+    path = write_job(tmp_path, f"""
+        name: quota
+        code: project
+        command: python train.py
+        image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest
+        distribution: {{type: ddp, nodes: 1, procs_per_node: 1}}
+        providers:
+          azure: {{subscription_id: "{SUB}", resource_group: {RG}, workspace: {WS}, compute: gpu-cluster}}
+        """)
+    proc = run_cli("submit", "-p", "azure,local", path, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "azure: QuotaExceeded" in proc.stderr and "ran here" in proc.stdout
+    assert "submitted local://quota-" in proc.stderr
+
+
 def test_a_refused_job_runs_on_the_next_provider_at_its_catalog_rate_with_one_call_per_candidate(
-        fake, tmp_path, home):  # noqa: F811
+        fake, tmp_path, home, azure_double):  # noqa: F811
     """Issue 31's "done when": TI-ONE's fake refuses for quota, Azure's double takes the job
     (A100 x 8: Standard_ND96asr_v4, priced in the shipped catalog), and `list` says where it ran
     and at what rate; the refused candidate cost one create call, and nothing else was asked of it
     (failover adds no round trip of its own)."""
-    sys.path.insert(0, str(HERE.parent / "plugins" / "azure"))
-    from conftest import ROOT
-    from ct_azure_fake import FakeAzure
-    import os
+    fake_azure, env = azure_double
     fake.fail("CreateTrainingTask", "ResourceInsufficient.QuotaInsufficient", "申请资源超过用户在当前资源组的最大配额限制")
-    sub, rg, ws = "00000000-0000-0000-0000-000000000000", "rg", "ws"
-    fake_azure = FakeAzure(sub, rg, ws).start()
-    try:
-        (tmp_path / "project").mkdir()
-        (tmp_path / "project" / "train.py").write_text("print('hi')\n")
-        path = write_job(tmp_path, f"""
-            name: priced
-            code: project
-            command: python train.py
-            image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest
-            distribution: {{type: ddp, nodes: 2}}
-            resources: {{accelerator: A100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 800}}
-            network: {{rdma: off}}
-            providers:
-              tione: {{resource_group: trsg-1, code_source: "cfs://cfs-1/code"}}
-              azure: {{subscription_id: "{sub}", resource_group: {rg}, workspace: {ws}}}
-            """)
-        paths = [str(ROOT / "tests" / "support"), str(HERE.parent / "plugins" / "azure"), os.environ.get("PYTHONPATH")]
-        env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "CT_AZURE_FAKE_PORT": str(fake_azure.port),
-               "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure",
-               "CLOUDTRAIN_TIONE_ENDPOINT": fake.url, "TENCENTCLOUD_SECRET_ID": SECRET_ID,
-               "TENCENTCLOUD_SECRET_KEY": SECRET_KEY, "TENCENTCLOUD_REGION": "ap-shanghai"}
-        proc = run_cli("submit", "-p", "tione,azure", path, "--detach", env=env, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr
-        handle = proc.stdout.strip()
-        assert handle.startswith("azure://") and "tione: ResourceInsufficient.QuotaInsufficient" in proc.stderr
-        assert fake.actions().count("CreateTrainingTask") == 1  # one round trip to the refusing candidate
-        assert not [a for a in fake.actions() if a != "CreateTrainingTask" and not a.startswith("Describe")]
-        rows = {j["handle"]: j for j in json.loads(run_cli("list", "-o", "json", env=env, cwd=tmp_path,
-                                                           check=0).stdout)}
-        row = rows[handle]
-        assert (row["provider"], row["instance_type"], row["nodes"]) == ("azure", "Standard_ND96asr_v4", 2)
-        assert row["currency"] == "USD" and row["rate"] and row["rate"] > 0  # the catalog's sourced rate
-        assert row["tried"] and row["tried"][0].startswith("tione: ResourceInsufficient.QuotaInsufficient")
-    finally:
-        fake_azure.stop()
-    assert not fake_azure.crashes
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "train.py").write_text("print('hi')\n")
+    path = write_job(tmp_path, f"""
+        name: priced
+        code: project
+        command: python train.py
+        image: mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest
+        distribution: {{type: ddp, nodes: 2}}
+        resources: {{accelerator: A100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 800}}
+        network: {{rdma: off}}
+        providers:
+          tione: {{resource_group: trsg-1, code_source: "cfs://cfs-1/code"}}
+          azure: {{subscription_id: "{SUB}", resource_group: {RG}, workspace: {WS}}}
+        """)
+    env = dict(env, CLOUDTRAIN_TIONE_ENDPOINT=fake.url, TENCENTCLOUD_SECRET_ID=SECRET_ID,
+               TENCENTCLOUD_SECRET_KEY=SECRET_KEY, TENCENTCLOUD_REGION="ap-shanghai")
+    proc = run_cli("submit", "-p", "tione,azure", path, "--detach", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    handle = proc.stdout.strip()
+    assert handle.startswith("azure://") and "tione: ResourceInsufficient.QuotaInsufficient" in proc.stderr
+    assert fake.actions().count("CreateTrainingTask") == 1  # one round trip to the refusing candidate
+    assert not [a for a in fake.actions() if a != "CreateTrainingTask" and not a.startswith("Describe")]
+    rows = {j["handle"]: j for j in json.loads(run_cli("list", "-o", "json", env=env, cwd=tmp_path,
+                                                       check=0).stdout)}
+    row = rows[handle]
+    assert (row["provider"], row["instance_type"], row["nodes"]) == ("azure", "Standard_ND96asr_v4", 2)
+    assert row["currency"] == "USD" and row["rate"] and row["rate"] > 0  # the catalog's sourced rate
+    assert row["tried"] and row["tried"][0].startswith("tione: ResourceInsufficient.QuotaInsufficient")
