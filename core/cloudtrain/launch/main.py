@@ -62,7 +62,7 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
     distribution = args.distribution or environ.get("CLOUDTRAIN_DISTRIBUTION") or "ddp"
     # `none` meets no peer: its nodes need node 0's name, not node 0 (which may have ended
     # already: a container that has exited leaves Docker's DNS)
-    master_ip = master_address(topology, print_only=getattr(args, "print_only", False) or distribution == "none")
+    master_ip = master_address(topology, wait=not getattr(args, "print_only", False) and distribution != "none")
     node_ip = netif.local_ip_towards(master_ip)
     iface = environ.get("CLOUDTRAIN_IFNAME") or netif.interface_for(node_ip)
     return plans.Settings(
@@ -89,14 +89,14 @@ class MasterUnresolved(Exception):
     """Node 0's address did not resolve within the peer timeout."""
 
 
-def master_address(topology: Topology, print_only: bool = False) -> str:
+def master_address(topology: Topology, wait: bool = True) -> str:
     """Node 0's IP address.  Its DNS record may appear well after this node starts (Volcano's
     and PyTorchJob's headless Services publish a pod once it is Ready, which a large image pull
     delays by minutes), so a node of a multi-node job waits up to the peer timeout, then raises
     ``MasterUnresolved``: a guess (loopback) would leave this node's ranks unable to reach any
     peer while the others wait for it.  One node, ``--print`` or a ``none`` job (no peers to
     meet) waits for nothing and keeps a name that does not resolve."""
-    if topology.num_nodes == 1 or print_only:
+    if topology.num_nodes == 1 or not wait:
         try:
             return netif.resolve(topology.master_addr)
         except OSError:
