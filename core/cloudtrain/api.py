@@ -7,8 +7,9 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 from .errors import BadInput
 from .job import JobSpec
 from .loading import load_job as _load_job
-from .plugins import get_provider
+from .plugins import get_plugin_manager, get_provider
 from .provider import JobStatus, Provider, Rendered, Run, parse_handle
+
 
 def load_job(path, overrides: Optional[Union[Mapping[str, Any], Iterable[str]]] = None, *,
              provider: Optional[str] = None, profile: Optional[str] = None) -> JobSpec:
@@ -47,11 +48,36 @@ def _provider(provider: Union[str, Provider, None], job=None, profile: Optional[
     return get_provider(provider or default_provider(job, profile))
 
 
+# -- the plugins' hooks fire here, around the provider's calls (as torchx's Runner does) -------------
+def policy(job: JobSpec, provider: Provider) -> List[str]:
+    """What the plugins' ``cloudtrain_validate_job`` rules find wrong with ``job`` on ``provider``."""
+    hook = get_plugin_manager().hook
+    return [problem for found in hook.cloudtrain_validate_job(job=job, provider=provider) for problem in found or ()]
+
+
+def render_with_hooks(provider: Provider, job: JobSpec, *, submit: bool = False) -> Rendered:
+    """``provider.render`` with the plugins' rules checked and their amendments made
+    (``cloudtrain_amend_request``): what a dry run shows is what a submit sends."""
+    rendered = provider.render(job, submit=submit, policy=policy(job, provider))
+    get_plugin_manager().hook.cloudtrain_amend_request(rendered=rendered)
+    return rendered
+
+
+def send_with_hooks(provider: Provider, rendered: Rendered, secrets: Optional[Mapping[str, str]] = None) -> Run:
+    """``provider.submit`` between the plugins' ``cloudtrain_before_submit`` and
+    ``cloudtrain_after_submit`` hooks."""
+    hook = get_plugin_manager().hook
+    hook.cloudtrain_before_submit(rendered=rendered)
+    run = provider.submit(rendered, secrets=secrets)
+    hook.cloudtrain_after_submit(rendered=rendered, handle=run.handle)
+    return run
+
+
 def render(job: JobLike, provider: Union[str, Provider, None] = None, *, profile: Optional[str] = None) -> Rendered:
     """The exact request ``provider`` would send for ``job`` (a ``JobSpec`` or a job file's path;
     pure: nothing is sent)."""
     chosen = _provider(provider, job, profile)
-    return chosen.render(as_job(job, "render", chosen, profile))
+    return render_with_hooks(chosen, as_job(job, "render", chosen, profile))
 
 
 def validate(job: JobLike, provider: Union[str, Provider, None] = None, *, profile: Optional[str] = None):
@@ -59,7 +85,8 @@ def validate(job: JobLike, provider: Union[str, Provider, None] = None, *, profi
     settings, the code directory, the secrets' sources); raises every problem together
     (``BadInput``); returns the options."""
     chosen = _provider(provider, job, profile)
-    return chosen.validate(as_job(job, "validate", chosen, profile), submit=True)
+    job = as_job(job, "validate", chosen, profile)
+    return chosen.validate(job, submit=True, policy=policy(job, chosen))
 
 
 def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] = None,
@@ -75,16 +102,16 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
         if path is None:
             raise BadInput("failover across providers reads the job file for each provider's settings: give "
                            "submit the job file's path, e.g. cloudtrain.submit('job.yaml', provider='sagemaker,azure')")
-        rendered = [get_provider(n.strip()).render(_load_job(path, provider=n.strip(), profile=profile), submit=True)
-                    for n in names if n.strip()]
+        rendered = [render_with_hooks(get_provider(n.strip()), _load_job(path, provider=n.strip(), profile=profile),
+                                      submit=True) for n in names if n.strip()]
         return submit_first(rendered, secrets=secrets, profile=profile)
     if isinstance(job, Rendered):
         chosen = _provider(provider or job.provider)
     else:
         chosen = _provider(provider, job, profile)
         job = as_job(job, "submit", chosen, profile)
-    rendered = job if isinstance(job, Rendered) else chosen.render(job, submit=True)
-    run = chosen.submit(rendered, secrets=secrets)
+    rendered = job if isinstance(job, Rendered) else render_with_hooks(chosen, job, submit=True)
+    run = send_with_hooks(chosen, rendered, secrets)
     _record(run, rendered, profile)
     return run
 
@@ -103,7 +130,7 @@ def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, s
         last = i == len(candidates) - 1
         chosen = get_provider(rendered.provider)
         try:
-            run = chosen.submit(rendered, secrets=secrets)
+            run = send_with_hooks(chosen, rendered, secrets)
         except Exception as exc:
             if last or not failover.is_capacity_refusal(rendered.provider, exc):
                 raise
@@ -148,7 +175,7 @@ def stage(job: JobLike, provider: Union[str, Provider, None] = None, *, profile:
     content-addressed: staging it again, or submitting it, uploads nothing).  ``BadInput`` for a
     provider whose code travels inside its request (local, docker, Kubernetes)."""
     chosen = _provider(provider, job, profile)
-    return chosen.ship_code(chosen.render(as_job(job, "stage", chosen, profile), submit=True))
+    return chosen.ship_code(render_with_hooks(chosen, as_job(job, "stage", chosen, profile), submit=True))
 
 
 def account_settings(provider: str, profile: Optional[str] = None) -> dict:

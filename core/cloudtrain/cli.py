@@ -198,7 +198,8 @@ def cmd_validate(args) -> int:
     for job, provider in _load_each(args):
         try:
             _estimate(job, provider)
-            get_provider(provider).validate(job, submit=True)
+            from .api import validate
+            validate(job, get_provider(provider))
         except CloudtrainError as exc:
             for line in str(exc).splitlines() or [""]:
                 print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
@@ -222,12 +223,12 @@ def cmd_submit(args) -> int:
     # is read (pydantic turns it into a SchemaError) stops before anything is sent.
     interrupts = Interrupts()
     try:
-        from .api import submit_first
+        from .api import render_with_hooks, submit_first
         from .plugins import get_provider
         rendered = []
         for job, provider in _load_each(args):
             _estimate(job, provider)
-            rendered.append(get_provider(provider).render(job, submit=True))
+            rendered.append(render_with_hooks(get_provider(provider), job, submit=True))
         if args.dry_run:
             interrupts.restore()
             _print_each(rendered, args.output)

@@ -1,11 +1,13 @@
 """``CloudProvider``: the lifecycle every remote platform's provider shares, written once.
 
 Template methods, as torchx's schedulers do it: the core owns the flow, a plugin fills in the
-platform's calls.
+platform's calls.  No plugin overrides a step of the template.
 
-- ``submit`` (``schedule``): the spec hash of the rendered request and the shipped code, then
-  ``_find_by_spec`` (a job an earlier submit of the same spec created: submitting again, or a
-  create whose answer was lost, follows that job), else ``_create``;
+- ``submit`` (``schedule``), one pipeline: the spec hash of the rendered request and the code →
+  ship the code where the request's ``code_upload`` says (content-addressed, once) → ``fill`` the
+  placeholders (``cloudtrain.request``) → ``_find_by_spec`` (a job an earlier submit of the same
+  spec created: submitting again, or a create whose answer was lost, follows that job), else
+  ``_create``, which gets the filled typed request;
 - ``status``: ``_describe`` + ``_to_status``, read at most once per ``status_poll`` seconds
   (the CLI's status line and the log follower share the read);
 - ``cancel``: idempotent: a job that ended, or is stopping, is left alone; ``_stop`` otherwise,
@@ -18,15 +20,16 @@ constructor's ``poll``.
 from __future__ import annotations
 
 import abc
-
+import dataclasses
 import hashlib
 import os
 import time
 from datetime import datetime
-from typing import Any, ClassVar, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .errors import PlatformError
-from .provider import JobStatus, Provider, Rendered
+from .errors import BadInput, PlatformError
+from .provider import JobStatus, Provider
+from .request import CodeUpload, Placeholder, Rendered, Shipped, fill
 
 POLL_VARIABLE = "CLOUDTRAIN_POLL_SECONDS"
 
@@ -70,6 +73,14 @@ class CloudProvider(Provider):
     status_poll: ClassVar[float] = 5.0
     # Raw states in which a stop is already under way (cancel then leaves the job alone).
     stopping: ClassVar[Tuple[str, ...]] = ()
+    # How many hex digits of the spec hash the platform keeps (a tag's or a name's limit); None: all.
+    spec_hash_length: ClassVar[Optional[int]] = None
+    # Modules the code archive's launcher bundle ships besides the node platform's detector
+    # (``"module:function"`` or a module), e.g. a node prelude that fetches secrets.
+    node_modules: ClassVar[Tuple[str, ...]] = ()
+    # Why ``cloudtrain stage`` has nothing to upload for a job whose request has no ``code_upload``.
+    no_code_upload: ClassVar[str] = ("this job's code is not uploaded by cloudtrain (it travels inside the request, "
+                                     "or the image or a path the platform mounts holds it)")
 
     def __init__(self, *, poll: Optional[float] = None):
         super().__init__()
@@ -78,12 +89,14 @@ class CloudProvider(Provider):
 
     # -- what a plugin implements ---------------------------------------------------------------
     def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
-        """The id of the job an earlier submit of this spec created, if there is one."""
+        """The id of the job an earlier submit of this spec created, if there is one
+        (``rendered.request``: the typed request with its placeholders filled in)."""
         return None
 
     @abc.abstractmethod
     def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
-        """Send the request (secrets filled in); return the new job's id."""
+        """Send ``rendered.request`` (the typed request, its placeholders filled in) with the
+        ``secrets``' values where the platform takes them; return the new job's id."""
 
     @abc.abstractmethod
     def _describe(self, job_id: str) -> Any:
@@ -104,15 +117,55 @@ class CloudProvider(Provider):
         the loop then reads the status again at once."""
         return ()
 
+    def code_store(self, upload: CodeUpload):
+        """The object store a code archive goes to (``objectstore.open_store`` of its URL's scheme,
+        with the upload's region and endpoint); a provider with its own SDK clients gives its own."""
+        from .objectstore import ObjectUrl, open_store
+        settings = {k: v for k, v in (("region", upload.region), ("endpoint", upload.endpoint)) if v}
+        return open_store(ObjectUrl.parse(upload.url), **settings)
+
     # -- the template -------------------------------------------------------------------------
     def spec_hash(self, rendered: Rendered) -> str:
-        return spec_hash(rendered)
+        return spec_hash(rendered)[:self.spec_hash_length]
+
+    def ship(self, rendered: Rendered) -> Optional[Shipped]:
+        """The job's archive (the code and the launcher bundle) where the request's ``code_upload``
+        says, unless it is there already (``objectstore.upload_once``); None when the request has
+        no ``code_upload``."""
+        upload = rendered.request.code_upload
+        if upload is None:
+            return None
+        from . import shipping
+        from .objectstore import ObjectUrl, upload_once
+        if not rendered.job.code_path.is_dir():
+            raise self.job_error(rendered.job, ("code",), f"the code directory {rendered.job.code_path} does not "
+                                                          "exist; fix `code` (relative to the job file)")
+        data, digest = shipping.packed(rendered.job, (self.detector_target(), *self.node_modules))
+        url = fill(upload.url, {Placeholder.CODE_DIGEST: digest})
+        upload_once(self.code_store(upload), ObjectUrl.parse(url, "the code's URL"), data)
+        return Shipped(url, digest)
+
+    def ship_code(self, rendered: Rendered) -> List[str]:
+        """``cloudtrain stage``: the code shipped as a submit ships it; its URL."""
+        shipped = self.ship(rendered)
+        if shipped is None:
+            raise BadInput(f"{self.no_code_upload}: there is nothing to stage; cloudtrain submit sends the job as it is")
+        return [shipped.url]
+
+    def placeholder_values(self, spec: str, shipped: Optional[Shipped]) -> Dict[str, str]:
+        values = {Placeholder.SPEC_HASH: spec}
+        if shipped is not None:
+            values.update({Placeholder.CODE_DIGEST: shipped.digest, Placeholder.CODE_URL: shipped.url})
+        return values
 
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
+        """The one submit pipeline (see the module's docstring); not overridden by plugins."""
         spec = self.spec_hash(rendered)
-        job_id = self._find_by_spec(rendered, spec)
+        shipped = self.ship(rendered)
+        filled = dataclasses.replace(rendered, request=fill(rendered.request, self.placeholder_values(spec, shipped)))
+        job_id = self._find_by_spec(filled, spec)
         if job_id is None:
-            job_id = self._create(rendered, secrets, spec)
+            job_id = self._create(filled, secrets, spec)
         self._statuses.pop(job_id, None)
         return job_id
 

@@ -24,6 +24,7 @@ from .job import JobSpec
 from .launch.platform import installed as installed_platforms
 from .exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED
 from .provider import JobStatus, Provider
+from .request import Placeholder
 from .states import TERMINAL, State
 from .homedir import make_home
 from .store import Store, home
@@ -31,7 +32,7 @@ from .supervise import write_cancel_reason
 from .survival import host_checkpoint_dir
 
 # A render knows neither the run's id nor its directory: it shows these, submit fills them in.
-RUN_ID = "<run-id>"
+RUN_ID = Placeholder.RUN_ID
 
 
 def rendered_run_dir() -> str:
@@ -39,11 +40,9 @@ def rendered_run_dir() -> str:
     return str(home() / "runs" / RUN_ID)
 
 
-def fill_run(content, run_dir: Path):
-    """``content`` (rendered, JSON-able) with this run's directory and id in place of the
-    render's placeholders."""
-    text = json.dumps(content).replace(rendered_run_dir(), str(run_dir)).replace(RUN_ID, run_dir.name)
-    return json.loads(text)
+def run_values(run_dir: Path) -> Dict[str, str]:
+    """What ``request.fill`` puts in place of a render's run directory and id."""
+    return {rendered_run_dir(): str(run_dir), RUN_ID: run_dir.name}
 KEPT = {"CLOUDTRAIN_HOME", "CLOUDTRAIN_PLUGINS", "CLOUDTRAIN_DISABLE_PLUGINS", "CLOUDTRAIN_PEER_TIMEOUT"}
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import abc
 import functools
 import importlib
-import json
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -18,13 +17,15 @@ from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapp
 
 from pydantic import BaseModel, ConfigDict
 
-from . import yamlio
 from .errors import BadInput, CloudtrainWarning, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
+from .request import Artifact, Artifacts, Rendered, Request
 from .secrets import MASK, Masker, resolve_secrets
 from .states import State  # noqa: F401  (re-exported: plugins import it from here)
+
+__all__ = ["Artifact", "JobStatus", "Provider", "Rendered", "Request", "Run", "State"]
 
 
 @dataclass
@@ -80,46 +81,6 @@ def parse_handle(handle: str) -> Tuple[str, str]:
         raise BadInput(f"{handle!r} is not a job handle; expected PROVIDER://ID, e.g. local://digits-ddp-1a2b3c "
                        "(cloudtrain list shows them)")
     return provider, job_id
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """One thing a provider will send: ``kind`` says what ``content`` is."""
-
-    kind: str
-    name: str
-    content: Any
-
-
-@dataclass
-class Rendered:
-    """The exact platform request(s) for a job; prints as YAML or as the JSON envelope."""
-
-    provider: str
-    job: JobSpec
-    artifacts: List[Artifact]
-    options: Any = None
-    checked: bool = False  # the preflight checks ran (render(job, submit=True))
-
-    def envelope(self) -> dict:
-        return {"provider": self.provider, "job": self.job.name,
-                "artifacts": [{"kind": a.kind, "name": a.name, "content": a.content} for a in self.artifacts]}
-
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        return json.dumps(self.envelope(), indent=indent, sort_keys=False, ensure_ascii=False)
-
-    def to_yaml(self) -> str:
-        docs = []
-        for a in self.artifacts:
-            head = f"# {a.kind}: {a.name}\n"
-            if isinstance(a.content, str):
-                docs.append(head + a.content.rstrip("\n") + "\n")
-            else:
-                docs.append(head + yamlio.dump(a.content))
-        return "---\n".join(docs)
-
-    def __str__(self) -> str:
-        return self.to_yaml()
 
 
 def refused_fields(job: JobSpec, refused: Mapping[str, str]) -> List[Tuple[tuple, str]]:
@@ -205,18 +166,17 @@ class Provider(abc.ABC):
         from .loading import validate_model
         return validate_model(cls.Options, job.providers.get(cls.name) or {}, job.source, ("providers", cls.name))
 
-    def validate(self, job: JobSpec, *, submit: bool = False):
-        """Options plus every ``cloudtrain_validate_job`` rule and ``check``; with ``submit``,
-        also ``preflight``: everything ``submit`` checks before it contacts the platform.
-        Raises every problem found together (``BadInput``); returns the options."""
-        from .plugins import get_plugin_manager
+    def validate(self, job: JobSpec, *, submit: bool = False, policy: Iterable[str] = ()):
+        """Options plus ``check``, and the ``policy`` problems the plugins' ``cloudtrain_validate_job``
+        rules found (the api layer asks them); with ``submit``, also ``preflight``: everything
+        ``submit`` checks before it contacts the platform.  Raises every problem found together
+        (``BadInput``); returns the options."""
         from .problems import Problems
         problems = Problems()
         options = problems.collect(self.options, job)
         where = f"{job.source.path}: " if job.source and job.source.path else ""
-        for result in get_plugin_manager().hook.cloudtrain_validate_job(job=job, provider=self):
-            for problem in result or ():
-                problems.add(BadInput(f"{where}{problem}"))
+        for problem in policy:
+            problems.add(BadInput(f"{where}{problem}"))
         if job.code is None and not self.code_optional:
             problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
                                         "not take: its nodes get the launcher with the code directory; set `code` to "
@@ -324,21 +284,24 @@ class Provider(abc.ABC):
         from .errors import JobFileError
         return JobFileError.at(job, loc, message)
 
-    @abc.abstractmethod
-    def artifacts(self, job: JobSpec, options) -> List[Artifact]:
-        ...
+    def render_request(self, job: JobSpec, options) -> Request:
+        """The provider's typed request for ``job`` (pure: no network, no clock, no credentials;
+        secrets as ``***``).  A provider with nothing typed to send may implement ``artifacts``
+        instead: its request is then those ``Artifacts``."""
+        return Artifacts(tuple(self.artifacts(job, options)))
 
-    def render(self, job: JobSpec, *, submit: bool = False) -> Rendered:
+    def artifacts(self, job: JobSpec, options) -> List[Artifact]:
+        raise NotImplementedError(f"{type(self).__name__} implements neither render_request nor artifacts")
+
+    def render(self, job: JobSpec, *, submit: bool = False, policy: Iterable[str] = ()) -> Rendered:
         """The exact request (pure); ``submit``: also every check a submit makes first."""
-        from .plugins import get_plugin_manager
-        options = self.validate(job, submit=submit)
-        rendered = Rendered(self.name, job, self.artifacts(job, options), options, checked=submit)
-        get_plugin_manager().hook.cloudtrain_amend_request(rendered=rendered)
-        return rendered
+        options = self.validate(job, submit=submit, policy=policy)
+        return Rendered(self.name, job, self.render_request(job, options), options, checked=submit)
 
     # -- lifecycle -------------------------------------------------------------------
     def submit(self, job_or_rendered, *, secrets: Optional[Mapping[str, str]] = None) -> "Run":
-        from .plugins import get_plugin_manager
+        """Send a rendered request (or render ``job`` first, with every check) and return its
+        ``Run``.  The plugins' hooks are the api layer's (``cloudtrain.api.submit``), not this."""
         if isinstance(job_or_rendered, Rendered):
             rendered = job_or_rendered
             if rendered.provider != self.name:
@@ -353,17 +316,13 @@ class Provider(abc.ABC):
             rendered = self.render(job_or_rendered, submit=True)
         if secrets is None:
             secrets = resolve_secrets(rendered.job)
-        hook = get_plugin_manager().hook
-        hook.cloudtrain_before_submit(rendered=rendered)
         try:
             job_id = self.schedule(rendered, dict(secrets))
         except Exception as exc:  # a platform's error may quote the request: its secrets masked
             mask = Masker(secrets.values())
             exc.args = tuple(mask(a) if isinstance(a, str) else a for a in exc.args)
             raise
-        run = Run(self, job_id)
-        hook.cloudtrain_after_submit(rendered=rendered, handle=run.handle)
-        return run
+        return Run(self, job_id)
 
     @abc.abstractmethod
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:

@@ -233,10 +233,10 @@ class AzureProvider(CloudProvider):
             "job_tier": (("spot",), "spot" if job.spot and not own.compute else None, "true"),
         })
 
-    def validate(self, job: JobSpec, *, submit: bool = False):
+    def validate(self, job: JobSpec, *, submit: bool = False, policy=()):
         """As every provider's, and say what render cannot know offline and submit checks
         (warnings at render, then submit's own check decides: no warning before an error)."""
-        options = super().validate(job, submit=submit)
+        options = super().validate(job, submit=submit, policy=policy)
         for loc, message in self.unchecked_offline(job, options, submit):
             warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
         return options

@@ -14,8 +14,9 @@ from typing import Dict, List, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.hosted import RUN_ID, HostedProvider, fill_run, rendered_run_dir
+from cloudtrain.hosted import RUN_ID, HostedProvider, rendered_run_dir, run_values
 from cloudtrain.job import JobSpec
+from cloudtrain.request import fill
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.launch.sshd import CLIENT_OPTIONS, SSHD_PORT
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
@@ -218,7 +219,7 @@ class DockerProvider(HostedProvider):
         bodies = []
         for artifact in rendered.artifacts:
             bodies.append({"kind": artifact.kind, "name": artifact.name.replace(RUN_ID, job_id),
-                           "content": fill_run(artifact.content, run_dir)})
+                           "content": fill(artifact.content, run_values(run_dir))})
         containers = [b for b in bodies if b["kind"] == "docker/container"]
         plan = {"image": image, "ssh": self.use_ssh(job, options),
                 "network": next(b for b in bodies if b["kind"] == "docker/network"),

@@ -216,11 +216,11 @@ class KubernetesProvider(CloudProvider):
         resources = r.model_copy(update={"accelerator": accelerator, "gpus_per_node": count, "instance_type": None})
         return job.model_copy(update={"resources": resources})
 
-    def validate(self, job: JobSpec, *, submit: bool = False):
-        return super().validate(self.sized(job), submit=submit)
+    def validate(self, job: JobSpec, *, submit: bool = False, policy=()):
+        return super().validate(self.sized(job), submit=submit, policy=policy)
 
-    def render(self, job: JobSpec, *, submit: bool = False) -> Rendered:
-        return super().render(self.sized(job), submit=submit)
+    def render(self, job: JobSpec, *, submit: bool = False, policy=()) -> Rendered:
+        return super().render(self.sized(job), submit=submit, policy=policy)
 
     def __init__(self, api_client=None, store=None, poll: Optional[float] = None):
         """``api_client``: a ``kubernetes.client.ApiClient`` used for every cluster (tests);

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudtrain import procs, storage
 from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.hosted import HostedProvider, fill_run, rendered_run_dir
+from cloudtrain.hosted import HostedProvider, rendered_run_dir, run_values
 from cloudtrain.job import JobSpec
+from cloudtrain.request import fill
 from cloudtrain.launch.parent import GROUPS_FILE
 from cloudtrain.provider import Artifact, Cluster, Rendered, State
 from cloudtrain.store import Store
@@ -228,7 +229,7 @@ class LocalProvider(HostedProvider):
         hosts = ["127.0.0.1"] * job.distribution.nodes
         specs = []
         for artifact in rendered.artifacts:
-            spec = fill_run(artifact.content, run_dir)
+            spec = fill(artifact.content, run_values(run_dir))
             if port != rendered_port:
                 before = platform.environment(job, spec["node"], Cluster(hosts, rendered_port))
                 after = platform.environment(job, spec["node"], Cluster(hosts, port))

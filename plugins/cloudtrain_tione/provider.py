@@ -21,6 +21,7 @@ from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.objectstore import ObjectUrl
+from cloudtrain.request import Artifacts
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
@@ -233,9 +234,9 @@ class TioneProvider(CloudProvider):
         if any(a.kind == CODE_UPLOAD for a in rendered.artifacts):
             shipped = ObjectUrl.parse(self.ship_code(rendered)[0])
             sha = PurePosixPath(shipped.key).name[:-len(".tar.gz")]
-            rendered = replace(rendered, artifacts=[Artifact(a.kind, a.name, rq.with_code_sha(a.content, sha)
-                                                             if isinstance(a.content, dict) else fill(a.content, {rq.CODE_SHA: sha}))
-                                                    for a in rendered.artifacts])
+            rendered = replace(rendered, request=Artifacts(tuple(
+                Artifact(a.kind, a.name, rq.with_code_sha(a.content, sha) if isinstance(a.content, dict)
+                         else fill(a.content, {rq.CODE_SHA: sha})) for a in rendered.artifacts)))
         job_id = super().schedule(rendered, secrets)
         if secrets:
             self._maskers[job_id] = Masker(secrets.values())

@@ -75,8 +75,13 @@ def test_validate_hook_problems_stop_the_job(fresh_manager, tmp_path):
     from cloudtrain.errors import BadInput
     from cloudtrain.loading import job_from_dict
     job = job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}})
+    from cloudtrain import api
     with pytest.raises(BadInput, match="policy: local jobs may use one node only"):
-        plugins.get_provider("local").render(job)
+        api.render(job, "local")
+    with pytest.raises(BadInput, match="policy: local jobs may use one node only"):
+        api.validate(job, "local")
+    # the hooks are the api layer's (as torchx's Runner's): the provider alone knows no policy
+    plugins.get_provider("local").render(job)
 
 
 def test_amend_hook_changes_what_is_shown(fresh_manager):
@@ -88,8 +93,9 @@ def test_amend_hook_changes_what_is_shown(fresh_manager):
 
     plugins.register_plugin(Labels(), name="labels")
     from cloudtrain.loading import job_from_dict
+    from cloudtrain import api
     provider = plugins.get_provider("local")
-    rendered = provider.render(job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}}))
+    rendered = api.render(job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}}), provider)
     assert "TEAM: vision" in rendered.to_yaml()
     # what is sent is what was shown: the amendment survives, only the run's dir and port change
     specs = provider.runtime_specs(rendered, Path("/runs/p-1"), 40000)
