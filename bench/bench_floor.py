@@ -3,7 +3,12 @@
 side in interleaved rounds, medians of N runs; the goal is <= 1.5 x the floor (issue 29).
 
 Both sides run with byte-code caching on (a warm-up run writes the `.pyc` files, as an installed
-package has them), whatever this shell's `PYTHONDONTWRITEBYTECODE` says."""
+package has them), whatever this shell's `PYTHONDONTWRITEBYTECODE` says.
+
+`import pydantic` is lazy: it imports none of pydantic's model machinery (``pydantic.main``, its
+schema builder, its plugin loader and ``importlib.metadata``), which any validation of a job by a
+pydantic model needs.  Informational rows compare the same commands with a second floor that builds
+and uses one one-field model (`MODEL_FLOOR`), to show how much of the gap is that machinery."""
 from __future__ import annotations
 
 import statistics
@@ -15,11 +20,14 @@ from benchlib import BIN, REPO, Row, Stats, base_env, compared, rounds_order, sh
 GOAL = 1.5
 JOB = "examples/digits-ddp/job.yaml"
 FLOOR = "floor"
+MODEL_FLOOR = "model-floor"
 
 
 def subjects() -> Dict[str, List[str]]:
     """name -> argv: the floor and the two commands measured against it."""
     return {FLOOR: [f"{BIN}/python3", "-c", "import pydantic, yaml, pluggy"],
+            MODEL_FLOOR: [f"{BIN}/python3", "-c", "import pydantic, yaml, pluggy; "
+                          "pydantic.create_model('M', x=(int, 1))(x=2)"],
             "render": [f"{BIN}/cloudtrain", "render", "-p", "local", JOB],
             "validate": [f"{BIN}/cloudtrain", "validate", JOB]}
 
@@ -66,4 +74,11 @@ def floor_rows(argvs: Dict[str, List[str]], samples: Dict[str, Sequence[float]],
                              f"≤ {GOAL} × floor", lambda r: r <= GOAL, failures=failures.get(name, []),
                              alt_failures=failures.get(FLOOR, []), alt_name="the import floor", note=note,
                              name=f"cloudtrain {name}"))
+    model = Stats(list(samples[MODEL_FLOOR])) if samples.get(MODEL_FLOOR) else None
+    for name in ("render", "validate"):
+        ours = Stats(list(samples[name])) if samples.get(name) else None
+        rows.append(compared("cold-start-floor", f"`{name}`: cold start vs a floor that also builds one pydantic "
+                             "model (informational)", [show(argvs[name], REPO)], ours, [show(argvs[MODEL_FLOOR])],
+                             model, failures=failures.get(name, []), alt_failures=failures.get(MODEL_FLOOR, []),
+                             alt_name="the model floor", name=f"cloudtrain {name}"))
     return rows
