@@ -123,3 +123,8 @@ def test_every_package_pyproject_lists_py_typed_for_has_the_marker():
     packages += [p for p in (REPO / "plugins").iterdir() if (p / "__init__.py").exists()]
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["*"]
     assert [p.name for p in packages if not (p / "py.typed").exists()] == []
+
+
+def test_a_built_in_providers_install_hint_is_the_tables():
+    for entry in registry.builtin()["provider"].entries():
+        assert entry.load().install_hint() == entry.install_hint == f"pip install 'cloudtrain[{entry.extra}]'"
