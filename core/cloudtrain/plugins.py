@@ -7,8 +7,6 @@ in ``$CLOUDTRAIN_DISABLE_PLUGINS`` (or passed to ``disable``) are blocked.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import sys
 from typing import Dict, List, Optional, Type, Union
@@ -17,6 +15,7 @@ import pluggy
 
 from . import hookspecs, registry
 from .errors import BadInput, UnknownProvider
+from .launch.platform import import_target
 
 ENTRY_POINT_GROUP = registry.ENTRY_POINT_GROUP
 
@@ -95,7 +94,7 @@ def get_plugin_manager() -> pluggy.PluginManager:
             if pm.is_blocked(module_name) or pm.has_plugin(module_name):
                 continue
             try:
-                module = importlib.import_module(module_name)
+                module = import_target(module_name)
                 if not pm.is_registered(module):  # already loaded through its entry point
                     pm.register(module, name=module_name)
             except ImportError as exc:
@@ -158,7 +157,8 @@ def providers() -> Dict[str, ProviderInfo]:
     """Every registered provider by name, with the plugin that registered it."""
     global _providers
     if _providers is None:
-        _providers = {e.name: ProviderInfo(e.name, e.target, e.plugin, e.extra) for e in tables()[registry.PROVIDER].entries()}
+        entries = tables()[registry.PROVIDER].entries()
+        _providers = {e.name: ProviderInfo(e.name, e.target, e.plugin, e.extra) for e in entries}
     return _providers
 
 
