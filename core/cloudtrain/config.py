@@ -28,7 +28,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from . import yamlio
 from .errors import BadInput, JobFileError
 from .homedir import home  # noqa: F401  (the settings' home is the state's)
-from .job import BUILTIN_PROVIDERS, Origin
+from .job import Origin
+from .registry import builtin_providers
 from .suggest import did_you_mean
 
 CONFIG_NAME = "config.yaml"
@@ -177,7 +178,7 @@ def leaves(data, at: tuple = ()):
 
 
 def known_provider(name: str) -> bool:
-    if name in BUILTIN_PROVIDERS:
+    if name in builtin_providers():
         return True
     from .plugins import providers
     return name in providers()
@@ -185,7 +186,7 @@ def known_provider(name: str) -> bool:
 
 def provider_hint(name: str) -> str:
     from .plugins import providers
-    known = sorted(set(BUILTIN_PROVIDERS) | set(providers()))
+    known = sorted(set(builtin_providers()) | set(providers()))
     return did_you_mean(name, known) or "; cloudtrain providers lists the installed ones"
 
 

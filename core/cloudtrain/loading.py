@@ -19,7 +19,8 @@ from pydantic import BaseModel, ValidationError
 
 from . import fieldtypes, yamlio
 from .errors import BadInput, JobFileError
-from .job import BUILTIN_PROVIDERS, JobSpec, Source
+from .job import JobSpec, Source
+from .registry import builtin_providers
 from .suggest import did_you_mean
 
 MAX_JOB_FILE_BYTES = 1 << 20  # a job file is a few hundred bytes; anything this big is the wrong file
@@ -255,11 +256,12 @@ def provider_section_problems(data: dict, source: Source) -> List[JobFileError]:
     sections = data.get("providers")
     if not isinstance(sections, dict):
         return []
-    unknown = [name for name in sections if name not in BUILTIN_PROVIDERS]
+    builtin = builtin_providers()
+    unknown = [name for name in sections if name not in builtin]
     if not unknown:
         return []
     from .plugins import providers
-    known = sorted(set(BUILTIN_PROVIDERS) | set(providers()))
+    known = sorted(set(builtin) | set(providers()))
     problems = []
     for name in unknown:
         if name not in known:

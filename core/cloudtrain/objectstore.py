@@ -3,7 +3,8 @@
 A plugin registers the stores it brings with the ``cloudtrain_register_stores`` hook
 (``register("cloudtrain_aws.s3store:S3Store", scheme="s3")``); the class, and its SDK, is
 imported only when a store of that scheme is used.  A scheme whose plugin is not installed gets
-the ``pip install`` that brings it (``INSTALL_HINTS``), as fsspec's registry does.
+the ``pip install`` that brings it (from the built-in table, ``cloudtrain.registry``), as
+fsspec's registry does.
 
 What every cloud provider shares lives here, once:
 
@@ -19,22 +20,17 @@ from __future__ import annotations
 
 import abc
 import hashlib
-import importlib
-import importlib.util
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Iterator, List, Optional, Tuple, Union
 
+from . import registry
 from .errors import BadInput
 
 if TYPE_CHECKING:
     from .shipping import Archive
-
-# scheme -> the extra whose plugin brings it (the hint for a scheme nobody registered)
-INSTALL_HINTS: Dict[str, str] = {"s3": "aws", "cos": "tione", "obs": "modelarts"}
-
 
 @dataclass(frozen=True)
 class ObjectUrl:
@@ -106,55 +102,35 @@ class ObjectStore(abc.ABC):
         raise BadInput(f"a {self.scheme}:// store cannot make a time-limited URL; use another code_store")
 
 
-# -- registry -----------------------------------------------------------------------------------
-_stores: Optional[Dict[str, Tuple[str, str]]] = None  # scheme -> ("module:Class", plugin)
-
-
+# -- lookup (the table lives in cloudtrain.registry) ------------------------------------------
 def stores() -> Dict[str, Tuple[str, str]]:
     """Every registered store: scheme -> (its class as ``module:Class``, the plugin)."""
-    global _stores
-    if _stores is None:
-        from .plugins import get_plugin_manager
-        pm = get_plugin_manager()
-        found: Dict[str, Tuple[str, str]] = {}
-        for impl in pm.hook.cloudtrain_register_stores.get_hookimpls():
-            plugin = pm.get_name(impl.plugin) or "?"
-
-            def register(target: str, scheme: str, _plugin=plugin) -> None:
-                found[scheme.lower()] = (target, _plugin)
-            impl.function(register=register)
-        _stores = found
-    return _stores
-
-
-def forget() -> None:
-    """Forget the registry (``plugins.reset`` calls this)."""
-    global _stores
-    _stores = None
+    from .plugins import tables
+    return {e.name: (e.target, e.plugin) for e in tables()[registry.STORE].entries()}
 
 
 def store_class(scheme: str) -> type:
     """The store class for ``scheme``; bad input with the install command when none is registered."""
-    found = stores().get(scheme.lower())
-    if found is None:
-        extra = INSTALL_HINTS.get(scheme.lower())
-        known = ", ".join(f"{s}://" for s in sorted(stores())) or "none"
-        fix = f"pip install 'cloudtrain[{extra}]'" if extra else "install the plugin that brings it"
+    from .plugins import tables
+    entry = tables()[registry.STORE].get(scheme.lower())
+    if entry is None:
+        known = ", ".join(f"{s}://" for s in tables()[registry.STORE]) or "none"
+        fix = registry.install_hint(registry.STORE, scheme.lower()) or "install the plugin that brings it"
         raise BadInput(f"no installed plugin reads {scheme}:// object stores (installed: {known}); {fix}")
-    module, _, attr = found[0].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return entry.load()
 
 
 def usable_store_class(scheme: str) -> type:
     """``store_class(scheme)`` whose SDK is installed too (checked offline, nothing imported);
     bad input with the ``pip install`` that brings the SDK otherwise."""
-    from .plugins import module_installed
+    from .plugins import module_installed, tables
     cls = store_class(scheme)
     missing = [module for module in cls.sdk_modules if not module_installed(module)]
     if missing:
-        extra = INSTALL_HINTS.get(scheme.lower()) or stores()[scheme.lower()][1]
-        raise BadInput(f"{scheme}:// object stores are reached through {missing[0]}, which is not installed; "
-                       f"pip install 'cloudtrain[{extra}]'")
+        entry = tables()[registry.STORE].get(scheme.lower())
+        fix = (entry.install_hint or registry.install_hint(registry.STORE, scheme.lower())
+               or f"install the SDK of the plugin {entry.plugin}")
+        raise BadInput(f"{scheme}:// object stores are reached through {missing[0]}, which is not installed; {fix}")
     return cls
 
 

@@ -1,4 +1,5 @@
-"""The plugin manager: pluggy, the ``cloudtrain`` entry-point group, and the provider registry.
+"""The plugin manager: pluggy, the ``cloudtrain`` entry-point group, and the registry of what
+the installed plugins register (``tables()``; its kinds and rules: ``cloudtrain.registry``).
 
 Plugins are found through entry points (the built-in ones too), plus modules named in
 ``$CLOUDTRAIN_PLUGINS`` (comma-separated; handy for a plugin under development).  Plugins named
@@ -6,51 +7,52 @@ in ``$CLOUDTRAIN_DISABLE_PLUGINS`` (or passed to ``disable``) are blocked.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import sys
-from typing import Dict, List, Optional, Type
+from typing import Dict, List, Optional, Type, Union
 
 import pluggy
 
-from . import hookspecs
+from . import hookspecs, registry
 from .errors import BadInput, UnknownProvider
+from .launch.platform import import_target
 
-ENTRY_POINT_GROUP = "cloudtrain"
+ENTRY_POINT_GROUP = registry.ENTRY_POINT_GROUP
 
 _pm: Optional[pluggy.PluginManager] = None
+_tables: Optional[registry.Tables] = None
 _providers: Optional[Dict[str, "ProviderInfo"]] = None
 _disabled: set = set()
 
 
 class ProviderInfo:
-    """A registered provider.  ``cls`` is imported on first use when the plugin registered it
-    by name (``register("pkg.module:Class", name="x")``), so a command that uses one provider
-    never imports the others' modules."""
+    """A registered provider (its ``registry.Entry``).  ``cls`` is imported on first use when the
+    plugin registered it by name (``register("pkg.module:Class", name="x")``), so a command that
+    uses one provider never imports the others' modules."""
 
-    def __init__(self, name: str, cls_or_target, plugin: str):
-        self.name, self.plugin = name, plugin
-        self._cls = cls_or_target if isinstance(cls_or_target, type) else None
-        self.target = None if self._cls is not None else cls_or_target
+    def __init__(self, name: str, cls_or_target: Union[str, type], plugin: str,
+                 extra: Optional[str] = None) -> None:
+        entry = registry.Entry(registry.PROVIDER, name, cls_or_target, plugin, extra)
+        self.entry = entry
+        self.name, self.plugin = entry.name, entry.plugin
+        self.target: Optional[str] = entry.target if isinstance(entry.target, str) else None
+        self._cls: Optional[type] = None if self.target else entry.target
 
     @property
     def cls(self) -> type:
         if self._cls is None:
-            module, _, attr = self.target.partition(":")
-            cls = getattr(importlib.import_module(module), attr)
+            cls = self.entry.load()
             if cls.name != self.name:
                 raise BadInput(f"{self.target} is registered as provider {self.name!r} but calls itself "
                                f"{cls.name!r}; fix the plugin {self.plugin}")
             self._cls = cls
         return self._cls
 
-    def same(self, other: "ProviderInfo") -> bool:
-        return (self.target or self._cls) == (other.target or other._cls)
-
     @property
     def extra(self) -> str:
-        return self.cls.extra
+        """The extra carrying the provider's SDKs: the table's (a built-in plugin's entry-point
+        name), else what the class says."""
+        return self.entry.extra or self.cls.extra
 
     def sdk_missing(self) -> List[str]:
         """The provider's SDK modules that cannot be imported (found without importing them)."""
@@ -92,7 +94,7 @@ def get_plugin_manager() -> pluggy.PluginManager:
             if pm.is_blocked(module_name) or pm.has_plugin(module_name):
                 continue
             try:
-                module = importlib.import_module(module_name)
+                module = import_target(module_name)
                 if not pm.is_registered(module):  # already loaded through its entry point
                     pm.register(module, name=module_name)
             except ImportError as exc:
@@ -131,52 +133,52 @@ def reset() -> None:
 
 
 def _reset_providers() -> None:
-    global _providers
-    _providers = None
-    from . import objectstore
-    objectstore.forget()
+    global _tables, _providers
+    _tables = _providers = None
+
+
+def tables() -> registry.Tables:
+    """The registry of every installed (not disabled) plugin: a ``registry.Table`` per kind,
+    filled by the plugins' ``cloudtrain_register_*`` hooks, nothing imported but the plugins."""
+    global _tables
+    if _tables is None:
+        pm = get_plugin_manager()
+        found = registry.empty()
+        for kind, (hook, _) in registry.HOOKS.items():
+            for impl in getattr(pm.hook, hook).get_hookimpls():
+                plugin = pm.get_name(impl.plugin) or getattr(impl.plugin, "__name__", "?")
+                registry.fill(found, plugin, {kind: impl.function},
+                              registry.extra_of(getattr(impl.plugin, "__name__", None)))
+        _tables = found
+    return _tables
 
 
 def providers() -> Dict[str, ProviderInfo]:
     """Every registered provider by name, with the plugin that registered it."""
     global _providers
     if _providers is None:
-        pm = get_plugin_manager()
-        found: Dict[str, ProviderInfo] = {}
-        for impl in pm.hook.cloudtrain_register_providers.get_hookimpls():
-            plugin_name = pm.get_name(impl.plugin) or getattr(impl.plugin, "__name__", "?")
-
-            def register(cls, name: Optional[str] = None, _plugin=plugin_name) -> None:
-                """``register(ProviderClass)``, or ``register("module:Class", name=...)`` to
-                import the class only when the provider is used."""
-                if isinstance(cls, str):
-                    if not name:
-                        raise BadInput(f"plugin {_plugin} registers {cls!r} without a name; "
-                                       "use register('module:Class', name='provider')")
-                    info = ProviderInfo(name, cls, _plugin)
-                else:
-                    info = ProviderInfo(cls.name, cls, _plugin)
-                if info.name in found and not found[info.name].same(info):
-                    raise BadInput(f"provider {info.name!r} is registered by both {found[info.name].plugin} and "
-                                   f"{_plugin}; disable one (CLOUDTRAIN_DISABLE_PLUGINS)")
-                found[info.name] = info
-
-            impl.function(register=register)
-        _providers = dict(sorted(found.items()))
+        entries = tables()[registry.PROVIDER].entries()
+        _providers = {e.name: ProviderInfo(e.name, e.target, e.plugin, e.extra) for e in entries}
     return _providers
 
 
+def catalog_refresher(provider: str) -> Optional[str]:
+    """The ``module:function`` a plugin registered to refresh ``provider``'s catalog, or None."""
+    entry = tables()[registry.CATALOG].get(provider)
+    return entry.target if entry else None
+
+
 def get_provider_class(name: str) -> Type:
-    registry = providers()
-    if name not in registry:
+    found = providers()
+    if name not in found:
         from .suggest import did_you_mean
-        known = ", ".join(registry) or "none"
-        hint = did_you_mean(name, registry)
+        known = ", ".join(found) or "none"
+        hint = did_you_mean(name, found)
         if hint:
             raise UnknownProvider(f"unknown provider {name!r}{hint} (installed providers: {known})")
         raise UnknownProvider(f"unknown provider {name!r}; installed providers: {known}. "
                               "Install its plugin (cloudtrain providers lists what is installed)")
-    return registry[name].cls
+    return found[name].cls
 
 
 def get_provider(name: str, **arguments):

@@ -55,13 +55,13 @@ def _money(value: float) -> str:
 
 def estimate(job: JobSpec, provider: str) -> Estimate:
     """The job's estimate on ``provider`` (the instance its rules resolve; no SDK call)."""
-    from .instances import choose
     from .plugins import get_provider_class
     nodes = job.distribution.nodes
     hours = None if job.max_runtime is None else float(job.max_runtime) / 3600
     rules = get_provider_class(provider).instance_rules()
-    if rules is None:
+    if rules is None:  # local, docker: no catalog to read (nor its modules to import)
         return Estimate(provider, None, nodes, None, None, None, False, "no instance catalog, no price", hours)
+    from .instances import choose
     choice = choose(job, rules, (job.providers.get(provider) or {}).get(rules.option))
     if choice is None or choice.row is None:
         name = choice.instance_type if choice else None

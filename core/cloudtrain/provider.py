@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapp
 
 from pydantic import BaseModel, ConfigDict
 
+from . import registry
 from .errors import BadInput, CloudtrainWarning, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
@@ -138,7 +139,9 @@ class Provider(abc.ABC):
 
     @classmethod
     def install_hint(cls) -> str:
-        return cls.install_hint_text or f"pip install 'cloudtrain[{cls.extra}]'"
+        """``install_hint_text``, else the registry's (a built-in's extra), else the class's ``extra``."""
+        return (cls.install_hint_text or registry.install_hint(registry.PROVIDER, cls.name)
+                or f"pip install 'cloudtrain[{cls.extra}]'")
 
     @classmethod
     def require_sdk(cls, module: str):

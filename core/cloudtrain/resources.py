@@ -3,7 +3,6 @@
 platform's API."""
 from __future__ import annotations
 
-import importlib
 import json
 from typing import List, Optional, Tuple
 
@@ -81,29 +80,26 @@ def rows_table(found: List[Tuple[str, Instance]], region: Optional[str] = None) 
     return rows
 
 
-# Providers whose price refresh lives in a module of its own (no ``catalog_refresh`` on the class).
-PRICE_REFRESH = {"azure": "cloudtrain_azure.prices:refresh"}
-
-
 def refresh(provider: Optional[str], out_dir: Optional[str]) -> List[str]:
-    """Rebuild ``provider``'s catalog through its platform's SDK (or price API); the files written."""
-    from .plugins import get_provider_class
+    """Rebuild ``provider``'s catalog through its platform's SDK (or price API); the files written.
+    The refresh is the provider class's ``catalog_refresh`` (it needs the provider's SDK), else
+    one its plugin registered (``cloudtrain_register_catalogs``: a price API without the SDK)."""
+    from .launch.platform import import_target
+    from .plugins import catalog_refresher, get_provider_class
     if not provider:
         raise BadInput("--refresh needs -p PROVIDER, e.g. cloudtrain catalog refresh -p ec2")
     cls = get_provider_class(provider)
-    target = cls.catalog_refresh or PRICE_REFRESH.get(provider)
+    target = cls.catalog_refresh or catalog_refresher(provider)
     if not target and cls.instance_rules() is None:
         raise BadInput(f"{provider} has no instance catalog (it runs where it is, at no listed price); "
                        "cloudtrain resources lists the providers that have one")
     if not target:
         raise BadInput(f"{provider} has no catalog refresh; its catalog file is edited by hand (see its header)")
     if not cls.catalog_refresh:
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)(out_dir=out_dir)
-    module, _, attr = cls.catalog_refresh.partition(":")
+        return import_target(target)(out_dir=out_dir)
     for sdk in cls.sdk_modules:
         cls.require_sdk(sdk)
-    fn = getattr(importlib.import_module(module), attr)
+    fn = import_target(target)
     return fn(out_dir=out_dir) if out_dir else fn()
 
 

@@ -6,3 +6,9 @@ from cloudtrain.hookspecs import hookimpl
 def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
     register("cloudtrain_azure.provider:AzureProvider", name="azure")
+
+
+@hookimpl
+def cloudtrain_register_catalogs(register):
+    # Azure's retail price API needs no SDK: the refresh lives outside the provider class
+    register("cloudtrain_azure.prices:refresh", provider="azure")

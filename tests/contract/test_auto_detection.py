@@ -11,16 +11,14 @@ from cloudtrain import plugins
 from cloudtrain.launch import detectors
 from cloudtrain.loading import job_from_dict
 from cloudtrain.provider import Cluster
+from cloudtrain.registry import builtin_providers
 
 # docs/launcher.md's table: tione, azure, sagemaker, modelarts-lite, modelarts, volcano,
 # kubeflow-trainer, kubeflow, then the generic one.
 DOCUMENTED_ORDER = ["tione", "azure", "sagemaker", "modelarts-lite", "modelarts", "volcano", "kubeflow-trainer",
                     "kubeflow", "local"]
 # The providers whose nodes are each platform's (eks's pods are Kubeflow's: named only).
-BUILT_IN = {"tione": "tione", "azure": "azure", "sagemaker": "sagemaker", "modelarts-lite": "modelarts-lite",
-            "modelarts": "modelarts", "volcano": "volcano", "kubeflow": "kubeflow", "eks": "kubeflow",
-            "kubeflow-trainer": "kubeflow-trainer",
-            "local": "local", "docker": "docker", "ec2": "ec2"}
+BUILT_IN = {p: {"eks": "kubeflow"}.get(p, p) for p in builtin_providers()}
 
 
 def job(kind: str, nodes: int):

@@ -8,13 +8,14 @@ import pytest
 
 from cloudtrain.cloud import CloudProvider
 from cloudtrain.plugins import get_provider_class, providers
+from cloudtrain.registry import builtin_providers
 
 ON_THIS_MACHINE = {"local", "docker"}  # they supervise processes here: not remote platforms
 TEMPLATE = ("status", "fresh_status", "logs", "_remember")
 PLATFORM_CALLS = ("_create", "_describe", "_to_status", "_stop")
 
 
-BUILT_IN = ("local", "docker", "kubernetes", "aws", "azure", "tione", "modelarts")  # plugins
+BUILT_IN = {providers()[n].plugin for n in builtin_providers()}  # plugins
 
 
 def remote():

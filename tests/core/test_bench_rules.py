@@ -92,3 +92,17 @@ def test_what_the_suite_installs_is_what_cloudtrains_extras_pin(bench):
         assert spec in extras[extra], (module, extra, spec)
     assert lib.declared(requires, "test", "moto") == "moto[server]>=5"
     assert lib.declared(requires, "examples", "torch") == "torch==2.13.0"
+
+
+def test_cold_start_against_the_import_floor_is_a_ratio_of_medians_and_a_failed_floor_fails(bench):
+    floor = importlib.import_module("bench_floor")
+    argvs = floor.subjects()
+    samples = {"floor": [0.07, 0.08, 0.07], "render": [0.1, 0.1, 0.2], "validate": [0.2, 0.21, 0.2],
+               "model-floor": [0.1]}
+    render, validate, *informational = floor.floor_rows(argvs, samples, {})
+    assert [(r.ratio, r.passed) for r in informational] == [(1.0, None), (2.0, None)]
+    assert (round(render.ratio, 3), render.result) == (1.429, "**PASS**")  # 0.1 / 0.07
+    assert (round(validate.ratio, 3), validate.result) == (2.857, "**MISS**")
+    rows = floor.floor_rows(argvs, {"render": [0.1], "validate": [0.1]}, {"floor": ["exit 1"]})
+    assert [(r.ratio, r.result) for r in rows[:2]] == [(None, "**FAIL**")] * 2
+    assert "the import floor failed: exit 1" in rows[0].note

@@ -32,13 +32,22 @@ class Cluster:
     output_dir: Optional[str] = None
 
 
-def load(target: Target):
-    """``"module:attr"`` imported now, or the object itself."""
+def import_target(target: Target, default_attr: str = ""):
+    """``"module:attr"`` imported now (``"module"`` alone: ``default_attr`` of it, or the module),
+    or the object itself.  cloudtrain's one loader of such strings: core's registry uses it too.
+    ImportError and AttributeError propagate."""
     if not isinstance(target, str):
         return target
     module, _, attr = target.partition(":")
+    loaded = importlib.import_module(module)
+    attr = attr or default_attr
+    return getattr(loaded, attr) if attr else loaded
+
+
+def load(target: Target):
+    """A detector (``"module:function"``, default function ``detect``), or the object itself."""
     try:
-        return getattr(importlib.import_module(module), attr or "detect")
+        return import_target(target, "detect")
     except (ImportError, AttributeError) as exc:
         raise PlatformError("cannot load detector %r: %s" % (target, exc))
 
