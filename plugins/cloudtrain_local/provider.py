@@ -1,174 +1,34 @@
 """``local``: every node a process group in its own working copy of the job's code.
 
-The submitting process starts a detached supervisor (``cloudtrain_local.supervisor``) that
-runs the nodes, writes node- and rank-prefixed logs under ``$CLOUDTRAIN_HOME/runs/<id>/`` and
-keeps the job's state in the SQLite store, so any shell can follow, wait for or cancel it.
+What lives where: ``options.py`` the settings, ``render.py`` the request (one process spec per
+node; pure), ``ports.py`` the ports the nodes bind, ``netns.py`` the network namespace, this
+module the lifecycle: the submitting process starts a detached supervisor
+(``cloudtrain_local.supervisor``) that runs the nodes, writes node- and rank-prefixed logs under
+``$CLOUDTRAIN_HOME/runs/<id>/`` and keeps the job's state in the SQLite store, so any shell can
+follow, wait for or cancel it.
 """
 from __future__ import annotations
 
-import os
-import secrets as _random
 import shutil
 import signal
-import socket
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from cloudtrain import procs, storage
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.hosted import HostedProvider, rendered_run_dir, run_values
+from cloudtrain import procs
+from cloudtrain.errors import BadInput
+from cloudtrain.hosted import HostedProvider, run_values
 from cloudtrain.job import JobSpec
-from cloudtrain.request import fill
 from cloudtrain.launch.parent import GROUPS_FILE
-from cloudtrain.provider import Artifact, Cluster, Rendered, State
+from cloudtrain.provider import Cluster, Rendered, State
+from cloudtrain.request import fill
 from cloudtrain.store import Store
 from cloudtrain.supervise import TORCHRUN_DIR
-from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir, spot_here_means_nothing
+from cloudtrain.survival import host_checkpoint_dir, spot_here_means_nothing
 
-
-
-class LocalOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    emulate: Optional[str] = Field(None, description="inject this provider's node environment instead of the generic one")
-    master_port: Optional[int] = Field(None, ge=1024, le=65000, description="fixed master port (default: a free one)")
-    copy_code: bool = Field(True, description="give every node its own copy of `code` (False: run in place)")
-    python: Optional[str] = Field(None, description="interpreter for `cloudtrain launch` (default: this one)")
-    isolate_network: Optional[bool] = Field(
-        None, description="run the job in its own network namespace (loopback only, no route out); default: "
-                          "for mpi, horovod and ray, whose servers listen on every interface otherwise; "
-                          "false runs those on the host network anyway")
-
-
-def interpreter_env(python: Optional[str] = None, environ=None) -> Dict[str, str]:
-    """``PATH`` (and ``VIRTUAL_ENV``) so that a node's ``python``, ``torchrun``, ``mpirun``,
-    ``ray`` and ``deepspeed`` resolve as they do for the interpreter that submits (``sys.prefix``:
-    a venv that is not activated still wins), or for ``providers.local.python`` when it is set."""
-    environ = os.environ if environ is None else environ
-    if python:
-        found = python if os.sep in python else shutil.which(python, path=environ.get("PATH"))
-        if not found:
-            raise BadInput(f"providers.local.python: {python!r} is not on PATH; give the interpreter's full path")
-        bin_dir = os.path.dirname(os.path.abspath(found))  # not resolved: a venv's python is a link
-        prefix = os.path.dirname(bin_dir)
-        venv = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else None
-    else:
-        bin_dir = os.path.join(sys.prefix, "bin")
-        venv = sys.prefix if sys.prefix != sys.base_prefix else None
-    dirs = [bin_dir] + [d for d in environ.get("PATH", os.defpath).split(os.pathsep) if d and d != bin_dir]
-    env = {"PATH": os.pathsep.join(dirs)}
-    if venv:
-        env["VIRTUAL_ENV"] = venv
-    return env
-
-
-EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-# Where a system says nothing (no /proc: macOS, Windows), the IANA dynamic range is the ephemeral one.
-IANA_EPHEMERAL = (49152, 65535)
-LOWEST_CHOSEN = 20000  # below: the ports of common services (databases, brokers) crowd
-
-
-def ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple:
-    """``(low, high)`` of the ports the kernel hands out to outgoing connections and ``bind(0)``."""
-    try:
-        with open(path, encoding="ascii") as f:
-            low, high = (int(x) for x in f.read().split()[:2])
-        return low, high
-    except (OSError, ValueError):
-        return IANA_EPHEMERAL
-
-
-def free_port_block(count: int, start: int = LOWEST_CHOSEN, end: int = 65535) -> int:
-    """A port ``p`` such that ``p .. p+count-1`` are all free on 127.0.0.1 right now, and all
-    outside the ephemeral range: no outgoing connection of any process can be given one of them
-    between this check and the node's own bind."""
-    low, high = ephemeral_range()
-    # the bases whose whole block lies below or above the ephemeral range
-    spans = [(a, b) for a, b in ((start, min(end, low - 1)), (max(start, high + 1), end)) if b - a + 1 >= count]
-    if not spans:
-        raise BadInput(f"no local ports outside the ephemeral range {low}-{high}; set providers.local.master_port")
-    rng = _random.SystemRandom()
-    sizes = [b - a + 2 - count for a, b in spans]
-    for _ in range(200):
-        pick = rng.randrange(sum(sizes))
-        for (a, _b), size in zip(spans, sizes):
-            if pick < size:
-                base = a + pick
-                break
-            pick -= size
-        if not any(port_in_use(port) for port in range(base, base + count)):
-            return base
-    raise BadInput("no free block of local ports found; set providers.local.master_port")
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """Can nothing bind ``host:port`` now (a listener, or a connection bound to it)?"""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, port))
-        return False
-    except OSError:
-        return True
-    finally:
-        s.close()
-
-
-def port_holder(port: int) -> Optional[int]:
-    """The PID of a process with a TCP socket bound to ``port`` (Linux, a process this user may
-    look at), else None."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as f:
-                next(f, None)
-                for line in f:
-                    fields = line.split()
-                    if len(fields) > 9 and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(f"socket:[{fields[9]}]")
-        except (OSError, ValueError):
-            continue
-    inodes.discard("socket:[0]")  # TIME_WAIT entries belong to no process
-    if not inodes:
-        return None
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
-                    return int(pid)
-            except OSError:
-                continue
-    return None
-
-
-def bound_ports(distribution: str, nodes: int, master_port: int) -> List[int]:
-    """The ports on 127.0.0.1 that a local job's nodes bind: the master port (torchrun's store,
-    DeepSpeed, Ray's GCS), the liveness port (+1, when node 0 runs a launcher the others wait
-    for) and one port per ps-worker task (+2..)."""
-    ports = [master_port] if distribution in ("ddp", "deepspeed", "ray") else []
-    if nodes > 1 and distribution in ("mpi", "horovod", "ray"):
-        ports.append(master_port + 1)
-    if distribution == "ps-worker":
-        ports += [master_port + 2 + i for i in range(nodes)]
-    return ports
-
-
-def check_ports_free(ports: List[int]) -> None:
-    """A port a job must bind that is taken now is the machine's state, not a fault of the job
-    file: refused up front (exit 3), naming the port and, where it can be known, its holder."""
-    for port in ports:
-        if port_in_use(port):
-            pid = port_holder(port)
-            holder = f" by pid {pid}" if pid else ""
-            raise PlatformError(f"port {port} on 127.0.0.1 is in use{holder} (the machine's state, not the job "
-                                "file's fault); stop what holds it, or set another providers.local.master_port "
-                                "(or none: a free one is chosen)")
+from .options import LocalOptions
+from .ports import bound_ports, check_ports_free, free_port_block
+from .render import LocalRequest, build_request
 
 
 class LocalProvider(HostedProvider):
@@ -186,40 +46,8 @@ class LocalProvider(HostedProvider):
         host_checkpoint_dir(job, self.name)
         spot_here_means_nothing(job, self.name)
 
-    def node_specs(self, job: JobSpec, options: LocalOptions, *, run_dir: str, master_port: int) -> List[dict]:
-        platform = self.emulated(options)
-        nodes = job.distribution.nodes
-        cluster = Cluster(hosts=["127.0.0.1"] * nodes, master_port=master_port,
-                          output_dir=str(self.host_output(job, run_dir)))
-        python = options.python or sys.executable
-        launch = [python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
-        code = str(job.code_path)  # resolve() is a syscall per path part: once, not per node
-        job_env = {**interpreter_env(options.python), **self.rendered_env(job)}  # the job's own PATH wins
-        ours = {"CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
-                "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
-                **{storage.input_env(name): str(storage.local_path(job, uri)) for name, uri in job.storage.inputs.items()}}
-        checkpoints = host_checkpoint_dir(job, self.name)
-        if checkpoints is not None:
-            ours[CHECKPOINT_ENV] = str(checkpoints)
-        specs = []
-        for i in range(nodes):
-            env = dict(job_env)
-            env.update(platform.environment(job, i, cluster))
-            env.update(ours)
-            env["CLOUDTRAIN_LOG_DIR"] = os.path.join(run_dir, f"node-{i}")
-            if options.emulate:
-                env["CLOUDTRAIN_DETECTORS"] = platform.detectors_variable()
-            cwd = os.path.join(run_dir, f"node-{i}", "code") if options.copy_code else code
-            specs.append({"node": i, "argv": launch, "cwd": cwd, "env": env})
-        return specs
-
-    def artifacts(self, job: JobSpec, options: LocalOptions) -> List[Artifact]:
-        run_dir = rendered_run_dir()
-        specs = self.node_specs(job, options, run_dir=run_dir, master_port=options.master_port or 29500)
-        code = str(job.code_path)
-        return [Artifact("local/process", f"{job.name}-node-{s['node']}",
-                         {"node": s["node"], "code": code, **{k: s[k] for k in ("cwd", "argv", "env")}})
-                for s in specs]
+    def render_request(self, job: JobSpec, options: LocalOptions) -> LocalRequest:
+        return build_request(job, options, self.emulated(options))
 
     def runtime_specs(self, rendered: Rendered, run_dir: Path, port: int) -> List[dict]:
         """The rendered node specs (amendments included) with this run's directory and port."""
@@ -228,8 +56,7 @@ class LocalProvider(HostedProvider):
         platform = self.emulated(options)
         hosts = ["127.0.0.1"] * job.distribution.nodes
         specs = []
-        for artifact in rendered.artifacts:
-            spec = fill(artifact.content, run_values(run_dir))
+        for spec in fill(rendered.request, run_values(run_dir)).nodes:
             if port != rendered_port:
                 before = platform.environment(job, spec["node"], Cluster(hosts, rendered_port))
                 after = platform.environment(job, spec["node"], Cluster(hosts, port))

@@ -53,7 +53,7 @@ def test_digits_ddp_trains_from_the_code_submit_shipped_to_obs(tmp_path, monkeyp
     from cloudtrain.loading import load_job
     from cloudtrain.objectstore import ObjectUrl, download
     from cloudtrain.plugins import get_provider
-    from cloudtrain_local.provider import free_port_block
+    from cloudtrain_local.ports import free_port_block
     from cloudtrain_modelarts.obsstore import ObsStore
 
     port = free_port_block(2)

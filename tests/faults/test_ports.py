@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from cloudtrain_local.provider import ephemeral_range, free_port_block
+from cloudtrain_local.ports import ephemeral_range, free_port_block
 from conftest import run_cli, write_job
 
 RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"

@@ -440,7 +440,7 @@ def test_the_node_scripts_that_were_sent_really_train(aws, tmp_path):
     instances (their addresses -> 127.0.0.1, /etc/hosts and each node's work dir -> tmp, the
     instance profile -> the double's credentials).  The nodes copy storage.inputs down and their
     output up; ``outputs`` brings the output back."""
-    from cloudtrain_local.provider import free_port_block
+    from cloudtrain_local.ports import free_port_block
     port = free_port_block(3)
     aws.client("s3").put_object(Bucket=BUCKET, Key="data/vocab.txt", Body=b"zero one two")
     run = provider(aws).submit(digits(**{

@@ -100,7 +100,7 @@ def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_p
     """Play SageMaker: for each of 2 hosts, put the code channel's object where SageMaker would,
     write resourceconfig.json, and run ContainerEntrypoint + ContainerArguments as sent."""
     import cloudtrain_aws.common as common
-    from cloudtrain_local.provider import free_port_block
+    from cloudtrain_local.ports import free_port_block
     from cloudtrain.objectstore import forget_uploads
     forget_uploads()
     monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
