@@ -38,6 +38,12 @@ DATA_SCHEMES = ("azureml", "https", "wasbs", "abfss")
 SPEC_TAG = "cloudtrain.spec"
 OUTPUT_DIR = "outputs"  # Azure ML uploads ./outputs of the job's working directory
 JOB_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
+# The type of a storage.inputs entry, whatever its URI looks like: a folder's last segment may have
+# a dot (``.../paths/v1.2``, ``imagenet.v2``) and nothing offline tells it from a file's.  It is also
+# azure-ai-ml's own default for an input without a type (``Input(type="uri_folder")``,
+# azure/ai/ml/entities/_inputs_outputs/input.py); ``providers.azure.inputs.NAME.type: uri_file``
+# says an input is one file (and a URI that looks like a file warns: ``checks.unchecked_offline``).
+INPUT_TYPE = "uri_folder"
 
 # Azure ML's mpirun starts every rank itself, with no `cloudtrain launch` to export where the
 # master is: each rank reads it from Azure's own variables, as cloudtrain_azure.detect does
@@ -187,15 +193,6 @@ def data_ref(ref: DataRef) -> dict:
     return {"type": ref.type, **{k: v for k, v in (("path", ref.path), ("mode", ref.mode)) if v}}
 
 
-def input_type(uri: str) -> str:
-    """``uri_folder``, whatever the URI looks like: a folder's last segment may have a dot
-    (``.../paths/v1.2``, ``imagenet.v2``) and nothing offline tells it from a file's.  It is
-    also azure-ai-ml's own default for an input without a type (``Input(type="uri_folder")``,
-    azure/ai/ml/entities/_inputs_outputs/input.py); ``providers.azure.inputs.NAME.type:
-    uri_file`` says an input is one file."""
-    return "uri_folder"
-
-
 def looks_like_a_file(uri: str) -> bool:
     """The URI's last segment has an extension (``vocab.txt``) and no trailing ``/``: maybe one file."""
     last = uri.rstrip("/").rsplit("/", 1)[-1]
@@ -208,9 +205,8 @@ def job_inputs(job: JobSpec, options: AzureOptions) -> Dict[str, dict]:
     inputs = {k: data_ref(v) for k, v in options.inputs.items()}
     for name, uri in sorted(job.storage.inputs.items()):
         ref = options.inputs.get(name)
-        given = ref.model_fields_set if ref is not None else set()
-        inputs[name] = {"type": ref.type if "type" in given else input_type(uri), "path": uri,
-                        "mode": ref.mode if ref is not None and ref.mode else "ro_mount"}
+        typed = ref.type if ref is not None and "type" in ref.model_fields_set else INPUT_TYPE
+        inputs[name] = {"type": typed, "path": uri, "mode": ref.mode if ref is not None and ref.mode else "ro_mount"}
     return inputs
 
 
