@@ -1,11 +1,12 @@
 """``azure``: Azure ML command jobs through ``azure-ai-ml`` (``MLClient``).
 
-Render writes the command job YAML that ``azure.ai.ml.load_job`` reads (the ``azureml/job``
-artifact) without importing the SDK; the tests check it against what ``azure.ai.ml.command()``
-builds.
-Submit stages the code with the launcher bundle, writes that YAML next to it, loads it with
-``load_job`` and sends it with ``MLClient.jobs.create_or_update``, so what is sent is what the
-render showed (plus the job name, the spec tag and the staged code path).
+Render (``render.build``) makes the typed ``AzureRequest``: the command job YAML that
+``azure.ai.ml.load_job`` reads (printed as the ``azureml/job`` artifact), without importing the
+SDK; the tests check it against what ``azure.ai.ml.command()`` builds.
+Submit (core's one pipeline, then ``_create``) stages the code with the launcher bundle, writes
+``AzureRequest.submitted`` next to it, loads it with ``load_job`` (``sdk.load_job``) and sends it
+with ``MLClient.jobs.create_or_update``, so what is sent is what the render showed (plus the job
+name, the spec tag, the staged code path and the InfiniBand presets of a cluster's VM size).
 
 Distribution types map to Azure ML's distributions:
 
