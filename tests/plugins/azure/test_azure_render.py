@@ -13,6 +13,7 @@ import yaml
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job as load_ct_job
 from cloudtrain.plugins import get_provider
+from cloudtrain_azure import render as render_builders
 from conftest import cli_env, run_cli, write_job
 
 azure_ml = pytest.importorskip("azure.ai.ml")
@@ -102,9 +103,10 @@ def sdk_built(job):
     options = provider.options(job)
     d = job.distribution
     kwargs = dict(display_name=job.name, experiment_name=options.experiment_name or job.name,
-                  command=provider.node_command(job), code=str(job.code_path),
+                  command=render_builders.node_command(job), code=str(job.code_path),
                   environment=options.environment or Environment(image=job.image),
-                  environment_variables=provider.environment_variables(job, options),
+                  environment_variables=render_builders.environment_variables(job, options,
+                                                                       provider.detectors_variable()),
                   instance_count=d.nodes,
                   tags={"cloudtrain.job": job.name, "cloudtrain.distribution": d.type, **options.tags})
     if d.type in ("ddp", "deepspeed") or (d.type in ("none", "ray") and d.nodes > 1):
