@@ -129,7 +129,7 @@ def compared(bench: str, what: str, commands: List[str], value: Optional[Stats],
 def free_port(count: int = 1) -> int:
     """A port p such that p .. p+count-1 are free on 127.0.0.1 right now (the local provider's
     own search, so bare torchrun gets ports the same way cloudtrain does)."""
-    from cloudtrain_local.provider import free_port_block
+    from cloudtrain_local.ports import free_port_block
     return free_port_block(count)
 
 
