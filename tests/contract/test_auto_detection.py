@@ -11,6 +11,7 @@ from cloudtrain import plugins
 from cloudtrain.launch import detectors
 from cloudtrain.loading import job_from_dict
 from cloudtrain.provider import Cluster
+from cloudtrain.testing import builtin_providers
 
 # docs/launcher.md's table: tione, azure, sagemaker, modelarts-lite, modelarts, volcano,
 # kubeflow-trainer, kubeflow, then the generic one.
@@ -32,6 +33,10 @@ def job(kind: str, nodes: int):
 def clean(env):
     """A node's environment as the platform gives it: no CLOUDTRAIN_DETECTORS from a request."""
     return {k: v for k, v in env.items() if k != "CLOUDTRAIN_DETECTORS"}
+
+
+def test_every_built_in_provider_is_pinned_here():
+    assert sorted(BUILT_IN) == builtin_providers()
 
 
 def test_auto_detection_follows_the_documented_order():

@@ -145,9 +145,9 @@ def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_pa
 def test_every_built_in_provider_maps_storage():
     """Issue 17's promise: storage.inputs / storage.output map on every provider (none is left
     refusing them); a third-party provider without a mapping still refuses them at their line."""
-    from cloudtrain.plugins import get_provider_class, providers
-    built_in = [n for n, info in providers().items() if info.plugin.startswith(("local", "docker", "kubernetes", "aws",
-                                                                                  "azure", "tione", "modelarts"))]
+    from cloudtrain.plugins import get_provider_class
+    from cloudtrain.testing import builtin_providers
+    built_in = builtin_providers()
     assert len(built_in) >= 12
     assert [n for n in built_in if not get_provider_class(n).storage_schemes] == []
 
