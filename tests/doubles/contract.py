@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Dict, Sequence
 
-from cloudtrain.loading import job_from_dict
 from cloudtrain.testing import ProviderDouble, double, no_double
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,14 +21,11 @@ no_double("local", "runs the job on this machine: tests/e2e runs real jobs throu
 no_double("docker", "runs the job in Docker on this machine: tests/e2e runs real containers")
 no_double("ec2", "its double (moto + SSM commands run as subprocesses) needs the node script run per test: "
                  "tests/plugins/aws/test_aws_ec2.py")
-no_double("eks", "kubeflow's Kubernetes calls behind an EKS token: kubeflow's double covers the calls; "
-                 "tests/plugins/aws/test_eks_provider.py the token")
-no_double("modelarts-lite", "volcano's Kubernetes calls behind ModelArts' pool kubeconfig: volcano's double covers "
-                            "the calls; tests/plugins/modelarts/test_modelarts_lite_lifecycle.py the kubeconfig")
 no_double("fakeone", "the test plugin: its jobs are local processes (tests/core)")
 
 
 def job(name: str, options: Dict[str, object], code: str = str(EXAMPLE)):
+    from cloudtrain.loading import job_from_dict
     return job_from_dict({"name": "contract-life", "code": code, "command": "python train.py --epochs 1",
                           "image": "registry.example/train:1", "distribution": {"type": "ddp", "nodes": 2},
                           "providers": {name: options}})
@@ -159,16 +155,20 @@ def azure(request):
     assert not fake.crashes, fake.crashes
 
 
-# -- Kubernetes (kubeflow, volcano, kubeflow-trainer): the loopback API server (kube_double) ----
-def kube_double(name: str, request):
+# -- Kubernetes (kubeflow, volcano, kubeflow-trainer, modelarts-lite with a kubeconfig, eks): the
+#    loopback API server (kube_double); eks finds it through DescribeCluster (moto) --------------
+def kube_double(name: str, request, make_provider=None, token=None, options=None):
     from cloudtrain.plugins import get_provider
-    from doubles.kube_double import FakeKube
+    from doubles.kube_double import TOKEN, FakeKube
     tmp = request.getfixturevalue("tmp_path")
     env({"CLOUDTRAIN_POLL_SECONDS": "0", "CLOUDTRAIN_HOME": str(tmp / "ct-home")}, request)
-    with FakeKube() as fake:
-        config = fake.kubeconfig(tmp / "kubeconfig")
-        env({"KUBECONFIG": config}, request)  # the cluster list() looks in
-        provider = get_provider(name)
+    with FakeKube(token=token or TOKEN) as fake:
+        if make_provider is None:
+            config = fake.kubeconfig(tmp / "kubeconfig")
+            env({"KUBECONFIG": config}, request)  # the cluster list() looks in
+            provider = get_provider(name)
+        else:  # eks: the cluster of the job's options, its token a presigned STS call
+            config, provider = None, make_provider(fake)
 
         def set_state(job_id: str, raw: str) -> None:
             ns, job_name = job_id.split("/")
@@ -181,8 +181,8 @@ def kube_double(name: str, request):
             pods = fake.start_pods(ns, job_name)
             fake.log(ns, pods[0], *lines)
 
-        yield ProviderDouble(provider, lambda: job(name, {"kubeconfig": config, "namespace": "team-a"}, code="."),
-                             set_state, write_log)
+        settings = options or {"kubeconfig": config, "namespace": "team-a"}
+        yield ProviderDouble(provider, lambda: job(name, settings, code="."), set_state, write_log)
 
 
 @double("kubeflow")
@@ -199,3 +199,22 @@ def volcano(request):
 def kubeflow_trainer(request):
     yield from kube_double("kubeflow-trainer", request)
 
+
+@double("modelarts-lite")
+def modelarts_lite(request):
+    yield from kube_double("modelarts-lite", request)
+
+
+@double("eks")
+def eks(request):
+    from cloudtrain_aws.eks import EksProvider
+    from doubles.aws_double import REGION, eks_token_ok, session
+    aws = aws_server(request)
+    aws.reset(services=("eks", "sts"))
+
+    def make_provider(fake):
+        aws.eks_cluster("train", fake.url)
+        return EksProvider(eks=aws.client("eks"), session=session())
+
+    yield from kube_double("eks", request, make_provider, token=eks_token_ok,
+                           options={"cluster": "train", "region": REGION, "namespace": "ml"})

@@ -2,12 +2,16 @@
 
 Run it against the installed providers, or only yours::
 
-    pytest --pyargs cloudtrain.testing                                   # every installed provider
-    pytest --pyargs cloudtrain.testing --cloudtrain-provider acme       # only acme (repeatable)
-    CLOUDTRAIN_TEST_PROVIDERS=acme pytest --pyargs cloudtrain.testing   # the same, from the environment
-    pytest --pyargs cloudtrain.testing --cloudtrain-provider acme -p acme_tests.double
+    pytest --pyargs cloudtrain.testing                                  # every installed provider
+    CLOUDTRAIN_TEST_PROVIDERS=acme pytest --pyargs cloudtrain.testing  # only acme (comma-separated)
+    pytest -p cloudtrain.testing.plugin --pyargs cloudtrain.testing --cloudtrain-provider acme
+    pytest --pyargs cloudtrain.testing -p acme_tests.double            # with acme's double (below)
 
-What lives where:
+(pytest reads ``--cloudtrain-provider`` only from a plugin loaded before the command line:
+``-p cloudtrain.testing.plugin``, which the package's conftest.py otherwise registers itself.)
+
+What lives where: ``plugin.py`` the pytest wiring (option, parameters, fixtures); ``jobs.py`` and
+``probes.py`` the jobs and probe values (no pytest); the contract, one module per rule:
 
 - ``test_render.py``: render is deterministic and offline, secrets are masked, the envelope is
   well formed, unknown options are refused at their line, ``environment()``/``detect()`` round-trip;
