@@ -47,7 +47,8 @@ from cloudtrain.launch import mpirank, plans
 from cloudtrain.launch.topology import Topology
 from cloudtrain.loading import job_from_dict
 from cloudtrain.testing import builtin_providers
-from cloudtrain.testing.probes import URIS, base_job, cloud_providers, settings
+from cloudtrain.testing.jobs import required_settings as settings
+from cloudtrain.testing.probes import URIS, base_job, cloud_providers
 from conftest import EXAMPLES
 
 BASE = base_job(str(EXAMPLES / "digits-ddp"))

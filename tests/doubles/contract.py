@@ -115,7 +115,8 @@ def sagemaker(request):
     def set_state(job_id: str, raw: str) -> None:
         status, _, secondary = raw.partition("/")
         if not secondary:
-            status, secondary = (raw, raw) if raw in SAGEMAKER_STATUSES or raw not in provider.states else ("InProgress", raw)
+            secondary_only = raw in provider.states and raw not in SAGEMAKER_STATUSES
+            status, secondary = ("InProgress", raw) if secondary_only else (raw, raw)
         aws.set_training(job_id.split("/")[1], status, secondary)
 
     def write_log(job_id: str, lines: Sequence[str]) -> None:

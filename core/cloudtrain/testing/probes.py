@@ -13,7 +13,6 @@ from cloudtrain.cloud import CloudProvider
 from cloudtrain.errors import BadInput
 from cloudtrain.job import JobSpec
 from cloudtrain.loading import job_from_dict
-from cloudtrain.testing.jobs import required_settings as settings
 
 def cloud_providers(names: Iterable[str]) -> List[str]:
     """Those of ``names`` that run on a remote platform (``CloudProvider``: local and docker run

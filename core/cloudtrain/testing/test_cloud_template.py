@@ -17,7 +17,8 @@ def providers_here(names):
 def test_no_provider_rewrites_the_template(cloudtrain_provider):
     cls = plugins.get_provider_class(cloudtrain_provider)
     rewritten = [step for step in TEMPLATE if next(k for k in cls.__mro__ if step in k.__dict__) is not CloudProvider]
-    assert rewritten == [], f"{cloudtrain_provider} overrides {rewritten}: put the platform's part in a CloudProvider hook"
+    assert rewritten == [], \
+        f"{cloudtrain_provider} overrides {rewritten}: put the platform's part in a CloudProvider hook"
 
 
 def test_the_provider_implements_the_platform_calls(cloudtrain_provider):

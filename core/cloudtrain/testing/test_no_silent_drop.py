@@ -18,8 +18,9 @@ source in cloudtrain's own tests/contract/test_drops_pinned.py.
 """
 import pytest
 
+from cloudtrain.testing.jobs import required_settings as settings
 from cloudtrain.testing.probes import (AGREES, PROBES, base_job, cloud_providers, names_field, neutral_fields,
-                                       outcome, refuses, settings, with_values)
+                                       outcome, refuses, with_values)
 
 
 def providers_here(names):
@@ -43,7 +44,8 @@ def test_a_field_is_rendered_or_refused_or_warned_about(cloudtrain_provider, fie
     for value in values:
         after, error, warned = outcome(provider, with_values(base, {field: value}))
         if error is not None:
-            assert refuses(error, [field, *shared]), f"{field}={value!r} on {provider}: refused for another reason: {error}"
+            assert refuses(error, [field, *shared]), \
+                f"{field}={value!r} on {provider}: refused for another reason: {error}"
         elif after == before and not any(names_field(text, field) for text in warned) \
                 and (provider, field, value) not in AGREES:
             silent.append(value)

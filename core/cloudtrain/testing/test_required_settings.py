@@ -52,7 +52,8 @@ def test_a_job_missing_a_required_setting_fails_validate(cloudtrain_provider, tm
         with pytest.raises(BadInput) as info:
             validate(job, name)
         lines = str(info.value).splitlines()
-        assert any(f"providers.{name}.{missing}: is not set; {name} needs it to submit" in line for line in lines), lines
+        needs = f"providers.{name}.{missing}: is not set; {name} needs it to submit"
+        assert any(needs in line for line in lines), lines
         assert any(f"cloudtrain config set -p {name} {missing}=" in line for line in lines), lines
         assert not any(f"providers.{name}.{other}:" in line for other in settings for line in lines), lines
 
