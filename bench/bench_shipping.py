@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
-for sub in ("core", "plugins", "tests", "tests/support", "tests/plugins/aws", "tests/plugins/tione",
-            "tests/plugins/modelarts", "tests/plugins/kubernetes"):
+for sub in ("core", "plugins", "tests", "tests/support"):
     sys.path.insert(0, str(REPO / sub))
 
 from cloudtrain import objectstore  # noqa: E402
@@ -118,7 +117,7 @@ def per_file(store: ObjectStore, prefix: ObjectUrl, root: Path) -> None:
 
 # -- the paths ----------------------------------------------------------------------------------
 def s3_paths(stack: ExitStack, code: Path) -> List[tuple]:
-    from aws_double import AwsDouble
+    from doubles.aws_double import AwsDouble
     from cloudtrain.plugins import get_provider
     aws = stack.enter_context(AwsDouble())
     for bucket in ("ct-ship", "ct-alt"):
@@ -143,9 +142,9 @@ def s3_paths(stack: ExitStack, code: Path) -> List[tuple]:
 
 
 def cos_paths(stack: ExitStack, code: Path) -> List[tuple]:
-    from cos_double import CosDouble
+    from doubles.cos_double import CosDouble
     from tencentcloud.common.credential import Credential
-    from tione_fake import SECRET_ID, SECRET_KEY
+    from doubles.tione_double import SECRET_ID, SECRET_KEY
     from cloudtrain_tione.provider import TioneProvider
     cos = stack.enter_context(CosDouble(buckets=("train-1250000000",)))
     provider = TioneProvider(credential=Credential(SECRET_ID, SECRET_KEY), endpoint="http://127.0.0.1:9",
@@ -166,7 +165,7 @@ def fresh_process() -> None:
 
 
 def obs_paths(stack: ExitStack, code: Path) -> List[tuple]:
-    from obs_double import AK, SK, ObsDouble
+    from doubles.obs_double import AK, SK, ObsDouble
     from cloudtrain_modelarts.obsstore import ObsStore
     from cloudtrain.plugins import get_provider
     obs = stack.enter_context(ObsDouble())

@@ -2,7 +2,7 @@
 
 200 distinct jobs (the digits example, each with its own `env.BENCH_JOB`, so each has its own
 spec hash and job name) go to `sagemaker` through the Python API, `cloudtrain.submit` (render
-and submit) on 16 threads, against moto in server mode on 127.0.0.1 (tests/plugins/aws/aws_double.py:
+and submit) on 16 threads, against moto in server mode on 127.0.0.1 (tests/doubles/aws_double.py:
 real HTTP through boto3; the double counts every API call on the server side). The alternative
 is the floor: boto3's `create_training_job` alone with the same requests and the same
 concurrency. Then the same 200 jobs again with faults: 10% of the creates lose their response
@@ -34,8 +34,8 @@ ALT = ("ThreadPoolExecutor(16).map(lambda r: sagemaker.create_training_job(**r),
 
 
 def _double():
-    sys.path[:0] = [str(REPO / "tests" / "plugins" / "aws"), str(REPO / "tests" / "support")]
-    from aws_double import AwsDouble
+    sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "support")]
+    from doubles.aws_double import AwsDouble
     return AwsDouble().start()
 
 

@@ -9,8 +9,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = Path(__file__).resolve().parent / "support"
 EXAMPLES = ROOT / "examples"
-if str(SUPPORT) not in sys.path:
-    sys.path.insert(0, str(SUPPORT))
 # The test plugin (tests/support/ct_fakeone/) is loaded by every plugin manager the tests make.
 os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone.plugin"
 # No settings of whoever runs the tests (docs/configuration.md): a test that wants a user config
@@ -38,7 +36,7 @@ def home(tmp_path, monkeypatch):
 
 def cli_env(extra=None, plugins=True):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUPPORT.parent), str(SUPPORT), env.get("PYTHONPATH")]))
     if plugins:
         env["CLOUDTRAIN_PLUGINS"] = "ct_fakeone.plugin"
     env.pop("PYTHONUNBUFFERED", None)

@@ -18,7 +18,10 @@ from cloudtrain.registry import builtin_providers
 DOCUMENTED_ORDER = ["tione", "azure", "sagemaker", "modelarts-lite", "modelarts", "volcano", "kubeflow-trainer",
                     "kubeflow", "local"]
 # The providers whose nodes are each platform's (eks's pods are Kubeflow's: named only).
-BUILT_IN = {p: {"eks": "kubeflow"}.get(p, p) for p in builtin_providers()}
+BUILT_IN = {"tione": "tione", "azure": "azure", "sagemaker": "sagemaker", "modelarts-lite": "modelarts-lite",
+            "modelarts": "modelarts", "volcano": "volcano", "kubeflow": "kubeflow", "eks": "kubeflow",
+            "kubeflow-trainer": "kubeflow-trainer",
+            "local": "local", "docker": "docker", "ec2": "ec2"}
 
 
 def job(kind: str, nodes: int):
@@ -30,6 +33,10 @@ def job(kind: str, nodes: int):
 def clean(env):
     """A node's environment as the platform gives it: no CLOUDTRAIN_DETECTORS from a request."""
     return {k: v for k, v in env.items() if k != "CLOUDTRAIN_DETECTORS"}
+
+
+def test_every_built_in_provider_is_pinned_here():
+    assert sorted(BUILT_IN) == builtin_providers()
 
 
 def test_auto_detection_follows_the_documented_order():

@@ -46,7 +46,13 @@ from cloudtrain.job import DistributionType
 from cloudtrain.launch import mpirank, plans
 from cloudtrain.launch.topology import Topology
 from cloudtrain.loading import job_from_dict
-from test_no_silent_drop import BASE, PROVIDERS, URIS, settings
+from cloudtrain.registry import builtin_providers
+from cloudtrain.testing.jobs import required_settings as settings
+from cloudtrain.testing.probes import URIS, base_job, cloud_providers
+from conftest import EXAMPLES
+
+BASE = base_job(str(EXAMPLES / "digits-ddp"))
+PROVIDERS = cloud_providers(builtin_providers())
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TYPES = [t.value for t in DistributionType]

@@ -12,8 +12,6 @@ Pinned facts:
 - TI-ONE: ``DataConfigs`` and ``Output`` as the SDK's models take them (tests/plugins/tione/test_tione_storage.py).
 """
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +20,7 @@ from cloudtrain.plugins import get_provider
 from conftest import run_cli, write_job
 from crd_schemas import validate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "aws"))  # botocore's model check
-from aws_double import validate_request  # noqa: E402
+from doubles.aws_double import validate_request  # noqa: E402
 
 SM = {"role_arn": "arn:aws:iam::123456789012:role/train", "region": "us-east-1"}
 

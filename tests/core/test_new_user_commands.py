@@ -73,7 +73,7 @@ def test_doctor_finds_a_profile_in_the_aws_files_and_a_kubeconfig(user, tmp_path
 
 
 def test_doctor_online_makes_one_read_call_against_the_double_and_exit_3_when_it_fails(user, tmp_path):
-    from moto_server import start_moto
+    from doubles.moto_double import start_moto
     server, endpoint = start_moto(lambda app: app)
     try:
         config = tmp_path / "config.yaml"

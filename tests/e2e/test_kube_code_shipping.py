@@ -31,11 +31,10 @@ from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_aws.eks import EksProvider
 from conftest import EXAMPLES
-from fake_kube_api import TOKEN, FakeKube
+from doubles.kube_double import TOKEN, FakeKube
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "aws"))
-from aws_double import CREDENTIALS, REGION, AwsDouble, eks_token_ok, session  # noqa: E402
-from kubelet import kubelet_expand
+from doubles.aws_double import CREDENTIALS, REGION, AwsDouble, eks_token_ok, session  # noqa: E402
+from doubles.kubelet_double import kubelet_expand
 
 pytestmark = pytest.mark.e2e
 BUCKET = "ct-e2e-code"
@@ -215,7 +214,7 @@ def run_pods(kube, provider, name, tmp_path):
         env.update({"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "HOME": str(root),
                     "CLOUDTRAIN_OUTPUT_DIR": str(root / "output"), "CLOUDTRAIN_MASTER_PORT": str(port)})
         paths = re.compile("|".join(re.escape(p) for p in sorted(mounts, key=len, reverse=True)) + r"(?![-\w])")
-        # what the process receives: the kubelet's $(VAR) expansion first (tests/support/kubelet.py)
+        # what the process receives: the kubelet's $(VAR) expansion first (tests/doubles/kubelet_double.py)
         command = [sys.executable if arg == "python3" else paths.sub(lambda hit: mounts[hit.group(0)], arg)
                    for arg in (kubelet_expand(a, container_env(container, pod.fields)) for a in container["command"])]
         procs.append(subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,

@@ -20,8 +20,6 @@ import pytest
 from conftest import EXAMPLES, ROOT, run_cli
 from helpers import assert_nothing_left, handle_from, metrics, run_dir
 
-sys.path.insert(0, str(ROOT / "tests" / "plugins" / "modelarts"))
-
 pytestmark = pytest.mark.e2e
 
 # pod (VC_TASK_INDEX) i -> RANK_AFTER_ACC; the master is pod 1 (MA_MASTER_INDEX=1)
@@ -46,8 +44,8 @@ def test_digits_ddp_trains_under_modelarts_lite_with_renumbered_ranks(home):
 
 
 def test_digits_ddp_trains_from_the_code_submit_shipped_to_obs(tmp_path, monkeypatch):
-    from modelarts_fake import AK, PROJECT, SK, FakeModelArts
-    from obs_double import ObsDouble
+    from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
+    from doubles.obs_double import ObsDouble
     from cloudtrain import objectstore
     from cloudtrain.launch.platform import Cluster
     from cloudtrain.loading import load_job

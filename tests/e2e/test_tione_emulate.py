@@ -7,7 +7,6 @@ import re
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -61,9 +60,8 @@ def test_digits_trains_from_the_code_package_submit_uploaded(tmp_path, home):
     code_dir (shared by both nodes, as each container sees the same package), the request's start
     command in a shell with its Envs and TI-ONE's DDP variables, nothing but Python on PATH.  The
     output TI-ONE uploads from output_dir comes back with `cloudtrain outputs`."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "tione"))
-    from cos_double import CosDouble
-    from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+    from doubles.cos_double import CosDouble
+    from doubles.tione_double import SECRET_ID, SECRET_KEY, FakeTione
     from tencentcloud.common.credential import Credential
     from cloudtrain.loading import load_job
     from cloudtrain.objectstore import ObjectUrl

@@ -2,20 +2,15 @@
 profiles) as submit does: a region given only in config.yaml reaches ``list -p sagemaker`` and
 ``list -p tione``, through the loopback doubles of SageMaker (moto) and TI-ONE."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-for sub in ("aws", "tione", "modelarts"):
-    sys.path.insert(0, str(HERE.parent / "plugins" / sub))
-
-from aws_double import AwsDouble  # noqa: E402
+from doubles.aws_double import AwsDouble  # noqa: E402
 from conftest import run_cli  # noqa: E402
-from doubles import fake  # noqa: E402,F401
-from modelarts_fake import AK, PROJECT, SK, FakeModelArts  # noqa: E402
-from tione_fake import SECRET_ID, SECRET_KEY  # noqa: E402
+from doubles.tione_fixtures import fake  # noqa: E402,F401
+from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts  # noqa: E402
+from doubles.tione_double import SECRET_ID, SECRET_KEY  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"
 

@@ -4,21 +4,15 @@ platforms' own error codes: TI-ONE's fake refuses with ``ResourceInsufficient.Qu
 refuses with ``ResourceLimitExceeded`` (CreateTrainingJob's documented error) or fails the job
 with ``CapacityError`` before it starts, and the job runs on the next; any other error stops."""
 import json
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-for sub in ("aws", "tione"):
-    sys.path.insert(0, str(HERE.parent / "plugins" / sub))
-
-from aws_double import AwsDouble  # noqa: E402
+from doubles.aws_double import AwsDouble  # noqa: E402
 from conftest import run_cli, write_job  # noqa: E402
-from doubles import fake  # noqa: E402,F401
-from tione_fake import SECRET_ID, SECRET_KEY  # noqa: E402
+from doubles.tione_fixtures import fake  # noqa: E402,F401
+from doubles.tione_double import SECRET_ID, SECRET_KEY  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"
 BUCKET = "ct-bucket"
@@ -179,16 +173,15 @@ SUB, RG, WS = "00000000-0000-0000-0000-000000000000", "rg", "ws"
 
 @pytest.fixture
 def azure_double():
-    """The Azure ML double (tests/plugins/azure/ct_azure_fake.py) and the environment that points
+    """The Azure ML double (tests/doubles/azure_double.py) and the environment that points
     the CLI's Azure provider at it (its loopback plugin in place of the real one)."""
     import os
-    sys.path.insert(0, str(HERE.parent / "plugins" / "azure"))
     from conftest import ROOT
-    from ct_azure_fake import FakeAzure
+    from doubles.azure_double import FakeAzure
     fake_azure = FakeAzure(SUB, RG, WS).start()
-    paths = [str(ROOT / "tests" / "support"), str(HERE.parent / "plugins" / "azure"), os.environ.get("PYTHONPATH")]
+    paths = [str(ROOT / "tests" / "support"), str(ROOT / "tests"), os.environ.get("PYTHONPATH")]
     env = {"PYTHONPATH": os.pathsep.join(filter(None, paths)), "CT_AZURE_FAKE_PORT": str(fake_azure.port),
-           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
+           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,doubles.azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
     try:
         yield fake_azure, env
     finally:

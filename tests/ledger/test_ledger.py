@@ -4,16 +4,11 @@ of the SageMaker double (moto) side by side; filters; stale cloud rows read agai
 state.db keeps working."""
 import json
 import sqlite3
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "plugins" / "aws"))
-
-from aws_double import AwsDouble  # noqa: E402
+from doubles.aws_double import AwsDouble  # noqa: E402
 from conftest import EXAMPLES, run_cli, write_job  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"

@@ -11,7 +11,7 @@ each records its argv and the CT_* environment.  A case fails when
   word for word, or its CT_HOSTILE variable is not the value the job gave.
 
 Fields that are shell by design (ec2's ``setup``) run the user's own text: the corpus checks that
-it ran, as written.  Kubernetes: the kubelet's ``$(VAR)`` expansion (tests/support/kubelet.py,
+it ran, as written.  Kubernetes: the kubelet's ``$(VAR)`` expansion (tests/doubles/kubelet_double.py,
 kubernetes' third_party/forked/golang/expansion/expand.go) is applied before the command runs, so
 a ``$(CT_VAR)`` or ``$$5`` the user wrote must reach the process as written.  A value a provider
 refuses at validate/render (exit 2 at its line) never reaches a shell: that counts as safe.
@@ -32,7 +32,7 @@ import pytest
 from cloudtrain.errors import BadInput, JobFileError
 from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider, get_provider_class
-from kubelet import kubelet_expand
+from doubles.kubelet_double import kubelet_expand
 
 SH = shutil.which("dash") or "/bin/sh"
 STUBS = ("python3", "python", "tar", "aws", "sshd", "mpirun", "ssh", "ssh-keygen", "shutdown", "ss", "nvidia-smi")

@@ -19,8 +19,7 @@ import pytest
 from cloudtrain.store import SCHEMA
 from conftest import run_cli, write_job
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from helpers import assert_nothing_left, handle_from, run_dir, wait_for  # noqa: E402
+from e2e.helpers import assert_nothing_left, handle_from, run_dir, wait_for  # noqa: E402
 
 JOB_SCRIPT = '''
 import json, os, sys, time

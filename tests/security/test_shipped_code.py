@@ -17,24 +17,18 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
-for sub in ("plugins/aws", "plugins/tione", "plugins/modelarts"):
-    if str(TESTS / sub) not in sys.path:
-        sys.path.insert(0, str(TESTS / sub))
-
-from aws_double import CREDENTIALS, REGION, AwsDouble  # noqa: E402
-from doubles import cos, fake  # noqa: E402,F401
-from obs_double import AK, SK, ObsDouble  # noqa: E402
+from doubles.aws_double import CREDENTIALS, REGION, AwsDouble  # noqa: E402
+from doubles.tione_fixtures import cos, fake  # noqa: E402,F401
+from doubles.obs_double import AK, SK, ObsDouble  # noqa: E402
 
 from cloudtrain import objectstore, shipping  # noqa: E402
 from cloudtrain.loading import load_job  # noqa: E402
 from cloudtrain.plugins import get_provider  # noqa: E402
 from conftest import cli_env, run_cli, write_job  # noqa: E402
-from fake_kube_api import FakeKube  # noqa: E402
+from doubles.kube_double import FakeKube  # noqa: E402
 
 SECRET = "AKIAHOSTILE0SECRET0KEY"
 KEPT_HOME = {".env", ".env.local", ".ssh/id_ed25519", "id_rsa", "deploy/server.pem", ".aws/credentials",
@@ -144,7 +138,7 @@ def test_cos_gets_the_same_copy_through_tione(tmp_path, monkeypatch, fake, cos):
     from tencentcloud.common.credential import Credential
     from cloudtrain.loading import job_from_dict
     from cloudtrain_tione.provider import TioneProvider
-    from tione_fake import SECRET_ID, SECRET_KEY
+    from doubles.tione_double import SECRET_ID, SECRET_KEY
     job = job_from_dict({"name": "hostile", "code": str(tmp_path / "code"), "command": "python train.py",
                          "image": "img:1", "providers": {"tione": {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST",
                                                                    "code_store": "cos://train-1250000000/c"}}})

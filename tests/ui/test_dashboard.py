@@ -15,10 +15,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "plugins" / "aws"))
-
-from aws_double import AwsDouble  # noqa: E402
+from doubles.aws_double import AwsDouble  # noqa: E402
 from conftest import EXAMPLES, cli_env, run_cli, write_job  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"

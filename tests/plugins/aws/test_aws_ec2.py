@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from aws_double import AwsDouble, outputs_of, validate_request
+from doubles.aws_double import AwsDouble, outputs_of, validate_request
 from cloudtrain import plugins
 from cloudtrain.errors import BadInput, JobFileError, PlatformError
 from cloudtrain.loading import job_from_dict

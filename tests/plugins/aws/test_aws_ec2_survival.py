@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from aws_double import validate_request
+from doubles.aws_double import validate_request
 from cloudtrain.errors import JobFileError
 from cloudtrain.loading import load_job
 from conftest import write_job

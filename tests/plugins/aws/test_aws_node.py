@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from aws_double import AwsDouble, outputs_of
+from doubles.aws_double import AwsDouble, outputs_of
 from cloudtrain import plugins
 from conftest import EXAMPLES
 

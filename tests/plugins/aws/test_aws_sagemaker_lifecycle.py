@@ -12,7 +12,7 @@ import time
 import pytest
 
 import cloudtrain
-from aws_double import AwsDouble, validate_request
+from doubles.aws_double import AwsDouble, validate_request
 from cloudtrain import plugins
 from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
 from cloudtrain.provider import State

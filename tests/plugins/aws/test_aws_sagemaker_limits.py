@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import cloudtrain
-from aws_double import AwsDouble, validate_request
+from doubles.aws_double import AwsDouble, validate_request
 from cloudtrain import plugins
 from cloudtrain.errors import JobFileError
 from conftest import EXAMPLES, run_cli, write_job

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from aws_double import validate_request
+from doubles.aws_double import validate_request
 from cloudtrain import plugins
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job

@@ -3,7 +3,7 @@ checked with botocore's service model; limits pinned to SageMaker's API referenc
 ships it (the StoppingCondition documentation in the sagemaker service model)."""
 import pytest
 
-from aws_double import validate_request
+from doubles.aws_double import validate_request
 from cloudtrain.errors import JobFileError
 from cloudtrain.loading import load_job
 from conftest import run_cli, write_job

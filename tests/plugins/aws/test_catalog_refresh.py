@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from aws_double import AwsDouble
+from doubles.aws_double import AwsDouble
 from cloudtrain import catalog
 from cloudtrain_aws import catalog_refresh
 from cloudtrain_aws.instances import ec2_catalog, sagemaker_catalog

@@ -6,8 +6,8 @@ import urllib.request
 
 import pytest
 
-from aws_double import REGION, AwsDouble, session
-from aws_double import eks_token_ok as token_ok
+from doubles.aws_double import REGION, AwsDouble, session
+from doubles.aws_double import eks_token_ok as token_ok
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
@@ -15,7 +15,7 @@ from cloudtrain.provider import State
 from cloudtrain_aws.eks import EksProvider, eks_token
 from conftest import run_cli, write_job
 from crd_schemas import validate
-from fake_kube_api import FakeKube
+from doubles.kube_double import FakeKube
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from aws_double import AwsDouble
+from doubles.aws_double import AwsDouble
 from cloudtrain import objectstore
 from cloudtrain.errors import PlatformError
 from cloudtrain.objectstore import ObjectUrl

@@ -1,7 +1,7 @@
 """azure: submit, status, logs, cancel and list through the real ``MLClient``.
 
 The network is replaced at azure-core's transport (``LoopbackTransport``): every request MLClient
-makes goes to a fake Azure on 127.0.0.1 (``ct_azure_fake``), which answers ARM, the workspace's
+makes goes to a fake Azure on 127.0.0.1 (``doubles.azure_double``), which answers ARM, the workspace's
 discovery and run-history calls and the log downloads, and serves the code upload's blob calls
 at the SAS URL its ``startPendingUpload`` hands out.  Nothing of cloudtrain is mocked.
 """
@@ -16,7 +16,7 @@ from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from conftest import ROOT, run_cli, write_job
-from ct_azure_fake import ARM, FakeAzure, FakeCredential
+from doubles.azure_double import ARM, FakeAzure, FakeCredential
 
 SUB, RG, WSNAME = "00000000-0000-0000-0000-000000000000", "rg", "ws"
 HERE = Path(__file__).resolve().parent
@@ -262,8 +262,8 @@ def test_cli_submit_follows_then_status_and_cancel(fake, tmp_path):
     log0 = "user_logs/std_log_process_0.txt"
     fake.default_script = [("Running", {log0: "epoch 1 loss 0.5\n"}), ("Running", {}),
                            ("Completed", {log0: "test_accuracy 0.95\n"})]
-    env = {"PYTHONPATH": f"{ROOT / 'tests' / 'support'}:{HERE}", "CT_AZURE_FAKE_PORT": str(fake.port),
-           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
+    env = {"PYTHONPATH": f"{ROOT / 'tests' / 'support'}:{ROOT / 'tests'}", "CT_AZURE_FAKE_PORT": str(fake.port),
+           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,doubles.azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure"}
     proc = run_cli("submit", "-p", "azure", job.source.path, env=env, cwd=tmp_path, check=0)
     assert proc.stdout.splitlines()[-2:] == ["epoch 1 loss 0.5", "test_accuracy 0.95"]
     handle = re.search(r"submitted (azure://\S+)", proc.stderr).group(1)

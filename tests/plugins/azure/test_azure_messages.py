@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import run_cli, write_job
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/plugins: the missing-credentials harness
-from test_missing_credentials import METADATA, Listener, bare_env  # noqa: E402
+from plugins.test_missing_credentials import METADATA, Listener, bare_env  # noqa: E402
 
 pytest.importorskip("azure.identity")
 

@@ -15,7 +15,7 @@ import pytest
 
 from cloudtrain.errors import BadInput
 from conftest import ROOT, run_cli
-from ct_azure_fake import STORE_HOST
+from doubles.azure_double import STORE_HOST
 from test_azure_lifecycle import HERE, RG, SUB, WSNAME, fake, job_puts, loopback_only, make_job, provider  # noqa: F401
 
 DATA = "azureml://datastores/workspaceblobstore/paths/digits/train/"
@@ -84,10 +84,10 @@ def test_a_job_without_storage_output_has_nothing_to_download(fake, provider, tm
 
 def test_cli_outputs(fake, behind_the_proxy, tmp_path):
     """``cloudtrain outputs HANDLE -o DIR`` in a subprocess, with the loopback transport plugged in."""
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests" / "support"), str(HERE),
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests" / "support"), str(ROOT / "tests"),
                                                        os.environ.get("PYTHONPATH")])),
            "CT_AZURE_FAKE_PORT": str(fake.port),
-           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,ct_azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure",
+           "CLOUDTRAIN_PLUGINS": "ct_fakeone.plugin,doubles.azure_loopback", "CLOUDTRAIN_DISABLE_PLUGINS": "azure",
            **fake.proxy_env()}
     job = make_job(tmp_path, extra=STORAGE)
     fake.default_script = [("Completed", {})]

@@ -27,7 +27,7 @@ from cloudtrain.plugins import get_provider
 from cloudtrain_kubernetes import manifests as m
 from conftest import run_cli, write_job
 from crd_schemas import validate
-from fake_kube_api import FakeKube
+from doubles.kube_double import FakeKube
 
 PROVIDERS = {"kubeflow": {}, "kubeflow-trainer": {}, "volcano": {},
              "eks": {"cluster": "c", "region": "us-east-1"}, "modelarts-lite": {"cluster_id": "x", "region": "cn-north-4"}}

@@ -20,14 +20,12 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))
-from aws_double import CREDENTIALS, REGION, AwsDouble  # noqa: E402
+from doubles.aws_double import CREDENTIALS, REGION, AwsDouble  # noqa: E402
 
 from cloudtrain import shipping  # noqa: E402
 from cloudtrain.errors import BadInput  # noqa: E402
@@ -37,7 +35,7 @@ from cloudtrain.plugins import get_provider  # noqa: E402
 from cloudtrain_kubernetes import manifests as m  # noqa: E402
 from conftest import cli_env, run_cli, write_job  # noqa: E402
 from crd_schemas import validate  # noqa: E402
-from fake_kube_api import FakeKube  # noqa: E402
+from doubles.kube_double import FakeKube  # noqa: E402
 from loopback import LoopbackServer, QuietHandler  # noqa: E402
 
 BUCKET = "ct-code-store"

@@ -1,5 +1,5 @@
 """kubeflow and volcano: submit, status, logs, cancel and list through the real ``kubernetes``
-client, over HTTP, against the loopback API server of tests/support/fake_kube_api.py."""
+client, over HTTP, against the loopback API server of tests/doubles/kube_double.py."""
 import json
 import threading
 import time
@@ -13,7 +13,7 @@ from cloudtrain.plugins import get_provider, get_provider_class
 from cloudtrain.provider import State
 from cloudtrain.store import Store
 from conftest import run_cli, write_job
-from fake_kube_api import FakeKube
+from doubles.kube_double import FakeKube
 
 SECRET = "hf_kube-secret-value-91x"
 

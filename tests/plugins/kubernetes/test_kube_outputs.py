@@ -12,7 +12,7 @@ from cloudtrain.errors import EXIT_BAD_INPUT
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from conftest import run_cli, write_job
-from fake_kube_api import FakeKube
+from doubles.kube_double import FakeKube
 from cloudtrain_kubernetes import podoutputs
 
 
@@ -102,10 +102,7 @@ def test_cli_outputs_for_eks_style_handle_of_kubeflow(tmp_path, kube, home):
 def test_eks_outputs_through_its_own_cluster_client(tmp_path, home, monkeypatch):
     """eks reaches the cluster through DescribeCluster and an STS-signed token (moto + the
     loopback API server checking the token's shape); outputs goes the same way."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))  # tests/plugins/aws: the AWS double
-    from aws_double import REGION, AwsDouble, eks_token_ok, session
+    from doubles.aws_double import REGION, AwsDouble, eks_token_ok, session
     from cloudtrain_aws.eks import EksProvider
     monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
     with AwsDouble() as aws, FakeKube(token=eks_token_ok) as kube:

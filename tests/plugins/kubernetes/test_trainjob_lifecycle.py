@@ -1,5 +1,5 @@
 """kubeflow-trainer: submit, status, logs, cancel and list of a TrainJob through the real
-``kubernetes`` client against the loopback API server (tests/support/fake_kube_api.py), which
+``kubernetes`` client against the loopback API server (tests/doubles/kube_double.py), which
 plays the Trainer controller and JobSet: conditions Suspended/Complete/Failed as
 kubeflow/trainer's trainjob_controller.go and jobset plugin set them, pods labelled as JobSet
 labels them (jobset.sigs.k8s.io/jobset-name, replicatedjob-name, batch.kubernetes.io/job-completion-index)."""

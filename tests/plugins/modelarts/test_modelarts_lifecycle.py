@@ -1,6 +1,6 @@
 """modelarts (Standard): submit (the code uploaded to OBS first), status, logs, cancel, list and
 outputs through the real ``huaweicloudsdkmodelarts`` and ``obs`` clients, signed with AK/SK, over
-HTTP, against modelarts_fake.py and obs_double.py."""
+HTTP, against modelarts_double.py and obs_double.py."""
 import json
 import re
 import threading
@@ -16,8 +16,8 @@ from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from cloudtrain_modelarts import sdk
 from conftest import EXAMPLES, run_cli, write_job
-from modelarts_fake import AK, PROJECT, SK, FakeModelArts
-from obs_double import ObsDouble
+from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
+from doubles.obs_double import ObsDouble
 
 SECRET = "hf_modelarts-secret-value-3377"
 REGION_ENV = "HUAWEICLOUD_SDK_REGION_MODELARTS_CN_NORTH_4"

@@ -1,5 +1,5 @@
 """modelarts-lite: submit, status, logs, cancel and list through the real ``kubernetes`` client
-against the loopback API server (tests/support/fake_kube_api.py), and the pool's kubeconfig
+against the loopback API server (tests/doubles/kube_double.py), and the pool's kubeconfig
 fetched with the real ``huaweicloudsdkcce`` client from a loopback CCE endpoint."""
 import json
 
@@ -10,8 +10,8 @@ from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from conftest import write_job
-from fake_kube_api import FakeKube
-from modelarts_fake import AK, PROJECT, SK, FakeModelArts
+from doubles.kube_double import FakeKube
+from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
 
 SECRET = "hf_lite-secret-value-6204"
 JOB = """

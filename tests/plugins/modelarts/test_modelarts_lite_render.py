@@ -12,7 +12,7 @@ from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from conftest import EXAMPLES, run_cli, write_job
 from crd_schemas import validate as validate_object  # the upstream CRDs, strict (tests/data/crds)
-from kubelet import kubelet_expand
+from doubles.kubelet_double import kubelet_expand
 
 SECRET = "s3cr3t-lite-never-rendered-0915"
 

@@ -13,7 +13,7 @@ from cloudtrain import objectstore
 from cloudtrain.errors import EXIT_PLATFORM, BadInput, PlatformError
 from cloudtrain.objectstore import ObjectUrl, download, upload_once
 from cloudtrain_modelarts.obsstore import ObsStore, endpoint_for
-from obs_double import AK, SK, ObsDouble
+from doubles.obs_double import AK, SK, ObsDouble
 
 BUCKET = "team-obs"
 

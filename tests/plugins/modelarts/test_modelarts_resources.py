@@ -15,7 +15,7 @@ from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_modelarts.catalog import POOL_FLAVORS
 from conftest import run_cli, write_job
-from modelarts_fake import AK, PROJECT, SK, FakeModelArts
+from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
 
 
 def test_pool_flavors_are_the_sdks():

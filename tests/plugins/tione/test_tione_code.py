@@ -27,8 +27,8 @@ from cloudtrain.errors import BadInput, JobFileError, PlatformError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from conftest import cli_env as base_env, run_cli, write_job
-from doubles import cos, fake  # noqa: F401
-from tione_fake import SECRET_ID, SECRET_KEY
+from doubles.tione_fixtures import cos, fake  # noqa: F401
+from doubles.tione_double import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 from cloudtrain_tione.request import decode_start_commands

@@ -8,7 +8,7 @@ from tencentcloud.common.credential import Credential
 from cloudtrain import objectstore
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.objectstore import ObjectUrl, code_url, download, upload_once
-from cos_double import REGION, SECRET_ID, SECRET_KEY, CosDouble
+from doubles.cos_double import REGION, SECRET_ID, SECRET_KEY, CosDouble
 
 from cloudtrain_tione.cosstore import CosStore, endpoint_settings
 

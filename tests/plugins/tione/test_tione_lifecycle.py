@@ -1,5 +1,5 @@
 """submit / status / logs / cancel / list through the real SDK TioneClient, over HTTP, against a
-fake TI-ONE endpoint on 127.0.0.1 (tione_fake.py) that verifies each request's TC3 signature
+fake TI-ONE endpoint on 127.0.0.1 (tione_double.py) that verifies each request's TC3 signature
 and loads each body into the SDK's request model."""
 import json
 import re
@@ -12,8 +12,8 @@ from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
 from cloudtrain.provider import State
 from conftest import run_cli, write_job
-from doubles import fake  # noqa: F401
-from tione_fake import SECRET_ID, SECRET_KEY
+from doubles.tione_fixtures import fake  # noqa: F401
+from doubles.tione_double import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 

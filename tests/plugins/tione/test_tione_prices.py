@@ -9,7 +9,7 @@ import json
 
 from test_tione_resources import DOC_SPECS
 from conftest import run_cli
-from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+from doubles.tione_double import SECRET_ID, SECRET_KEY, FakeTione
 
 
 class PricedTione(FakeTione):

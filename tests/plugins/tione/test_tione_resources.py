@@ -15,7 +15,7 @@ from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_tione.catalog import GPU_TYPES, tione_catalog
 from conftest import run_cli, write_job
-from tione_fake import SECRET_ID, SECRET_KEY, FakeTione
+from doubles.tione_double import SECRET_ID, SECRET_KEY, FakeTione
 
 # The SDK's ResourceConfigInfo.InstanceType docstring: "TI.GN10.20XLARGE320.POST :  72C320G V100*8"
 SDK_SPEC = re.compile(r"^(TI\.[A-Z0-9.]+POST)\s*:\s*(\d+)C(\d+)G(?:\s+(\w+)\*(\d+))?\s*$")

@@ -21,8 +21,8 @@ from cloudtrain.errors import BadInput
 from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
 from conftest import run_cli, write_job
-from doubles import cos, fake  # noqa: F401
-from tione_fake import SECRET_ID, SECRET_KEY
+from doubles.tione_fixtures import cos, fake  # noqa: F401
+from doubles.tione_double import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
 

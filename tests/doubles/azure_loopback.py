@@ -1,6 +1,6 @@
 """Test plugin: provider ``azure`` whose MLClient talks to the fake Azure on 127.0.0.1.
 
-For ``cloudtrain`` subprocesses: ``CLOUDTRAIN_PLUGINS=ct_azure_loopback``,
+For ``cloudtrain`` subprocesses: ``CLOUDTRAIN_PLUGINS=doubles.azure_loopback``,
 ``CLOUDTRAIN_DISABLE_PLUGINS=azure`` (the real registration) and ``CT_AZURE_FAKE_PORT``.  Only
 the injected clients differ from the real provider: a token credential, the loopback
 transport, and short poll intervals.
@@ -9,7 +9,7 @@ import os
 
 from cloudtrain.hookspecs import hookimpl
 from cloudtrain_azure.provider import AzureProvider
-from ct_azure_fake import FakeCredential, LoopbackTransport
+from doubles.azure_double import FakeCredential, LoopbackTransport
 
 
 class LoopbackAzureProvider(AzureProvider):

@@ -1,44 +1,11 @@
-"""No neutral field is dropped in silence (issue 28, item 5; the job-file contract in
-docs/job-file.md: a field is rendered, or the job is refused saying why).
-
-Every field of the neutral job model (``cloudtrain.job.JobSpec`` and its parts, walked from the
-model itself, so a field added there fails ``test_every_neutral_field_has_a_probe`` until it has a
-probe here) is set to a value other than its default and rendered on every cloud provider the
-installed ``cloudtrain`` entry points register (every ``CloudProvider``; local and docker run the
-job themselves and are covered by tests/e2e).  Each outcome must be one of:
-
-- the rendered request differs from the same job without the value;
-- a validation error (``BadInput``) whose field or message names the field;
-- a warning (``CloudtrainWarning``) whose text names the field, saying what the platform does not do.
-
-A render identical to the job without the value, with no error or warning naming the field, is a
-silent drop and fails.
-
-Silent drops on main when this test was written (each case fails until its owner's fix merges,
-as it should):
-- issue 28 item 5, being fixed: ``max_restarts`` on tione (fid-cn) and kubeflow-trainer
-  (fid-kube); ``network.rdma: on`` on modelarts, the Standard flavour (fid-cn);
-- found by this test: ``network.rdma: on`` and ``resources.accelerator: Ascend-910B`` on
-  modelarts-lite; ``resources.instance_type`` of another platform on kubeflow, kubeflow-trainer,
-  volcano, modelarts-lite, tione, modelarts; ``image`` on ec2 (issue 28's "image is silently
-  ignored on ec2", fid-aws); ``resources.cpus_per_node``/``memory_gb`` on sagemaker and ec2 (a
-  CPU job's instance is the provider's default whatever the minimum: cloudtrain.instances.choose
-  reads them only with GPUs) and on tione/modelarts (the configured ``instance_type``/``flavor_id``
-  wins in silence, issue 30 item 4, fid-cn; likewise ``resources.accelerator`` and
-  ``gpus_per_node`` on modelarts); ``resources.shm_gb`` on sagemaker, ec2, tione, modelarts.
-
-Branch drops fixed those left after fid-cn and fid-kube merged (each outcome pinned to its source
-in test_drops_pinned.py); ``image`` on ec2 is fid-aws's (a warning at validate).  ``max_hourly_cost``
-is in no request: cloudtrain applies it before submit (``BEFORE_SUBMIT``).
-"""
+"""The probes of the no-silent-drop contract (test_no_silent_drop.py): one value other than the
+default for every field of the neutral job model, and what a render of it came to."""
 from __future__ import annotations
 
 import json
 import warnings
-from importlib.metadata import entry_points
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
-import pytest
 from pydantic import BaseModel
 
 from cloudtrain import plugins
@@ -46,20 +13,17 @@ from cloudtrain.cloud import CloudProvider
 from cloudtrain.errors import BadInput
 from cloudtrain.job import JobSpec
 from cloudtrain.loading import job_from_dict
-from conftest import EXAMPLES
+
+def cloud_providers(names: Iterable[str]) -> List[str]:
+    """Those of ``names`` that run on a remote platform (``CloudProvider``: local and docker run
+    the job themselves)."""
+    return [name for name in names if issubclass(plugins.get_provider_class(name), CloudProvider)]
 
 
-def cloud_providers() -> List[str]:
-    """The cloud providers the installed ``cloudtrain`` entry points register (test plugins,
-    loaded through CLOUDTRAIN_PLUGINS, are not among them)."""
-    installed = {ep.name for ep in entry_points(group=plugins.ENTRY_POINT_GROUP)}
-    return sorted(name for name, info in plugins.providers().items()
-                  if info.plugin in installed and issubclass(info.cls, CloudProvider))
-
-
-PROVIDERS = cloud_providers()
-BASE: Dict[str, Any] = {"name": "fields", "command": "python train.py", "image": "example/train:1",
-                        "code": str(EXAMPLES / "digits-ddp"), "distribution": {"type": "ddp", "nodes": 2}}
+def base_job(code: str = ".") -> Dict[str, Any]:
+    """The job every probe starts from (its ``code``: a small directory)."""
+    return {"name": "fields", "command": "python train.py", "image": "example/train:1", "code": code,
+            "distribution": {"type": "ddp", "nodes": 2}}
 
 # Data URIs in the form each platform takes (storage.inputs/output/checkpoint): every one is tried on
 # every provider; a scheme a provider does not take must be refused at the field.
@@ -112,7 +76,7 @@ if "setup" in JobSpec.model_fields:  # issue 30 item 6 (branch newuser): a comma
 # and must be refused at it (they are, in the same test).
 AGREES = {("modelarts", "resources.accelerator", "V100"):
           "flavor_id modelarts.vm.gpu.8v100 is 8 x V100 (check_flavor_card refuses H100 at flavor_id)"}
-NOT_NEUTRAL = {"providers"}  # each provider's own section: its Options model, tests/contract/test_provider_contract.py
+NOT_NEUTRAL = {"providers"}  # each provider's own section: its Options model (test_render.py)
 
 
 def neutral_fields(model=JobSpec, prefix: str = "") -> List[str]:
@@ -152,11 +116,6 @@ def refuses(error: BadInput, fields) -> bool:
     return any(names_field(where, f) or (f.startswith("resources.") and "resources." in where) for f in fields)
 
 
-def settings(provider: str) -> Dict[str, Any]:
-    """The provider's required options (its own examples), so a render can go as far as a submit's."""
-    return dict(plugins.get_provider_class(provider).required)
-
-
 def cost_cap(job, provider: str) -> None:
     from cloudtrain.prices import check_max_hourly_cost, estimate
     check_max_hourly_cost(job, estimate(job, provider))
@@ -180,32 +139,3 @@ def outcome(provider: str, data: Dict[str, Any]):
         except BadInput as exc:
             return None, exc, [str(w.message) for w in caught]
     return rendered.to_json(), None, [str(w.message) for w in caught]
-
-
-def test_every_neutral_field_has_a_probe():
-    assert set(neutral_fields()) == set(PROBES), "a neutral field without a probe here (or a probe of no field)"
-
-
-def test_the_providers_come_from_the_entry_points():
-    assert {"sagemaker", "azure", "tione", "modelarts", "kubeflow"} <= set(PROVIDERS)
-    assert "fakeone" not in PROVIDERS and "local" not in PROVIDERS
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-@pytest.mark.parametrize("field", sorted(PROBES))
-def test_a_field_is_rendered_or_refused_or_warned_about(provider, field, monkeypatch):
-    monkeypatch.setenv("CT_PROBE_SECRET_SOURCE", "probe-secret-value")
-    values, shared = PROBES[field]
-    base = with_values(dict(BASE, providers={provider: settings(provider)}), shared)
-    before, error, _ = outcome(provider, base)
-    # the job without the field renders, or is refused for what the probe needs (ps needs ps-worker)
-    assert error is None or refuses(error, shared), f"the job without {field} must render on {provider}: {error}"
-    silent = []
-    for value in values:
-        after, error, warned = outcome(provider, with_values(base, {field: value}))
-        if error is not None:
-            assert refuses(error, [field, *shared]), f"{field}={value!r} on {provider}: refused for another reason: {error}"
-        elif after == before and not any(names_field(text, field) for text in warned) \
-                and (provider, field, value) not in AGREES:
-            silent.append(value)
-    assert not silent, f"{provider} drops {field} in silence (render unchanged, no error, no warning) for {silent}"

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 from urllib.parse import parse_qs
 
 from moto.core import DEFAULT_ACCOUNT_ID
-from moto_server import MotoDouble
+from doubles.moto_double import MotoDouble
 
 REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}

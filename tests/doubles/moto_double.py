@@ -1,6 +1,6 @@
 """moto in server mode on 127.0.0.1 (a free port) with a WSGI layer of the test double's in front
-of moto's own app: the doubles of AWS (tests/plugins/aws/aws_double.py) and OBS
-(tests/plugins/modelarts/obs_double.py) share it."""
+of moto's own app: the doubles of AWS (tests/doubles/aws_double.py) and OBS
+(tests/doubles/obs_double.py) share it."""
 from __future__ import annotations
 
 from typing import Callable, Tuple

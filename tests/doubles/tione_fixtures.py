@@ -1,11 +1,11 @@
 """Fixtures of the loopback doubles the tione tests drive the real SDKs against: TI-ONE's API
-(tione_fake.py) and COS (cos_double.py); each test fails if a double saw a request it refuses.
+(tione_double.py) and COS (cos_double.py); each test fails if a double saw a request it refuses.
 A test module takes them with ``from doubles import cos, fake  # noqa: F401``."""
 import pytest
 
 from cloudtrain import objectstore
-from cos_double import CosDouble
-from tione_fake import FakeTione
+from doubles.cos_double import CosDouble
+from doubles.tione_double import FakeTione
 
 BUCKETS = ("train-1250000000", "runs-1250000000")
 

@@ -21,7 +21,7 @@
   server, which answers ``CONNECT`` and speaks TLS with a certificate for ``*.blob.core.windows.net``
   issued by a test CA (``tls_files``) that ``REQUESTS_CA_BUNDLE`` trusts (``proxy_env``).
 
-Used in-process by the tests, and from a ``cloudtrain`` subprocess through ``ct_azure_loopback``
+Used in-process by the tests, and from a ``cloudtrain`` subprocess through ``doubles.azure_loopback``
 (``CT_AZURE_FAKE_PORT``), which is why the state lives behind HTTP and not in the test's memory.
 """
 from __future__ import annotations

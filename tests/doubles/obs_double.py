@@ -22,7 +22,7 @@ from typing import List, Tuple
 from urllib.parse import parse_qsl
 
 
-from moto_server import MotoDouble
+from doubles.moto_double import MotoDouble
 
 AK, SK = "AKTESTOBS00000000001", "obs-test-secret-key-0001"
 logging.getLogger("werkzeug").setLevel(logging.ERROR)

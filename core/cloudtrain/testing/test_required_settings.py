@@ -1,0 +1,69 @@
+"""What a submit needs: a provider declares the options it cannot submit without
+(``Provider.required``, with an example each); ``validate`` fails for a job missing any one of them
+at the job file, names every missing one in one run, and passes once a settings file gives them all."""
+import pytest
+import yaml
+
+from cloudtrain import plugins
+from cloudtrain.api import validate
+from cloudtrain.errors import BadInput
+from cloudtrain.testing.jobs import required_settings
+
+JOB = "name: needs\ncode: .\ncommand: python train.py\nimage: example/train:1\n"
+SDK_SETTINGS = ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE", "TENCENTCLOUD_REGION", "HUAWEICLOUD_SDK_REGION")
+
+
+def providers_here(names):
+    return [n for n in names if plugins.get_provider_class(n).required]
+
+
+@pytest.fixture
+def nowhere_else(monkeypatch, tmp_path):
+    """No region or workspace from an SDK's own settings: only what the settings file gives counts."""
+    for var in SDK_SETTINGS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def job_with_settings(tmp_path, monkeypatch, name, options):
+    (tmp_path / "code").mkdir(exist_ok=True)
+    job = tmp_path / "code" / "job.yaml"
+    job.write_text(JOB)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"providers": {name: options}} if options else {}))
+    monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(config))
+    return job
+
+
+def test_a_job_with_every_required_setting_validates(cloudtrain_provider, tmp_path, monkeypatch, nowhere_else):
+    needs = required_settings(cloudtrain_provider)
+    options = validate(job_with_settings(tmp_path, monkeypatch, cloudtrain_provider, needs), cloudtrain_provider)
+    for option, value in needs.items():
+        assert getattr(options, option) == value
+
+
+def test_a_job_missing_a_required_setting_fails_validate(cloudtrain_provider, tmp_path, monkeypatch, nowhere_else):
+    name = cloudtrain_provider
+    for missing in required_settings(name):
+        settings = {k: v for k, v in required_settings(name).items() if k != missing}
+        job = job_with_settings(tmp_path, monkeypatch, name, settings)
+        with pytest.raises(BadInput) as info:
+            validate(job, name)
+        lines = str(info.value).splitlines()
+        needs = f"providers.{name}.{missing}: is not set; {name} needs it to submit"
+        assert any(needs in line for line in lines), lines
+        assert any(f"cloudtrain config set -p {name} {missing}=" in line for line in lines), lines
+        assert not any(f"providers.{name}.{other}:" in line for other in settings for line in lines), lines
+
+
+def test_validate_names_every_missing_setting_at_once(cloudtrain_provider, tmp_path, monkeypatch, nowhere_else):
+    name = cloudtrain_provider
+    job = job_with_settings(tmp_path, monkeypatch, name, {})
+    with pytest.raises(BadInput) as info:
+        validate(job, name)
+    lines = str(info.value).splitlines()
+    for option in required_settings(name):
+        assert sum(f"providers.{name}.{option}: is not set" in line for line in lines) == 1, lines
+    assert all(line.startswith(f"{job}:") for line in lines), lines
