@@ -1,7 +1,7 @@
 """``tione``: Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray).
 
 Rendering gives the ``CreateTrainingTask`` request as the SDK's request model takes it
-(``cloudtrain_tione.request``); the lifecycle goes through the SDK's ``TioneClient``
+(``cloudtrain_tione.render``); the lifecycle goes through the SDK's ``TioneClient``
 (``tencentcloud-sdk-python-tione``, API 2021-11-11), imported on first use.  A job id is
 ``REGION/TASK_ID`` (or ``REGION/PROJECT/TASK_ID`` in a non-default workspace), so a handle
 reaches its task from any machine.
@@ -25,7 +25,7 @@ from cloudtrain.request import Artifacts
 from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
 from cloudtrain.secrets import MASK, Masker
 
-from . import request as rq
+from . import render as rq
 from .detect import NCCL_PRESET, NODES_VAR, PORT_VAR, PS_PORT, RDMA_VAR
 from .options import TioneOptions
 

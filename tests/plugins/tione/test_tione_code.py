@@ -31,7 +31,7 @@ from doubles import cos, fake  # noqa: F401
 from tione_fake import SECRET_ID, SECRET_KEY
 
 from cloudtrain_tione.provider import TioneProvider
-from cloudtrain_tione.request import decode_start_commands
+from cloudtrain_tione.render import decode_start_commands
 
 BUCKET = "train-1250000000"
 STORE = f"cos://{BUCKET}/team/cloudtrain"
