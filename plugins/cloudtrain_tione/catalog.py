@@ -129,10 +129,11 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
     """``tione.json`` from the account's DescribeBillingSpecs (TI-ONE's default credentials;
     ``CLOUDTRAIN_TIONE_ENDPOINT`` as for the provider)."""
     from cloudtrain.errors import PlatformError
-    from .provider import TioneProvider, api_error
+    from .provider import TioneProvider
+    from .sdk import api_error
     region = region or os.environ.get("TENCENTCLOUD_REGION") or "ap-shanghai"
     if client is None:
-        client = TioneProvider().client(region)
+        client = TioneProvider().sdk.client(region)
     from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
     try:
         rows = fetch(client)

@@ -2,7 +2,7 @@
 (``cos-python-sdk-v5``, module ``qcloud_cos``).  Registered by the tione plugin
 (``cloudtrain_register_stores``); the SDK is imported when a store is first used.
 
-Credentials are TI-ONE's: the Tencent Cloud default chain (``credential.default_credential``),
+Credentials are TI-ONE's: the Tencent Cloud default chain (``sdk.default_credential``),
 whose credential object the COS SDK reads as its ``CredentialInstance``.  The region is the
 bucket's (``providers.tione.region``, else ``$TENCENTCLOUD_REGION``).  ``CLOUDTRAIN_COS_ENDPOINT``
 (``http://127.0.0.1:PORT``) sends every request to that address, with the bucket's own host in
@@ -74,7 +74,7 @@ class CosStore(ObjectStore):
             from qcloud_cos import CosConfig, CosS3Client
             credential = self._credential
             if credential is None:
-                from .credential import default_credential
+                from .sdk import default_credential
                 with self.api("read the Tencent Cloud credentials"):
                     credential = default_credential()
             config = CosConfig(Region=self.region, CredentialInstance=credential, Timeout=60,

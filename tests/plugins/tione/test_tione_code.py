@@ -72,7 +72,7 @@ def test_the_render_shows_the_upload_before_the_task_that_names_it(tmp_path):
     rendered = get_provider("tione").render(make_job(tmp_path))
     assert [a.kind for a in rendered.artifacts] == ["cos/PutObject", "tione/CreateTrainingTask"]
     upload, request = (a.content for a in rendered.artifacts)
-    assert upload == {"Bucket": BUCKET, "Key": "team/cloudtrain/cloudtrain-code/<code-sha256>.tar.gz",
+    assert upload == {"Bucket": BUCKET, "Key": "team/cloudtrain/cloudtrain-code/<code-digest>.tar.gz",
                       "Region": "ap-shanghai", "ContentType": "application/gzip"}
     assert request["CodePackagePath"] == {"Bucket": BUCKET, "Region": "ap-shanghai", "Paths": [upload["Key"]]}
     assert "DataConfigs" not in request  # no code mount: the package is the code
@@ -144,7 +144,7 @@ def test_submit_uploads_the_archive_once_and_the_task_names_it(fake, cos, tmp_pa
     assert key == f"team/cloudtrain/cloudtrain-code/{hashlib.sha256(data).hexdigest()}.tar.gz"
     body = fake.bodies("CreateTrainingTask")[0]
     assert body["CodePackagePath"] == {"Bucket": BUCKET, "Region": "ap-shanghai", "Paths": [key]}
-    assert "<code-sha256>" not in json.dumps(body)
+    assert "<code-digest>" not in json.dumps(body)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = tar.getnames()
     assert "train.py" in names and ".cloudtrain/cloudtrain/launch/main.py" in names
