@@ -30,8 +30,10 @@ from conftest import cli_env as base_env, run_cli, write_job
 from doubles import cos, fake  # noqa: F401
 from tione_fake import SECRET_ID, SECRET_KEY
 
+from cloudtrain.cloud import CloudProvider
+from cloudtrain.request import CodeUpload, Placeholder, fill
 from cloudtrain_tione.provider import TioneProvider
-from cloudtrain_tione.render import decode_start_commands
+from cloudtrain_tione.render import TioneRequest, decode_start_commands
 
 BUCKET = "train-1250000000"
 STORE = f"cos://{BUCKET}/team/cloudtrain"
@@ -79,6 +81,35 @@ def test_the_render_shows_the_upload_before_the_task_that_names_it(tmp_path):
     model = models.CreateTrainingTaskRequest()
     model._deserialize(json.loads(json.dumps(request)))
     assert isinstance(model.CodePackagePath, models.CosPathInfo) and model.CodePackagePath.Paths == [upload["Key"]]
+
+
+def test_the_render_is_a_typed_request_that_cores_one_fill_completes(tmp_path):
+    """The request a submit reads is typed (no artifact searched by kind); core's ``fill`` puts
+    the archive's digest in the upload and, shell-quoted, in the start commands that go base64'd."""
+    request = get_provider("tione").render(make_job(tmp_path, command='python train.py --note "a b"')).request
+    assert isinstance(request, TioneRequest)
+    key = f"team/cloudtrain/cloudtrain-code/{Placeholder.CODE_DIGEST}.tar.gz"
+    assert request.code_upload == CodeUpload(f"cos://{BUCKET}/{key}", region="ap-shanghai")
+    assert request.name == f"cs-{Placeholder.SPEC_HASH}" and request.project is None
+    digest, spec = "ab" * 32, "0123456789abcdef"
+    filled = fill(request, {Placeholder.CODE_DIGEST: digest, Placeholder.SPEC_HASH: spec})
+    body = filled.task()
+    assert "EncodedStartCmdInfo" in body  # the command holds quotes: TI-ONE gets it base64'd
+    assert f" --sha256 '{digest}' " in decode_start_commands(body)["StartCmd"]
+    assert body["CodePackagePath"]["Paths"] == [key.replace(Placeholder.CODE_DIGEST, digest)]
+    assert body["Name"] == f"cs-{spec}" and {"TagKey": "cloudtrain-spec", "TagValue": spec} in body["Tags"]
+    sent = json.dumps(body) + json.dumps(decode_start_commands(body))
+    assert Placeholder.CODE_DIGEST not in sent and Placeholder.SPEC_HASH not in sent
+    # the render still shows the placeholders: filling made a copy
+    assert Placeholder.CODE_DIGEST in json.dumps(decode_start_commands(request.task()))
+
+
+def test_the_submit_pipeline_is_cores_alone():
+    """tione implements platform calls; no step of CloudProvider's template is its own."""
+    for step in ("submit", "schedule", "ship", "ship_code", "placeholder_values", "spec_hash", "status", "cancel",
+                 "logs"):
+        assert step not in vars(TioneProvider), step
+    assert TioneProvider.code_store is not CloudProvider.code_store  # COS with the provider's own credentials
 
 
 def test_the_sdk_models_say_what_the_request_relies_on():
