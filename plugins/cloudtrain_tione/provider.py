@@ -1,14 +1,16 @@
 """``tione``: Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray).
 
-Rendering gives the ``CreateTrainingTask`` request as the SDK's request model takes it
-(``cloudtrain_tione.render``); the lifecycle goes through the SDK's ``TioneClient``
-(``tencentcloud-sdk-python-tione``, API 2021-11-11), imported on first use.  A job id is
+The lifecycle calls only: ``render_request`` hands over ``render.TioneRequest`` (pure), core's
+one submit pipeline (``CloudProvider.schedule``) ships the code to ``code_store`` (COS, with this
+provider's credentials), fills the placeholders and calls ``_find_by_spec`` / ``_create``, which
+read the typed request; ``_describe`` / ``_to_status`` / ``_stop`` / ``_log_chunks`` / ``list`` /
+``outputs`` follow a task.  Every API call goes through ``sdk.TioneApi`` (the SDK's ``TioneClient``,
+``tencentcloud-sdk-python-tione``, API 2021-11-11, imported on first use).  A job id is
 ``REGION/TASK_ID`` (or ``REGION/PROJECT/TASK_ID`` in a non-default workspace), so a handle
 reaches its task from any machine.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from datetime import datetime, timezone
@@ -19,11 +21,10 @@ from cloudtrain.cloud import CloudProvider, timestamp
 from cloudtrain.errors import BadInput
 from cloudtrain.job import JobSpec
 from cloudtrain.objectstore import ObjectUrl
-from cloudtrain.provider import Cluster, JobStatus, State
+from cloudtrain.provider import JobStatus, State
 from cloudtrain.request import CodeUpload, Rendered
 
 from . import render as rq
-from .detect import NCCL_PRESET, NODES_VAR, PORT_VAR, PS_PORT, RDMA_VAR
 from .options import TioneOptions
 from .render import TioneRequest
 from .sdk import TioneApi
@@ -109,8 +110,8 @@ class TioneProvider(CloudProvider):
         return RULES
 
     # -- what submit needs before it sends anything ---------------------------------------------
-    # instance_type is not among them: resources choose the spec (request.instance_type), and
-    # request.missing names it for the jobs they cannot choose one for (gpus_per_node alone)
+    # instance_type is not among them: resources choose the spec (render.instance_type), and
+    # render.missing names it for the jobs they cannot choose one for (gpus_per_node alone)
     required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai"}
     required_help = {
         "code_store": rq.CODE_STORE_HELP,
@@ -131,7 +132,8 @@ class TioneProvider(CloudProvider):
         for field, fix in rq.missing(job, options):
             name = field.rpartition(".")[2]
             if not (field.startswith("providers.") and name in self.required):
-                problems.add(self.job_error(job, tuple(field.split(".")), f"is not set; TI-ONE needs it to submit: {fix}"))
+                problems.add(self.job_error(job, tuple(field.split(".")),
+                                            f"is not set; TI-ONE needs it to submit: {fix}"))
 
     # -- render (pure) -------------------------------------------------------------------------
     def check(self, job: JobSpec, options: TioneOptions) -> None:
@@ -199,7 +201,8 @@ class TioneProvider(CloudProvider):
     def _describe(self, job_id: str):
         region, project, task = split_id(job_id)
         params = {"Id": task, **({"TiProjectId": project} if project else {})}
-        return self.sdk.call(region, "DescribeTrainingTask", params, f"describing {self.handle(job_id)}").TrainingTaskDetail
+        described = self.sdk.call(region, "DescribeTrainingTask", params, f"describing {self.handle(job_id)}")
+        return described.TrainingTaskDetail
 
     def _to_status(self, job_id: str, item) -> JobStatus:
         raw = item.Status
@@ -277,42 +280,4 @@ class TioneProvider(CloudProvider):
         if stamps:
             cursor["since"] = max(stamps + [cursor["since"] or 0])
         return out
-
-
-def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
-    """The variables TI-ONE's distributed-training guide lists for node ``node_index`` in the job's training mode (plus the two
-    that the request's Envs carry for cloudtrain: the channel port and the RDMA flag)."""
-    options = TioneProvider.options(job)
-    hosts, nodes = cluster.hosts, job.distribution.nodes
-    gpus = job.resources.gpus_per_node
-    mode = rq.training_mode(job, options)
-    env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
-    if mode in ("MPI", "HOROVOD"):
-        slots = gpus or job.procs_per_node
-        env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
-                    "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
-                    PORT_VAR: str(cluster.master_port)})
-    elif mode == "PS_WORKER":
-        # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
-        # get one port each (master_port + 2 + i), as the launcher does.
-        distinct = len(set(hosts)) == len(hosts)
-        addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
-        ps = job.ps
-        task = {"type": "ps", "index": node_index} if node_index < ps else \
-            {"type": "worker", "index": node_index - ps}
-        env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
-                                       "environment": "cloud"})
-        env[PORT_VAR] = str(cluster.master_port)
-    elif mode == "RAY":
-        # the guide's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
-        del env["NODE_LIST"]
-        env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
-                    NODES_VAR: str(nodes)})
-    else:
-        env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
-                    "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
-    if rq.rdma_setting(job, options):
-        env.update(NCCL_PRESET)
-        env[RDMA_VAR] = "1"
-    return env
 

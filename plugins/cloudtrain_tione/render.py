@@ -23,13 +23,14 @@ from cloudtrain.errors import BadInput, JobFileError
 from cloudtrain.instances import check_minimums, choose, smallest_cpu, wanted
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.unpack import bootstrap_argv
+from cloudtrain.loading import validate_model
 from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
 from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request, ShellText
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
 
 from . import catalog
-from .detect import NODES_VAR, PORT_VAR, RDMA_VAR
+from .detect import NCCL_PRESET, NODES_VAR, PLATFORMS, PORT_VAR, PS_PORT, RDMA_VAR
 from .options import TioneOptions
 
 PROVIDER = "tione"
@@ -118,8 +119,9 @@ def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
     name = catalog.gpu_type(found[0]) if found else None
     if options.gpu_type:
         if name and name.upper() != options.gpu_type.upper():  # e.g. the account's V100 for an A100 job
-            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} (resources), "
-                                                  f"which TI-ONE calls {name}; make them agree, or drop gpu_type")
+            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} "
+                                                  f"(resources), which TI-ONE calls {name}; make them agree, or drop "
+                                                  "gpu_type")
         return options.gpu_type
     if found is None:
         return None
@@ -534,6 +536,9 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
 
 
 # -- checks ------------------------------------------------------------------------------------
+NO_CPU = " (tasks that need a CPU would never run)"
+
+
 def check(job: JobSpec, options: TioneOptions) -> List[str]:
     """Raise ``JobFileError`` for what cannot work; return warnings for what may surprise."""
     warnings: List[str] = []
@@ -543,14 +548,14 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
                                                "for this provider (--set max_runtime=null) and stop the task yourself "
                                                "(cloudtrain cancel)")
     if job.max_restarts:  # CreateTrainingTaskRequest (SDK v20211111, 3.1.191) has no restart or retry field
-        raise job_error(job, ("max_restarts",), "TI-ONE's CreateTrainingTask has no restart field, so the task would run "
-                                                "once whatever max_restarts says; drop it for this provider "
+        raise job_error(job, ("max_restarts",), "TI-ONE's CreateTrainingTask has no restart field, so the task would "
+                                                "run once whatever max_restarts says; drop it for this provider "
                                                 "(--set max_restarts=0) and submit again after a failure (storage."
                                                 "checkpoint keeps what the last run saved)")
-    if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no /dev/shm
-        raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the platform "
-                                                      "sizes it), so shm_gb would be ignored; drop it for this provider "
-                                                      "(--set resources.shm_gb=null)")
+    if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no shm
+        raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the "
+                                                      "platform sizes it), so shm_gb would be ignored; drop it for "
+                                                      "this provider (--set resources.shm_gb=null)")
     if job.spot and options.resource_group:
         raise job_error(job, ("spot",), "TI-ONE's spot supply (ResourceSupplyAttribute SPOT) is for postpaid specs, "
                                         "not a prepaid resource group; drop spot or use providers.tione.instance_type")
@@ -566,7 +571,7 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
         if r.cpus_per_node is not None and r.cpus_per_node != int(r.cpus_per_node):
             raise job_error(job, ("resources", "cpus_per_node"),
                             f"Ray schedules whole CPUs and truncates {r.cpus_per_node:g} to "
-                            f"{int(r.cpus_per_node)}{' (tasks that need a CPU would never run)' if r.cpus_per_node < 1 else ''}; "
+                            f"{int(r.cpus_per_node)}{NO_CPU if r.cpus_per_node < 1 else ''}; "
                             "give a whole number of cores")
         if gpus and gpus != int(gpus):
             warnings.append(f"Ray sees a {gpus:g}-GPU share as one whole GPU on each node: request num_gpus=1 "
@@ -630,5 +635,45 @@ def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
 
 
 def detectors_variable() -> str:
-    from .detect import PLATFORMS
     return f"{PLATFORMS[0].name}={PLATFORMS[0].target}"
+
+
+# -- what TI-ONE gives each node besides the request (a local run emulates it) ------------------
+def emulate(job: JobSpec, node_index: int, cluster) -> Dict[str, str]:
+    """The variables TI-ONE's distributed-training guide lists for node ``node_index`` in the
+    job's training mode (plus the two that the request's Envs carry for cloudtrain: the channel
+    port and the RDMA flag); ``cluster``: a ``cloudtrain.provider.Cluster``."""
+    options = validate_model(TioneOptions, job.providers.get(PROVIDER) or {}, job.source, opt())
+    hosts, nodes = cluster.hosts, job.distribution.nodes
+    gpus = job.resources.gpus_per_node
+    mode = training_mode(job, options)
+    env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
+    if mode in ("MPI", "HOROVOD"):
+        slots = gpus or job.procs_per_node
+        env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
+                    "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
+                    PORT_VAR: str(cluster.master_port)})
+    elif mode == "PS_WORKER":
+        # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
+        # get one port each (master_port + 2 + i), as the launcher does.
+        distinct = len(set(hosts)) == len(hosts)
+        addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
+        ps = job.ps
+        task = {"type": "ps", "index": node_index} if node_index < ps else \
+            {"type": "worker", "index": node_index - ps}
+        env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
+                                       "environment": "cloud"})
+        env[PORT_VAR] = str(cluster.master_port)
+    elif mode == "RAY":
+        # the guide's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
+        del env["NODE_LIST"]
+        env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
+                    NODES_VAR: str(nodes)})
+    else:
+        env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
+                    "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
+    if rdma_setting(job, options):
+        env.update(NCCL_PRESET)
+        env[RDMA_VAR] = "1"
+    return env
+
