@@ -1,5 +1,5 @@
 """TI-ONE's SDK, in one place: the credentials, the ``TioneClient`` per region, the request
-models, and THE error translator of the plugin (``api_error``).
+models, and THE error translator of the plugin (``api_error``: TI-ONE's API and COS's alike).
 
 ``tencentcloud-sdk-python-tione`` (API 2021-11-11) is imported on first use, never at import.
 The credentials are the Tencent Cloud SDK's default chain (TI-ONE's and COS's alike: the COS SDK
@@ -17,6 +17,7 @@ from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
 
 SDK = "tencentcloud.tione.v20211111"
 ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
+COS_ENDPOINT_VAR = "CLOUDTRAIN_COS_ENDPOINT"
 
 LOOKED_IN = ("TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, ~/.tencentcloud/credentials, "
              "/etc/tencentcloud/credentials, the CVM role at metadata.tencentyun.com, the TKE OIDC role "
@@ -42,8 +43,44 @@ FIXES = (
 )
 
 
-def api_error(exc, doing: str) -> PlatformError:
-    """A ``TencentCloudSDKException`` as one line with code, message, the fix and the request id."""
+# Where a message about a COS error points the user, by error code.
+COS_FIXES = {
+    "AccessDenied": "grant the CAM user access to the bucket (e.g. QcloudCOSDataFullControl) and check the credentials",
+    "InvalidAccessKeyId": "check TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (or ~/.tencentcloud/credentials)",
+    "SignatureDoesNotMatch": "check TENCENTCLOUD_SECRET_KEY (or ~/.tencentcloud/credentials) and the machine's clock",
+    "RequestTimeTooSkewed": "set the machine's clock right (NTP)",
+    "NoSuchBucket": "check the bucket (cos://BUCKETNAME-APPID/...) and its region (providers.tione.region)",
+    "NoSuchKey": "check the path; cloudtrain outputs lists what the job wrote once it has ended",
+}
+
+
+def sdk_errors() -> tuple:
+    """The exception classes ``api_error`` translates: the Tencent Cloud SDK's, and the COS
+    SDK's when it is installed."""
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+    try:
+        from qcloud_cos.cos_exception import CosClientError, CosServiceError
+    except ImportError:
+        return (TencentCloudSDKException,)
+    return (TencentCloudSDKException, CosServiceError, CosClientError)
+
+
+def api_error(exc, doing: str, service: str = "TI-ONE") -> PlatformError:
+    """An SDK's exception as one line with the code, the message, the fix and the request id:
+    COS's ``CosServiceError`` / ``CosClientError`` ("DOING: COS refused: ..."), and a
+    ``TencentCloudSDKException`` from TI-ONE's API ("TI-ONE refused DOING: ...") or, with
+    ``service="COS"``, from reading the credentials a COS client signs with."""
+    kind = type(exc).__name__
+    if kind == "CosServiceError":
+        code, message, request = exc.get_error_code(), exc.get_error_msg(), exc.get_request_id()
+        if code == "Unknown":  # the SDK's word for an error body it could not read
+            code, message, request = f"HTTP {exc.get_status_code()}", str(exc.get_origin_msg())[:200], None
+        fix = COS_FIXES.get(code, "see COS's error codes")
+        return PlatformError(f"{doing}: COS refused: {code}: {message}; {fix}", request_id=request)
+    if kind == "CosClientError":
+        return PlatformError(f"{doing}: {exc}; check the network, the region and {COS_ENDPOINT_VAR}")
+    if service == "COS":
+        return PlatformError(f"{doing}: {exc.get_code()}: {exc.get_message()}; check the Tencent Cloud credentials")
     code = exc.get_code() if hasattr(exc, "get_code") else None
     message = exc.get_message() if hasattr(exc, "get_message") else str(exc)
     fix = next((f for prefix, f in FIXES if code and code.startswith(prefix)), "see TI-ONE's error codes")
