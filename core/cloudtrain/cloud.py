@@ -12,7 +12,8 @@ platform's calls.  No plugin overrides a step of the template.
   (the CLI's status line and the log follower share the read);
 - ``cancel``: idempotent: a job that ended, or is stopping, is left alone; ``_stop`` otherwise,
   and a stop that fails because the job ended meanwhile is not an error;
-- ``logs``: ``_log_chunks`` until the job ends, one read per ``status_poll`` seconds.
+- ``logs``: ``_log_chunks`` until the job ends, one read per ``status_poll`` seconds; the
+  secrets' values of a job this process submitted (found or created) are masked in them.
 
 ``status_poll`` is the one poll setting: the class's default, ``$CLOUDTRAIN_POLL_SECONDS``, or the
 constructor's ``poll``.
@@ -30,6 +31,7 @@ from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Optional, Tupl
 from .errors import BadInput, PlatformError
 from .provider import JobStatus, Provider
 from .request import CodeUpload, Placeholder, Rendered, Shipped, fill
+from .secrets import Masker
 
 POLL_VARIABLE = "CLOUDTRAIN_POLL_SECONDS"
 
@@ -86,6 +88,7 @@ class CloudProvider(Provider):
         super().__init__()
         self.status_poll = poll_setting(poll, type(self).status_poll)
         self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
+        self._maskers: Dict[str, Masker] = {}  # the secrets of the jobs this process submitted, by id
 
     # -- what a plugin implements ---------------------------------------------------------------
     def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
@@ -167,6 +170,8 @@ class CloudProvider(Provider):
         if job_id is None:
             job_id = self._create(filled, secrets, spec)
         self._statuses.pop(job_id, None)
+        if secrets:  # the job's logs, followed by this process, show them masked
+            self._maskers[job_id] = Masker(secrets.values())
         return job_id
 
     def _remember(self, job_id: str, status: JobStatus) -> JobStatus:
@@ -197,12 +202,14 @@ class CloudProvider(Provider):
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         cursor: Dict[str, Any] = {}
+        mask = self._maskers.get(job_id)
         while True:
             described = self._describe(job_id)
             status = self._remember(job_id, self._to_status(job_id, described))
             final = not follow or status.terminal
             began = time.monotonic()
-            yield from self._log_chunks(job_id, described, cursor, final)
+            chunks = self._log_chunks(job_id, described, cursor, final)
+            yield from (map(mask, chunks) if mask else chunks)
             if final:
                 return
             # a plugin whose _log_chunks waits for lines as they arrive has used up the poll

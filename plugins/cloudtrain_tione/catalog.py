@@ -11,10 +11,10 @@ Two resource modes (``ResourceConfigInfo``, SDK ``tencentcloud.tione.v20211111.m
   accelerator becomes ``GpuType`` by ``GPU_TYPES`` (the SDK's ``GpuDetail.Name``: "枚举值: V100 A100
   T4") and ``Gpu`` = count x 100 (1/100 card).
 
-``cloudtrain resources --refresh -p tione [--out DIR]`` rebuilds the file from ``DescribeBillingSpecs`` (ChargeType POSTPAID_BY_HOUR, TaskType
-TRAIN): a spec's ``SpecName`` is the id that ``InstanceType`` and ``DescribeBillingSpecsPrice``
-take, its ``GpuType`` the card, and its ``SpecAlias`` ("32C128G T4*1", the form of the SDK's
-``InstanceTypeAlias`` list) the cores, memory and cards.
+``cloudtrain resources --refresh -p tione [--out DIR]`` rebuilds the file from ``DescribeBillingSpecs``
+(ChargeType POSTPAID_BY_HOUR, TaskType TRAIN): a spec's ``SpecName`` is the id that ``InstanceType``
+and ``DescribeBillingSpecsPrice`` take, its ``GpuType`` the card, and its ``SpecAlias`` ("32C128G
+T4*1", the form of the SDK's ``InstanceTypeAlias`` list) the cores, memory and cards.
 """
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def tione_catalog() -> Catalog:
 
 def resource_group_hint() -> str:
     """What a postpaid user can have instead: the GPU specs that exist, and a resource group."""
-    specs = ", ".join(f"{r.instance_type} ({r.accelerator_label()})"
-                      for r in sorted(tione_catalog().rows, key=lambda r: (r.accelerator or "", r.count)) if r.accelerator)
+    rows = sorted(tione_catalog().rows, key=lambda r: (r.accelerator or "", r.count))
+    specs = ", ".join(f"{r.instance_type} ({r.accelerator_label()})" for r in rows if r.accelerator)
     return (f"TI-ONE's postpaid GPU specs are {specs or 'none'}; for another card use a resource group: set "
             "providers.tione.resource_group (its nodes get GpuType and Gpu = gpus_per_node x 100)")
 
@@ -129,10 +129,11 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
     """``tione.json`` from the account's DescribeBillingSpecs (TI-ONE's default credentials;
     ``CLOUDTRAIN_TIONE_ENDPOINT`` as for the provider)."""
     from cloudtrain.errors import PlatformError
-    from .provider import TioneProvider, api_error
+    from .provider import TioneProvider
+    from .sdk import api_error
     region = region or os.environ.get("TENCENTCLOUD_REGION") or "ap-shanghai"
     if client is None:
-        client = TioneProvider().client(region)
+        client = TioneProvider().sdk.client(region)
     from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
     try:
         rows = fetch(client)

@@ -2,7 +2,7 @@
 (``cos-python-sdk-v5``, module ``qcloud_cos``).  Registered by the tione plugin
 (``cloudtrain_register_stores``); the SDK is imported when a store is first used.
 
-Credentials are TI-ONE's: the Tencent Cloud default chain (``credential.default_credential``),
+Credentials are TI-ONE's: the Tencent Cloud default chain (``sdk.default_credential``),
 whose credential object the COS SDK reads as its ``CredentialInstance``.  The region is the
 bucket's (``providers.tione.region``, else ``$TENCENTCLOUD_REGION``).  ``CLOUDTRAIN_COS_ENDPOINT``
 (``http://127.0.0.1:PORT``) sends every request to that address, with the bucket's own host in
@@ -20,20 +20,10 @@ from urllib.parse import urlsplit
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
 
-ENDPOINT_VAR = "CLOUDTRAIN_COS_ENDPOINT"
+from .sdk import COS_ENDPOINT_VAR, api_error, sdk_errors
+
 REGION_VAR = "TENCENTCLOUD_REGION"
 CHUNK = 1 << 20
-
-# Where a message about a COS error points the user, by error code.
-FIXES = {
-    "AccessDenied": "grant the CAM user access to the bucket (e.g. QcloudCOSDataFullControl) and check the credentials",
-    "InvalidAccessKeyId": "check TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (or ~/.tencentcloud/credentials)",
-    "SignatureDoesNotMatch": "check TENCENTCLOUD_SECRET_KEY (or ~/.tencentcloud/credentials) and the machine's clock",
-    "RequestTimeTooSkewed": "set the machine's clock right (NTP)",
-    "NoSuchBucket": "check the bucket (cos://BUCKETNAME-APPID/...) and its region (providers.tione.region)",
-    "NoSuchKey": "check the path; cloudtrain outputs lists what the job wrote once it has ended",
-}
-
 
 def endpoint_settings(endpoint: Optional[str]) -> dict:
     """``CosConfig`` settings for an endpoint: ``http://127.0.0.1:9000`` -> Scheme, IP, Port (the
@@ -57,7 +47,7 @@ class CosStore(ObjectStore):
         and ``endpoint`` (default: ``$CLOUDTRAIN_COS_ENDPOINT``, else COS's own per region)."""
         self._client, self._credential = client, credential
         self.region = region or os.environ.get(REGION_VAR)
-        self.endpoint = endpoint or os.environ.get(ENDPOINT_VAR)
+        self.endpoint = endpoint or os.environ.get(COS_ENDPOINT_VAR)
 
     @property
     def where(self) -> str:
@@ -74,7 +64,7 @@ class CosStore(ObjectStore):
             from qcloud_cos import CosConfig, CosS3Client
             credential = self._credential
             if credential is None:
-                from .credential import default_credential
+                from .sdk import default_credential
                 with self.api("read the Tencent Cloud credentials"):
                     credential = default_credential()
             config = CosConfig(Region=self.region, CredentialInstance=credential, Timeout=60,
@@ -84,21 +74,11 @@ class CosStore(ObjectStore):
 
     @contextmanager
     def api(self, what: str):
-        from qcloud_cos.cos_exception import CosClientError, CosServiceError
-        from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+        """The SDKs' errors inside as ``sdk.api_error``'s one line."""
         try:
             yield
-        except CosServiceError as exc:
-            code, message, request = exc.get_error_code(), exc.get_error_msg(), exc.get_request_id()
-            if code == "Unknown":  # the SDK's word for an error body it could not read
-                code, message, request = f"HTTP {exc.get_status_code()}", str(exc.get_origin_msg())[:200], None
-            fix = FIXES.get(code, "see COS's error codes")
-            raise PlatformError(f"{what}: COS refused: {code}: {message}; {fix}", request_id=request) from None
-        except CosClientError as exc:
-            raise PlatformError(f"{what}: {exc}; check the network, the region and {ENDPOINT_VAR}") from None
-        except TencentCloudSDKException as exc:
-            raise PlatformError(f"{what}: {exc.get_code()}: {exc.get_message()}; check the Tencent Cloud "
-                                "credentials") from None
+        except sdk_errors() as exc:
+            raise api_error(exc, what, service="COS") from None
 
     def exists(self, url: ObjectUrl) -> bool:
         from qcloud_cos.cos_exception import CosServiceError

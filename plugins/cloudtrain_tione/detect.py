@@ -311,7 +311,7 @@ def _ray(environ: Mapping[str, str]) -> Topology:
 # The one registration of the platform.  Most specific of all: TI-ONE's DDP, MPI and PS-Worker
 # variables look like plain PyTorch's, an MPI operator's and Kubeflow TFJob's.
 PLATFORMS = (
-    Platform(PLATFORM, detect, priority=90, environment="cloudtrain_tione.provider:emulate",
+    Platform(PLATFORM, detect, priority=90, environment="cloudtrain_tione.render:emulate",
              variables=("NODE_LIST", "INDEX", "GPU_NUM", "GPU_NUM_PER_NODE", "NODE_IP_SLOT_LIST",
                         "HEAD_ADDR", "HEAD_PORT", RDMA_VAR)),
 )

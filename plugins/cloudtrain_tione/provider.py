@@ -1,71 +1,33 @@
 """``tione``: Tencent Cloud TI-ONE task-style training (DDP, MPI/Horovod, PS-Worker, Ray).
 
-Rendering gives the ``CreateTrainingTask`` request as the SDK's request model takes it
-(``cloudtrain_tione.request``); the lifecycle goes through the SDK's ``TioneClient``
-(``tencentcloud-sdk-python-tione``, API 2021-11-11), imported on first use.  A job id is
+The lifecycle calls only: ``render_request`` hands over ``render.TioneRequest`` (pure), core's
+one submit pipeline (``CloudProvider.schedule``) ships the code to ``code_store`` (COS, with this
+provider's credentials), fills the placeholders and calls ``_find_by_spec`` / ``_create``, which
+read the typed request; ``_describe`` / ``_to_status`` / ``_stop`` / ``_log_chunks`` / ``list`` /
+``outputs`` follow a task.  Every API call goes through ``sdk.TioneApi`` (the SDK's ``TioneClient``,
+``tencentcloud-sdk-python-tione``, API 2021-11-11, imported on first use).  A job id is
 ``REGION/TASK_ID`` (or ``REGION/PROJECT/TASK_ID`` in a non-default workspace), so a handle
 reaches its task from any machine.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import warnings
-from dataclasses import replace
 from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.job import JobSpec
 from cloudtrain.cloud import CloudProvider, timestamp
+from cloudtrain.errors import BadInput
+from cloudtrain.job import JobSpec
 from cloudtrain.objectstore import ObjectUrl
-from cloudtrain.request import Artifacts
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
-from cloudtrain.secrets import MASK, Masker
+from cloudtrain.provider import JobStatus, State
+from cloudtrain.request import CodeUpload, Rendered
 
-from . import request as rq
-from .detect import NCCL_PRESET, NODES_VAR, PORT_VAR, PS_PORT, RDMA_VAR
+from . import render as rq
 from .options import TioneOptions
-
-ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
-CODE_UPLOAD = "cos/PutObject"
-SDK = "tencentcloud.tione.v20211111"
-
-# Where a message about an API error points the user, by error-code prefix (first match wins).
-FIXES = (
-    ("AuthFailure", "check TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (or ~/.tencentcloud/credentials) "
-                    "and the account's CAM permissions for TI-ONE"),
-    ("UnauthorizedOperation", "grant the account's CAM user TI-ONE permissions (QcloudTIONEFullAccess)"),
-    ("ResourceNotFound", "check the handle and its region (cloudtrain list -p tione shows the tasks)"),
-    ("ResourceInsufficient", "ask for more quota, or use fewer nodes or a smaller instance type"),
-    ("OperationDenied.BalanceInsufficient", "top up the account, then submit again"),
-    ("OperationDenied", "the account or resource group does not allow this; see the message"),
-    ("InvalidParameter", "fix the request: cloudtrain render -p tione shows it; check providers.tione"),
-    ("MissingParameter", "fix the request: cloudtrain render -p tione shows it; check providers.tione"),
-    ("LimitExceeded", "wait and try again, or ask for a higher limit"),
-    ("RequestLimitExceeded", "too many requests: wait a moment and try again"),
-    ("ClientNetworkError", f"cannot reach the TI-ONE API: check the network, the region, or {ENDPOINT_VAR}"),
-    ("ServerNetworkError", f"the TI-ONE API answered with an HTTP error: check the region or {ENDPOINT_VAR}"),
-)
-
-
-def api_error(exc, doing: str) -> PlatformError:
-    """A ``TencentCloudSDKException`` as one line with code, message, the fix and the request id."""
-    code = exc.get_code() if hasattr(exc, "get_code") else None
-    message = exc.get_message() if hasattr(exc, "get_message") else str(exc)
-    fix = next((f for prefix, f in FIXES if code and code.startswith(prefix)), "see TI-ONE's error codes")
-    return PlatformError(f"TI-ONE refused {doing}: {code or 'error'}: {message}; {fix}",
-                         request_id=exc.get_request_id() if hasattr(exc, "get_request_id") else None)
-
-
-def fill(content: Any, values: Dict[str, str]) -> Any:
-    """``content`` with every placeholder replaced by its value (a copy)."""
-    text = json.dumps(content)
-    for placeholder, value in values.items():
-        text = text.replace(placeholder, value)
-    return json.loads(text)
+from .render import TioneRequest
+from .sdk import TioneApi
 
 
 def warn(message: str) -> None:
@@ -125,6 +87,12 @@ class TioneProvider(CloudProvider):
     stopping = ("STOPPING",)  # still running until it has stopped
     page_limit = 1000  # DescribeLogs' maximum
 
+    # why `cloudtrain stage` has nothing to upload for a job without code_store
+    no_code_upload = ("this job's code is not uploaded by cloudtrain: providers.tione.code_source names code already "
+                      "on COS, CFS or in the image; to have cloudtrain upload it, drop code_source and set "
+                      "providers.tione.code_store: cos://BUCKETNAME-APPID/PREFIX")
+    spec_hash_length = rq.SPEC_LEN  # the spec hash is a tag value: kept short
+
     def __init__(self, client=None, credential=None, endpoint: Optional[str] = None,
                  region: Optional[str] = None, poll: Optional[float] = None, cos_endpoint: Optional[str] = None):
         """``client``: a ready ``TioneClient`` (every region); ``credential`` / ``endpoint``
@@ -132,11 +100,9 @@ class TioneProvider(CloudProvider):
         ``poll``: seconds between reads while following a task; ``cos_endpoint``: where COS
         requests go (default: ``$CLOUDTRAIN_COS_ENDPOINT``, else COS's own)."""
         super().__init__(poll=poll)
-        self._client, self._credential = client, credential
-        self._endpoint, self._cos_endpoint = endpoint, cos_endpoint
+        self.sdk = TioneApi(self.require_sdk, client=client, credential=credential, endpoint=endpoint)
+        self._cos_endpoint = cos_endpoint
         self._region = region
-        self._clients: Dict[str, Any] = {}
-        self._maskers: Dict[str, Masker] = {}
 
     @classmethod
     def instance_rules(cls):
@@ -144,8 +110,8 @@ class TioneProvider(CloudProvider):
         return RULES
 
     # -- what submit needs before it sends anything ---------------------------------------------
-    # instance_type is not among them: resources choose the spec (request.instance_type), and
-    # request.missing names it for the jobs they cannot choose one for (gpus_per_node alone)
+    # instance_type is not among them: resources choose the spec (render.instance_type), and
+    # render.missing names it for the jobs they cannot choose one for (gpus_per_node alone)
     required = {"code_store": "cos://my-bucket-1250000000/cloudtrain", "region": "ap-shanghai"}
     required_help = {
         "code_store": rq.CODE_STORE_HELP,
@@ -166,103 +132,56 @@ class TioneProvider(CloudProvider):
         for field, fix in rq.missing(job, options):
             name = field.rpartition(".")[2]
             if not (field.startswith("providers.") and name in self.required):
-                problems.add(rq.job_error(job, tuple(field.split(".")), f"is not set; TI-ONE needs it to submit: {fix}"))
+                problems.add(self.job_error(job, tuple(field.split(".")),
+                                            f"is not set; TI-ONE needs it to submit: {fix}"))
 
     # -- render (pure) -------------------------------------------------------------------------
     def check(self, job: JobSpec, options: TioneOptions) -> None:
         for message in rq.check(job, options):
             warn(message)
 
-    def artifacts(self, job: JobSpec, options: TioneOptions) -> List[Artifact]:
+    def render_request(self, job: JobSpec, options: TioneOptions) -> TioneRequest:
         # Only a plain render gets here with settings missing (validate and submit stop at
         # preflight's errors, which name each one): say once what a submit would still need.
         needs = [field for field, _ in rq.missing(job, options)]
         if needs:
             warn(f"to submit, also set {', '.join(needs)} (cloudtrain validate says how)")
-        upload = rq.code_upload(job, options)
-        code = [Artifact(CODE_UPLOAD, "code", upload)] if upload else []
-        return code + [Artifact("tione/CreateTrainingTask", rq.task_name(job), rq.build(job, options))]
+        return rq.request(job, options)
 
-    # -- the SDK -------------------------------------------------------------------------------
-    def credential(self):
-        """The injected credential, else the SDK's default chain (TI-ONE's and COS's alike)."""
-        if self._credential is None:
-            self.require_sdk(SDK)
-            from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
-            from .credential import default_credential
-            try:
-                self._credential = default_credential()
-            except TencentCloudSDKException as exc:
-                raise api_error(exc, "the credentials") from None
-        return self._credential
-
-    def client(self, region: str):
-        if self._client is not None:
-            return self._client
-        if region in self._clients:
-            return self._clients[region]
-        self.require_sdk(SDK)
-        from tencentcloud.common.profile.client_profile import ClientProfile
-        from tencentcloud.common.profile.http_profile import HttpProfile
-        from tencentcloud.tione.v20211111 import tione_client
-        cred = self.credential()
-        endpoint = self._endpoint or os.environ.get(ENDPOINT_VAR)
-        scheme, sep, host = (endpoint or "").partition("://")
-        http = HttpProfile(protocol=scheme if sep else None, endpoint=(host if sep else endpoint or "").rstrip("/")
-                           or None, reqTimeout=30)
-        self._clients[region] = tione_client.TioneClient(cred, region, ClientProfile(httpProfile=http))
-        return self._clients[region]
-
-    def call(self, region: str, action: str, params: dict, doing: str):
-        """One API call: ``params`` loaded into the action's request model, errors as PlatformError."""
-        from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
-        from tencentcloud.tione.v20211111 import models
-        req = getattr(models, f"{action}Request")()
-        load(req, params)
-        try:
-            return getattr(self.client(region), action)(req)
-        except TencentCloudSDKException as exc:
-            raise api_error(exc, doing) from None
-
-    # -- submit --------------------------------------------------------------------------------
+    # -- submit: core's pipeline (CloudProvider.schedule) ships the code here, then these ------
     def region_of(self, options: TioneOptions) -> Optional[str]:
         return options.region or self._region or os.environ.get("TENCENTCLOUD_REGION")
 
-    def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
-        # preflight checked what a submit needs
-        self.require_sdk(SDK)
-        if any(a.kind == CODE_UPLOAD for a in rendered.artifacts):
-            shipped = ObjectUrl.parse(self.ship_code(rendered)[0])
-            sha = PurePosixPath(shipped.key).name[:-len(".tar.gz")]
-            rendered = replace(rendered, request=Artifacts(tuple(
-                Artifact(a.kind, a.name, rq.with_code_sha(a.content, sha) if isinstance(a.content, dict)
-                         else fill(a.content, {rq.CODE_SHA: sha})) for a in rendered.artifacts)))
-        job_id = super().schedule(rendered, secrets)
-        if secrets:
-            self._maskers[job_id] = Masker(secrets.values())
-        return job_id
+    def code_store(self, upload: CodeUpload):
+        """A ``CosStore`` in the upload's region with this provider's credentials and COS endpoint."""
+        return self.cos(upload.region)
+
+    def _create(self, rendered: Rendered[TioneRequest], secrets: Dict[str, str], spec: str) -> str:
+        request = rendered.request
+        region = self.region_of(rendered.options)
+        task = self.sdk.call(region, "CreateTrainingTask", request.task(secrets), f"creating task {request.name}")
+        return join_id(region, request.project, task.Id)
+
+    def _find_by_spec(self, rendered: Rendered[TioneRequest], spec: str) -> Optional[str]:
+        """The task this spec already created (same name and spec tag), if any."""
+        request = rendered.request
+        region, project, name = self.region_of(rendered.options), request.project, request.name
+        params = {"Filters": [{"Name": "Name", "Values": [name]}],
+                  "TagFilters": [{"TagKey": rq.TAG_SPEC, "TagValues": [spec]}], "Limit": 50}
+        if project:
+            params["TiProjectId"] = project
+        resp = self.sdk.call(region, "DescribeTrainingTasks", params, f"looking for task {name}")
+        for item in resp.TrainingTaskSet or []:
+            tags = {t.TagKey: t.TagValue for t in item.Tags or []}
+            if item.Name == name and tags.get(rq.TAG_SPEC) == spec:
+                return join_id(region, project, item.Id)
+        return None
 
     # -- code and outputs on COS ---------------------------------------------------------------
     def cos(self, region: Optional[str]):
         """A ``CosStore`` for ``region`` with this provider's credentials and COS endpoint."""
         from .cosstore import CosStore
-        return CosStore(region=region, credential=self.credential(), endpoint=self._cos_endpoint)
-
-    def ship_code(self, rendered: Rendered) -> List[str]:
-        """The code and the launcher bundle (``shipping.archive``) to ``code_store``, content-
-        addressed (``objectstore.code_url``) and sent once (``objectstore.upload_once``)."""
-        from cloudtrain import shipping
-        from cloudtrain.objectstore import code_url, upload_once
-        from .detect import PLATFORMS
-        upload = next((a.content for a in rendered.artifacts if a.kind == CODE_UPLOAD), None)
-        if upload is None:
-            raise BadInput("this job's code is not uploaded by cloudtrain: providers.tione.code_source names code "
-                           "already on COS, CFS or in the image; to have cloudtrain upload it, drop code_source and "
-                           "set providers.tione.code_store: cos://BUCKETNAME-APPID/PREFIX")
-        data = shipping.archive(rendered.job, PLATFORMS)
-        url = code_url(ObjectUrl.parse(rendered.options.code_store), data)
-        upload_once(self.cos(upload["Region"]), url, data)
-        return [str(url)]
+        return CosStore(region=region, credential=self.sdk.credential(), endpoint=self._cos_endpoint)
 
     def outputs(self, job_id: str, dest: Path) -> List[Path]:
         """What the task's COS output (``Output``, from ``storage.output`` / ``providers.tione.output``)
@@ -278,41 +197,12 @@ class TioneProvider(CloudProvider):
         return download(self.cos(output.Region or split_id(job_id)[0]),
                         ObjectUrl("cos", output.Bucket, output.Paths[0]), Path(dest))
 
-    def spec_hash(self, rendered: Rendered) -> str:
-        return super().spec_hash(rendered)[:rq.SPEC_LEN]  # a tag value: kept short
-
-    @staticmethod
-    def _body(rendered: Rendered, spec: str) -> dict:
-        return fill(next(a.content for a in rendered.artifacts if a.kind == "tione/CreateTrainingTask"), {rq.SPEC: spec})
-
-    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
-        body = self._body(rendered, spec)
-        for env in body.get("Envs", []):
-            if env.get("IsPrivate") and env["Name"] in secrets and env["Value"] == MASK:
-                env["Value"] = secrets[env["Name"]]
-        region, project = self.region_of(rendered.options), rendered.options.project
-        return join_id(region, project, self.call(region, "CreateTrainingTask", body, f"creating task {body['Name']}").Id)
-
-    def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
-        """The task this spec already created (same name and spec tag), if any."""
-        region, project = self.region_of(rendered.options), rendered.options.project
-        name = self._body(rendered, spec)["Name"]
-        params = {"Filters": [{"Name": "Name", "Values": [name]}],
-                  "TagFilters": [{"TagKey": rq.TAG_SPEC, "TagValues": [spec]}], "Limit": 50}
-        if project:
-            params["TiProjectId"] = project
-        resp = self.call(region, "DescribeTrainingTasks", params, f"looking for task {name}")
-        for item in resp.TrainingTaskSet or []:
-            tags = {t.TagKey: t.TagValue for t in item.Tags or []}
-            if item.Name == name and tags.get(rq.TAG_SPEC) == spec:
-                return join_id(region, project, item.Id)
-        return None
-
     # -- follow --------------------------------------------------------------------------------
     def _describe(self, job_id: str):
         region, project, task = split_id(job_id)
         params = {"Id": task, **({"TiProjectId": project} if project else {})}
-        return self.call(region, "DescribeTrainingTask", params, f"describing {self.handle(job_id)}").TrainingTaskDetail
+        described = self.sdk.call(region, "DescribeTrainingTask", params, f"describing {self.handle(job_id)}")
+        return described.TrainingTaskDetail
 
     def _to_status(self, job_id: str, item) -> JobStatus:
         raw = item.Status
@@ -326,7 +216,7 @@ class TioneProvider(CloudProvider):
 
     def _stop(self, job_id: str) -> None:
         region, project, task = split_id(job_id)
-        self.call(region, "StopTrainingTask", {"Id": task, **({"TiProjectId": project} if project else {})},
+        self.sdk.call(region, "StopTrainingTask", {"Id": task, **({"TiProjectId": project} if project else {})},
                   f"stopping {self.handle(job_id)}")
 
     def list(self) -> List[JobStatus]:
@@ -336,7 +226,7 @@ class TioneProvider(CloudProvider):
         out: List[JobStatus] = []
         offset = 0
         while True:
-            resp = self.call(region, "DescribeTrainingTasks", {
+            resp = self.sdk.call(region, "DescribeTrainingTasks", {
                 "TagFilters": [{"TagKey": rq.TAG_MANAGED, "TagValues": ["cloudtrain"]}],
                 "Offset": offset, "Limit": 50, "Order": "DESC", "OrderField": "CreateTime"}, "listing tasks")
             items = resp.TrainingTaskSet or []
@@ -352,9 +242,8 @@ class TioneProvider(CloudProvider):
         if not instance:
             return
         region, project, task = split_id(job_id)
-        mask = self._maskers.get(job_id) or (lambda text: text)
         start = timestamp(detail.StartTime) or timestamp(detail.CreateTime)
-        pods = self.call(region, "DescribeTrainingTaskPods", {"Id": task},
+        pods = self.sdk.call(region, "DescribeTrainingTaskPods", {"Id": task},
                          f"listing the pods of {self.handle(job_id)}").PodNames or []
         labels = pod_label(sorted(pods))
         fresh = []
@@ -363,7 +252,7 @@ class TioneProvider(CloudProvider):
             fresh += [(ts, pod, msg) for ts, msg in self._pod_logs(region, project, instance, pod, pod_cursor)]
         fresh.sort(key=lambda e: (e[0] or 0.0))
         for _, pod, message in fresh:
-            yield mask(labels[pod] + message.rstrip("\n"))
+            yield labels[pod] + message.rstrip("\n")
 
     def _pod_logs(self, region, project, instance, pod, cursor) -> List[Tuple[Optional[float], str]]:
         """New lines of one pod: a query from the last timestamp seen, paged with Context."""
@@ -376,7 +265,7 @@ class TioneProvider(CloudProvider):
         out, context = [], None
         while True:
             page = dict(params, **({"Context": context} if context else {}))
-            resp = self.call(region, "DescribeLogs", page, f"reading the logs of {pod}")
+            resp = self.sdk.call(region, "DescribeLogs", page, f"reading the logs of {pod}")
             for item in resp.Content or []:
                 key = item.Id or f"{item.Timestamp}/{item.Message}"
                 if key in cursor["seen"]:
@@ -392,52 +281,3 @@ class TioneProvider(CloudProvider):
             cursor["since"] = max(stamps + [cursor["since"] or 0])
         return out
 
-
-def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
-    """The variables TI-ONE's distributed-training guide lists for node ``node_index`` in the job's training mode (plus the two
-    that the request's Envs carry for cloudtrain: the channel port and the RDMA flag)."""
-    options = TioneProvider.options(job)
-    hosts, nodes = cluster.hosts, job.distribution.nodes
-    gpus = job.resources.gpus_per_node
-    mode = rq.training_mode(job, options)
-    env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
-    if mode in ("MPI", "HOROVOD"):
-        slots = gpus or job.procs_per_node
-        env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
-                    "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
-                    PORT_VAR: str(cluster.master_port)})
-    elif mode == "PS_WORKER":
-        # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
-        # get one port each (master_port + 2 + i), as the launcher does.
-        distinct = len(set(hosts)) == len(hosts)
-        addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
-        ps = job.ps
-        task = {"type": "ps", "index": node_index} if node_index < ps else \
-            {"type": "worker", "index": node_index - ps}
-        env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
-                                       "environment": "cloud"})
-        env[PORT_VAR] = str(cluster.master_port)
-    elif mode == "RAY":
-        # the guide's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
-        del env["NODE_LIST"]
-        env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
-                    NODES_VAR: str(nodes)})
-    else:
-        env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
-                    "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
-    if rq.rdma_setting(job, options):
-        env.update(NCCL_PRESET)
-        env[RDMA_VAR] = "1"
-    return env
-
-
-def load(model, params: dict):
-    """``model._deserialize(params)``, refusing fields the installed SDK does not know."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model._deserialize(params)
-    useless = [str(w.message) for w in caught if "fileds are useless" in str(w.message)]
-    if useless:
-        raise BadInput(f"the installed TI-ONE SDK does not know these {type(model).__name__} fields: "
-                       f"{'; '.join(useless)}; upgrade it: pip install -U tencentcloud-sdk-python-tione")
-    return model

@@ -68,7 +68,7 @@ def test_digits_trains_from_the_code_package_submit_uploaded(tmp_path, home):
     from cloudtrain.provider import Cluster
     from cloudtrain_tione.cosstore import CosStore
     from cloudtrain_tione.provider import TioneProvider
-    from cloudtrain_tione.request import decode_start_commands
+    from cloudtrain_tione.render import decode_start_commands
 
     code_dir, output_dir = tmp_path / "opt-ml-code", tmp_path / "opt-ml-model"
     sets = {"providers.tione.region": "ap-shanghai", "providers.tione.instance_type": "TI.S.LARGE.POST",

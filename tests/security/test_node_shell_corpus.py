@@ -178,7 +178,7 @@ def node_runs(provider: str, rendered, root: Path):
         script = script.replace("/etc/hosts", str(root / "hosts"))
         return [([SH], {"AWS_SSM_INSTANCE_ID": "i-0", "CT_FAIL_COPY": "1"}, script)]
     if provider == "tione":
-        from cloudtrain_tione.request import decode_start_commands
+        from cloudtrain_tione.render import decode_start_commands
         req = next(c for c in arts.values() if isinstance(c, dict) and ("StartCmdInfo" in c or "EncodedStartCmdInfo" in c))
         code_dir = Path(rendered.options.code_dir)
         if str(code_dir).startswith(str(root)):

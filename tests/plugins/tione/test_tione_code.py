@@ -30,8 +30,10 @@ from conftest import cli_env as base_env, run_cli, write_job
 from doubles.tione_fixtures import cos, fake  # noqa: F401
 from doubles.tione_double import SECRET_ID, SECRET_KEY
 
+from cloudtrain.cloud import CloudProvider
+from cloudtrain.request import CodeUpload, Placeholder, fill
 from cloudtrain_tione.provider import TioneProvider
-from cloudtrain_tione.request import decode_start_commands
+from cloudtrain_tione.render import TioneRequest, decode_start_commands
 
 BUCKET = "train-1250000000"
 STORE = f"cos://{BUCKET}/team/cloudtrain"
@@ -72,13 +74,42 @@ def test_the_render_shows_the_upload_before_the_task_that_names_it(tmp_path):
     rendered = get_provider("tione").render(make_job(tmp_path))
     assert [a.kind for a in rendered.artifacts] == ["cos/PutObject", "tione/CreateTrainingTask"]
     upload, request = (a.content for a in rendered.artifacts)
-    assert upload == {"Bucket": BUCKET, "Key": "team/cloudtrain/cloudtrain-code/<code-sha256>.tar.gz",
+    assert upload == {"Bucket": BUCKET, "Key": "team/cloudtrain/cloudtrain-code/<code-digest>.tar.gz",
                       "Region": "ap-shanghai", "ContentType": "application/gzip"}
     assert request["CodePackagePath"] == {"Bucket": BUCKET, "Region": "ap-shanghai", "Paths": [upload["Key"]]}
     assert "DataConfigs" not in request  # no code mount: the package is the code
     model = models.CreateTrainingTaskRequest()
     model._deserialize(json.loads(json.dumps(request)))
     assert isinstance(model.CodePackagePath, models.CosPathInfo) and model.CodePackagePath.Paths == [upload["Key"]]
+
+
+def test_the_render_is_a_typed_request_that_cores_one_fill_completes(tmp_path):
+    """The request a submit reads is typed (no artifact searched by kind); core's ``fill`` puts
+    the archive's digest in the upload and, shell-quoted, in the start commands that go base64'd."""
+    request = get_provider("tione").render(make_job(tmp_path, command='python train.py --note "a b"')).request
+    assert isinstance(request, TioneRequest)
+    key = f"team/cloudtrain/cloudtrain-code/{Placeholder.CODE_DIGEST}.tar.gz"
+    assert request.code_upload == CodeUpload(f"cos://{BUCKET}/{key}", region="ap-shanghai")
+    assert request.name == f"cs-{Placeholder.SPEC_HASH}" and request.project is None
+    digest, spec = "ab" * 32, "0123456789abcdef"
+    filled = fill(request, {Placeholder.CODE_DIGEST: digest, Placeholder.SPEC_HASH: spec})
+    body = filled.task()
+    assert "EncodedStartCmdInfo" in body  # the command holds quotes: TI-ONE gets it base64'd
+    assert f" --sha256 '{digest}' " in decode_start_commands(body)["StartCmd"]
+    assert body["CodePackagePath"]["Paths"] == [key.replace(Placeholder.CODE_DIGEST, digest)]
+    assert body["Name"] == f"cs-{spec}" and {"TagKey": "cloudtrain-spec", "TagValue": spec} in body["Tags"]
+    sent = json.dumps(body) + json.dumps(decode_start_commands(body))
+    assert Placeholder.CODE_DIGEST not in sent and Placeholder.SPEC_HASH not in sent
+    # the render still shows the placeholders: filling made a copy
+    assert Placeholder.CODE_DIGEST in json.dumps(decode_start_commands(request.task()))
+
+
+def test_the_submit_pipeline_is_cores_alone():
+    """tione implements platform calls; no step of CloudProvider's template is its own."""
+    for step in ("submit", "schedule", "ship", "ship_code", "placeholder_values", "spec_hash", "status", "cancel",
+                 "logs"):
+        assert step not in vars(TioneProvider), step
+    assert TioneProvider.code_store is not CloudProvider.code_store  # COS with the provider's own credentials
 
 
 def test_the_sdk_models_say_what_the_request_relies_on():
@@ -144,7 +175,7 @@ def test_submit_uploads_the_archive_once_and_the_task_names_it(fake, cos, tmp_pa
     assert key == f"team/cloudtrain/cloudtrain-code/{hashlib.sha256(data).hexdigest()}.tar.gz"
     body = fake.bodies("CreateTrainingTask")[0]
     assert body["CodePackagePath"] == {"Bucket": BUCKET, "Region": "ap-shanghai", "Paths": [key]}
-    assert "<code-sha256>" not in json.dumps(body)
+    assert "<code-digest>" not in json.dumps(body)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = tar.getnames()
     assert "train.py" in names and ".cloudtrain/cloudtrain/launch/main.py" in names

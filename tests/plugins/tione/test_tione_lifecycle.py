@@ -181,6 +181,18 @@ def test_submitting_process_masks_the_secrets_in_logs(fake, tmp_path, monkeypatc
     assert list(p.logs(run.id)) == ["[launcher] token is ***\n"]
 
 
+def test_a_resubmit_that_finds_its_task_masks_the_secrets_in_its_logs(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("CT_TIONE_TOKEN", "tok-leaky-value-99")
+    first = provider(fake).submit(provider(fake).render(make_job(tmp_path)))
+    p = provider(fake)  # another process: it finds the task the first submit created
+    run = p.submit(p.render(make_job(tmp_path)))
+    assert run.id == first.id and fake.actions().count("CreateTrainingTask") == 1
+    task = run.id.split("/")[1]
+    fake.tasks[task]["script"] = ["RUNNING", "SUCCEED"]
+    fake.add_log(task, 0, "token is tok-leaky-value-99")
+    assert list(p.logs(run.id)) == ["[launcher] token is ***\n"]
+
+
 def test_cancel_is_idempotent(fake):
     task = fake.add_task("c", script=["RUNNING"])
     p, job_id = provider(fake), f"ap-shanghai/{task}"

@@ -18,7 +18,7 @@ from conftest import EXAMPLES, run_cli, write_job
 from tencentcloud.tione.v20211111 import models
 
 from cloudtrain_tione.detect import NCCL_PRESET
-from cloudtrain_tione.request import decode_start_commands
+from cloudtrain_tione.render import decode_start_commands
 
 BASE = {"name": "tj", "command": "python train.py --epochs 2", "image": "ccr.ccs.tencentyun.com/team/train:1",
         "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 2},

@@ -177,7 +177,7 @@ def test_validate_refuses_what_render_refuses_for_a_resource_group(tmp_path):
 def test_gpu_types_the_sdk_documents_are_named_and_taken(tmp_path):
     """The SDK's ResourceConf.GpuType (tione/v20211111/models.py, 3.1.191): "GpuType 卡类型，参考资源组
     上对应的卡类型。eg: H800,A800,A100,T4,P4,V100等 (for预付费)"."""
-    from cloudtrain_tione.request import SDK_GPU_TYPES
+    from cloudtrain_tione.render import SDK_GPU_TYPES
     assert "H800,A800,A100,T4,P4,V100" in sdk_doc("ResourceConf", "GpuType")
     assert SDK_GPU_TYPES == ("H800", "A800", "A100", "T4", "P4", "V100")
     group = "{resource_group: trsg-1}"

@@ -1,36 +1,40 @@
-"""The ``CreateTrainingTask`` request for a job, as the TI-ONE SDK's request model takes it.
+"""What a tione submit sends for a job: ``TioneRequest`` (the typed request) and its builders.
 
-Pure: no network, no clock, no credentials, no SDK import.  ``build`` returns the request dict
-(``models.CreateTrainingTaskRequest()._deserialize(request)`` loads it without a warning);
-``check`` raises ``JobFileError`` for what TI-ONE would refuse or run wrongly and returns
-warnings; ``missing`` lists what a submit still needs.
+Pure: no network, no clock, no credentials, no SDK import.  ``request`` builds the
+``TioneRequest``: the code archive's upload (``cos/PutObject``) and the ``CreateTrainingTask``
+body as the TI-ONE SDK's request model takes it (``models.CreateTrainingTaskRequest()
+._deserialize(request.task())`` loads it without a warning), its placeholders
+(``cloudtrain.request.Placeholder``) filled in at submit by core's ``fill``; ``check`` raises
+``JobFileError`` for what TI-ONE would refuse or run wrongly and returns warnings; ``missing``
+lists what a submit still needs.
 """
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import shlex
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from cloudtrain import storage
 from cloudtrain.errors import BadInput, JobFileError
 from cloudtrain.instances import check_minimums, choose, smallest_cpu, wanted
 from cloudtrain.job import JobSpec
 from cloudtrain.launch.unpack import bootstrap_argv
+from cloudtrain.loading import validate_model
 from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
+from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request, ShellText
 from cloudtrain.secrets import MASK
 from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
 
 from . import catalog
-from .detect import NODES_VAR, PORT_VAR, RDMA_VAR
+from .detect import NCCL_PRESET, NODES_VAR, PLATFORMS, PORT_VAR, PS_PORT, RDMA_VAR
 from .options import TioneOptions
 
 PROVIDER = "tione"
-# Filled in at submit with the job's spec hash (see provider.spec_hash): a render cannot know it.
-SPEC = "<spec-hash>"
-# Filled in at submit with the code archive's sha256 (objectstore.code_url names the object by it).
-CODE_SHA = "<code-sha256>"
+CODE_UPLOAD, CREATE_TASK = "cos/PutObject", "tione/CreateTrainingTask"  # what a render prints, in order
 NAME_MAX = 60  # TI-ONE task names: at most 60 characters
 SPEC_LEN = 16
 TAG_MANAGED, TAG_JOB, TAG_SPEC = "managed-by", "cloudtrain-job", "cloudtrain-spec"
@@ -47,7 +51,7 @@ INPUT_DIR = "/opt/ml/input/data"  # storage.inputs.<name> is mounted at INPUT_DI
 COS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]*-[0-9]+$")
 
 
-def task_name(job: JobSpec, spec: str = SPEC) -> str:
+def task_name(job: JobSpec, spec: str = Placeholder.SPEC_HASH) -> str:
     return f"{job.name[:NAME_MAX - SPEC_LEN - 1]}-{spec}"
 
 
@@ -115,8 +119,9 @@ def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
     name = catalog.gpu_type(found[0]) if found else None
     if options.gpu_type:
         if name and name.upper() != options.gpu_type.upper():  # e.g. the account's V100 for an A100 job
-            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} (resources), "
-                                                  f"which TI-ONE calls {name}; make them agree, or drop gpu_type")
+            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} "
+                                                  f"(resources), which TI-ONE calls {name}; make them agree, or drop "
+                                                  "gpu_type")
         return options.gpu_type
     if found is None:
         return None
@@ -140,11 +145,8 @@ def require_gpu_type(job: JobSpec, options: TioneOptions) -> None:
 
 
 # -- errors at the job file's lines -----------------------------------------------------------
-def job_error(job: JobSpec, loc: tuple, message: str) -> JobFileError:
-    """At the ``--set``, the settings file's line or the job file's line that gave ``loc``."""
-    if job.source is None:
-        return JobFileError(message, field=".".join(map(str, loc)))
-    return job.source.error(message, loc)
+# core's: at the ``--set``, the settings file's line or the job file's line that gave ``loc``
+job_error = JobFileError.at
 
 
 def opt(*loc) -> tuple:
@@ -179,7 +181,7 @@ def parse_source(job: JobSpec, options: TioneOptions, value: str, loc: tuple) ->
 
 def code_upload(job: JobSpec, options: TioneOptions) -> Optional[dict]:
     """The ``cos/PutObject`` of the code archive (``code_store`` without ``code_source``): Bucket,
-    Key (``<prefix>/cloudtrain-code/<code-sha256>.tar.gz``, as ``objectstore.code_url``), Region."""
+    Key (``<prefix>/cloudtrain-code/<code-digest>.tar.gz``, as ``objectstore.code_url``), Region."""
     if options.code_source or not options.code_store or job.code is None:
         return None
     try:
@@ -189,7 +191,7 @@ def code_upload(job: JobSpec, options: TioneOptions) -> Optional[dict]:
     if prefix.scheme != "cos" or not COS_BUCKET.match(prefix.bucket):
         raise job_error(job, opt("code_store"), f"{options.code_store!r} is not a COS URL; give "
                                                 "cos://BUCKETNAME-APPID/PREFIX, e.g. cos://train-1250000000/cloudtrain")
-    key = prefix.child(CODE_FOLDER, f"{CODE_SHA}.tar.gz").key
+    key = prefix.child(CODE_FOLDER, f"{Placeholder.CODE_DIGEST}.tar.gz").key
     _, source = parse_source(job, options, f"cos://{prefix.bucket}/{key}", opt("code_store"))
     return {"Bucket": prefix.bucket, "Key": key, "Region": source["COSSource"]["Region"],
             "ContentType": "application/gzip"}
@@ -341,15 +343,15 @@ def start_line(job: JobSpec, options: TioneOptions, launch_type: Optional[str] =
 # Where TI-ONE puts it is code_dir (its guide's /opt/ml/code); whether it unpacks the archive
 # there is not documented, so the command takes both: code_dir holding the launcher bundle is
 # the code TI-ONE unpacked; otherwise each archive there must have the sha256 of the one
-# submitted (CODE_SHA, filled in at submit) and is unpacked by cloudtrain's own unpacker
+# submitted (Placeholder.CODE_DIGEST, filled in at submit) and is unpacked by cloudtrain's own unpacker
 # (unpack.BOOTSTRAP) into a fresh directory.
 UNPACK = ("d={code}; if [ ! -d {q}$d/{bundle}{q} ]; then w=$(mktemp -d) || exit 1; "
           "for a in {q}$d{q}/*.tar.gz; do {check} \"$a\" \"$w\" || exit 1; done; d=$w; fi; ")
 
 
 def unpack_check(options: TioneOptions) -> str:
-    """``python -c BOOTSTRAP --sha256 CODE_SHA`` (the archive and DEST follow)."""
-    return shlex.join(bootstrap_argv(options.python, CODE_SHA, "", "")[:-2])
+    """``python -c BOOTSTRAP --sha256 <code-digest>`` (the archive and DEST follow)."""
+    return shlex.join(bootstrap_argv(options.python, Placeholder.CODE_DIGEST, "", "")[:-2])
 
 
 def start_commands(job: JobSpec, options: TioneOptions) -> Dict[str, str]:
@@ -365,26 +367,16 @@ def start_commands(job: JobSpec, options: TioneOptions) -> Dict[str, str]:
     return {"StartCmd": start_line(job, options, "none" if kind == "ray" else None)}
 
 
-def command_fields(job: JobSpec, options: TioneOptions) -> dict:
-    cmds = start_commands(job, options)
+def command_fields(cmds: Mapping[str, str]) -> dict:
+    """The start commands as CreateTrainingTask takes them: ``StartCmdInfo``, or base64'd JSON in
+    ``EncodedStartCmdInfo`` when a command holds quotes (plain strings either way)."""
     if any(QUOTES & set(c) for c in cmds.values()):
         full = {"StartCmd": cmds.get("StartCmd", ""), "PsStartCmd": cmds.get("PsStartCmd", ""),
                 "WorkerStartCmd": cmds.get("WorkerStartCmd", "")}
+        full = {k: str(v) for k, v in full.items()}
         raw = json.dumps(full, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return {"EncodedStartCmdInfo": {"StartCmdInfo": base64.b64encode(raw).decode("ascii")}}
-    return {"StartCmdInfo": cmds}
-
-
-def with_code_sha(request: dict, sha: str) -> dict:
-    """``request`` (a copy) with the code archive's sha256 in place of CODE_SHA, in its start
-    commands too when they are base64 (EncodedStartCmdInfo)."""
-    request = json.loads(json.dumps(request).replace(CODE_SHA, sha))
-    encoded = request.get("EncodedStartCmdInfo")
-    if encoded and encoded.get("StartCmdInfo"):
-        cmds = {k: v.replace(CODE_SHA, sha) for k, v in decode_start_commands(request).items()}
-        raw = json.dumps(cmds, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        encoded["StartCmdInfo"] = base64.b64encode(raw).decode("ascii")
-    return request
+    return {"StartCmdInfo": {k: str(v) for k, v in cmds.items()}}
 
 
 def decode_start_commands(request: dict) -> Dict[str, str]:
@@ -442,6 +434,54 @@ def resource_configs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) 
     return out
 
 
+@dataclass(frozen=True)
+class TioneRequest(Request):
+    """What a tione submit sends, in order: ``upload``, the code archive's ``cos/PutObject``
+    (Bucket, Key, Region, ContentType; None when cloudtrain does not upload the code), and
+    ``body``, the ``CreateTrainingTask`` request whose start commands (``StartCmdInfo``) stay
+    ``ShellText`` until ``task`` gives the body as it is sent."""
+
+    body: dict
+    upload: Optional[dict] = None
+
+    @property
+    def name(self) -> str:
+        return self.body["Name"]
+
+    @property
+    def project(self) -> Optional[str]:
+        return self.body.get("TiProjectId")
+
+    @property
+    def code_upload(self) -> Optional[CodeUpload]:
+        if self.upload is None:
+            return None
+        return CodeUpload(f"cos://{self.upload['Bucket']}/{self.upload['Key']}", region=self.upload["Region"])
+
+    def task(self, secrets: Mapping[str, str] = {}) -> dict:
+        """The ``CreateTrainingTask`` body as sent (a copy): the start commands as TI-ONE takes
+        them (``command_fields``), each private variable's ``***`` replaced by its secret's value
+        from ``secrets`` (none at render)."""
+        out: dict = {}
+        for key, value in self.body.items():
+            if key == "StartCmdInfo":
+                out.update(command_fields(value))
+            elif key == "Envs":
+                out[key] = [dict(e, Value=secrets[e["Name"]]) if e.get("IsPrivate") and e["Value"] == MASK
+                            and e["Name"] in secrets else dict(e) for e in value]
+            else:
+                out[key] = copy.deepcopy(value)
+        return out
+
+    def artifacts(self) -> List[Artifact]:
+        code = [Artifact(CODE_UPLOAD, "code", dict(self.upload))] if self.upload else []
+        return code + [Artifact(CREATE_TASK, self.name, self.task())]
+
+
+def request(job: JobSpec, options: TioneOptions) -> TioneRequest:
+    return TioneRequest(build(job, options), code_upload(job, options))
+
+
 def build(job: JobSpec, options: TioneOptions) -> dict:
     rdma = rdma_setting(job, options)
     req: dict = {
@@ -459,7 +499,7 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
             req["FrameworkEnvironment"] = options.framework.environment
     if options.resource_group:
         req["ResourceGroupId"] = options.resource_group
-    tags = {TAG_MANAGED: "cloudtrain", TAG_JOB: job.name, TAG_SPEC: SPEC}
+    tags = {TAG_MANAGED: "cloudtrain", TAG_JOB: job.name, TAG_SPEC: Placeholder.SPEC_HASH}
     tags.update(options.tags)
     req["Tags"] = [{"TagKey": k, "TagValue": v} for k, v in tags.items()]
     image = image_info(job, options)
@@ -468,7 +508,8 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
     upload = code_upload(job, options)
     if upload:  # the archive cloudtrain uploads at submit (the cos/PutObject artifact)
         req["CodePackagePath"] = {"Bucket": upload["Bucket"], "Region": upload["Region"], "Paths": [upload["Key"]]}
-    req.update(command_fields(job, options))
+    # shell text until the request is sent: the code's digest is filled in shell-quoted (TioneRequest.task)
+    req["StartCmdInfo"] = {k: ShellText(v) for k, v in start_commands(job, options).items()}
     req["TrainingMode"] = training_mode(job, options)
     if job.spot:  # the SDK's ResourceSupplyAttribute.SupplyType: TIDE, SPOT, or empty (regular postpaid)
         req["ResourceSupplyAttribute"] = {"SupplyType": "SPOT"}
@@ -495,6 +536,9 @@ def build(job: JobSpec, options: TioneOptions) -> dict:
 
 
 # -- checks ------------------------------------------------------------------------------------
+NO_CPU = " (tasks that need a CPU would never run)"
+
+
 def check(job: JobSpec, options: TioneOptions) -> List[str]:
     """Raise ``JobFileError`` for what cannot work; return warnings for what may surprise."""
     warnings: List[str] = []
@@ -504,14 +548,14 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
                                                "for this provider (--set max_runtime=null) and stop the task yourself "
                                                "(cloudtrain cancel)")
     if job.max_restarts:  # CreateTrainingTaskRequest (SDK v20211111, 3.1.191) has no restart or retry field
-        raise job_error(job, ("max_restarts",), "TI-ONE's CreateTrainingTask has no restart field, so the task would run "
-                                                "once whatever max_restarts says; drop it for this provider "
+        raise job_error(job, ("max_restarts",), "TI-ONE's CreateTrainingTask has no restart field, so the task would "
+                                                "run once whatever max_restarts says; drop it for this provider "
                                                 "(--set max_restarts=0) and submit again after a failure (storage."
                                                 "checkpoint keeps what the last run saved)")
-    if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no /dev/shm
-        raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the platform "
-                                                      "sizes it), so shm_gb would be ignored; drop it for this provider "
-                                                      "(--set resources.shm_gb=null)")
+    if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no shm
+        raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the "
+                                                      "platform sizes it), so shm_gb would be ignored; drop it for "
+                                                      "this provider (--set resources.shm_gb=null)")
     if job.spot and options.resource_group:
         raise job_error(job, ("spot",), "TI-ONE's spot supply (ResourceSupplyAttribute SPOT) is for postpaid specs, "
                                         "not a prepaid resource group; drop spot or use providers.tione.instance_type")
@@ -527,7 +571,7 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
         if r.cpus_per_node is not None and r.cpus_per_node != int(r.cpus_per_node):
             raise job_error(job, ("resources", "cpus_per_node"),
                             f"Ray schedules whole CPUs and truncates {r.cpus_per_node:g} to "
-                            f"{int(r.cpus_per_node)}{' (tasks that need a CPU would never run)' if r.cpus_per_node < 1 else ''}; "
+                            f"{int(r.cpus_per_node)}{NO_CPU if r.cpus_per_node < 1 else ''}; "
                             "give a whole number of cores")
         if gpus and gpus != int(gpus):
             warnings.append(f"Ray sees a {gpus:g}-GPU share as one whole GPU on each node: request num_gpus=1 "
@@ -591,5 +635,45 @@ def missing(job: JobSpec, options: TioneOptions) -> List[Tuple[str, str]]:
 
 
 def detectors_variable() -> str:
-    from .detect import PLATFORMS
     return f"{PLATFORMS[0].name}={PLATFORMS[0].target}"
+
+
+# -- what TI-ONE gives each node besides the request (a local run emulates it) ------------------
+def emulate(job: JobSpec, node_index: int, cluster) -> Dict[str, str]:
+    """The variables TI-ONE's distributed-training guide lists for node ``node_index`` in the
+    job's training mode (plus the two that the request's Envs carry for cloudtrain: the channel
+    port and the RDMA flag); ``cluster``: a ``cloudtrain.provider.Cluster``."""
+    options = validate_model(TioneOptions, job.providers.get(PROVIDER) or {}, job.source, opt())
+    hosts, nodes = cluster.hosts, job.distribution.nodes
+    gpus = job.resources.gpus_per_node
+    mode = training_mode(job, options)
+    env = {"NODE_LIST": ",".join(f"{h}:{gpus}" for h in hosts), "INDEX": str(node_index)}
+    if mode in ("MPI", "HOROVOD"):
+        slots = gpus or job.procs_per_node
+        env.update({"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "GPU_NUM": str(gpus * nodes),
+                    "GPU_NUM_PER_NODE": str(gpus), "NODE_IP_SLOT_LIST": ",".join(f"{h}:{slots}" for h in hosts),
+                    PORT_VAR: str(cluster.master_port)})
+    elif mode == "PS_WORKER":
+        # TI-ONE: every task on port 2222 of its own pod; emulated nodes sharing an address
+        # get one port each (master_port + 2 + i), as the launcher does.
+        distinct = len(set(hosts)) == len(hosts)
+        addrs = [f"{h}:{PS_PORT if distinct else cluster.master_port + 2 + i}" for i, h in enumerate(hosts)]
+        ps = job.ps
+        task = {"type": "ps", "index": node_index} if node_index < ps else \
+            {"type": "worker", "index": node_index - ps}
+        env["TF_CONFIG"] = json.dumps({"cluster": {"ps": addrs[:ps], "worker": addrs[ps:]}, "task": task,
+                                       "environment": "cloud"})
+        env[PORT_VAR] = str(cluster.master_port)
+    elif mode == "RAY":
+        # the guide's Ray table: HEAD_ADDR, HEAD_PORT, RANK (no node list), plus the request's count
+        del env["NODE_LIST"]
+        env.update({"HEAD_ADDR": hosts[0], "HEAD_PORT": str(cluster.master_port), "RANK": str(node_index),
+                    NODES_VAR: str(nodes)})
+    else:
+        env.update({"MASTER_ADDR": hosts[0], "MASTER_PORT": str(cluster.master_port), "WORLD_SIZE": str(nodes),
+                    "RANK": str(node_index), "GPU_NUM": str(gpus * nodes), "GPU_NUM_PER_NODE": str(gpus)})
+    if rdma_setting(job, options):
+        env.update(NCCL_PRESET)
+        env[RDMA_VAR] = "1"
+    return env
+
