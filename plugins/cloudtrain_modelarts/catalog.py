@@ -123,9 +123,8 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
     region, as for the provider)."""
     from cloudtrain.errors import PlatformError
     from . import sdk
-    from .standard import ModelartsProvider
     if client is None:
-        client = ModelartsProvider().client(sdk.region_of(region))
+        client = sdk.modelarts_client("modelarts", sdk.region_of(region))
     from huaweicloudsdkcore.exceptions.exceptions import SdkException
     try:
         rows = fetch(client)

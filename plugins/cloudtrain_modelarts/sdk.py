@@ -86,6 +86,13 @@ def build_client(client_cls, region_cls, region: str, creds):
             .with_region(region_obj).build())
 
 
+def modelarts_client(provider: str, region: str, project_id: Optional[str] = None):
+    """A ``ModelArtsClient`` for ``region`` with the environment's credentials (``credentials``)."""
+    v1 = require("huaweicloudsdkmodelarts.v1", provider)
+    from huaweicloudsdkmodelarts.v1.region.modelarts_region import ModelArtsRegion
+    return build_client(v1.ModelArtsClient, ModelArtsRegion, region, credentials(provider, project_id))
+
+
 _FIXES = {
     401: "check HUAWEICLOUD_SDK_AK / HUAWEICLOUD_SDK_SK",
     403: "the access key's IAM user lacks permission, or the project id is of another region; "
