@@ -1,4 +1,7 @@
-"""The settings of ``modelarts`` (``providers.modelarts``: ``ModelartsOptions``).
+"""The settings of ``modelarts`` (``providers.modelarts``: ``ModelartsOptions``) and of
+``modelarts-lite``'s extra volumes (``LiteVolume``).  ``LiteOptions`` builds on the kubernetes
+plugin's ``VolcanoOptions`` and lives with the lite provider (``lite.py``), so that ``modelarts``
+never loads the kubernetes plugin.
 
 Pydantic models only: no SDK, nothing read from the environment.
 """
@@ -6,7 +9,7 @@ from __future__ import annotations
 
 from typing import List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class ObsData(BaseModel):
@@ -64,3 +67,35 @@ class ModelartsOptions(BaseModel):
         if v is not None and (not v.startswith("obs://") or not v[len("obs://"):].split("/")[0]):
             raise ValueError(f"{v!r} is not an obs://BUCKET/PREFIX URL; use e.g. obs://my-bucket/cloudtrain/")
         return v
+
+
+class LiteVolume(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="volume name")
+    mount_path: str = Field(..., description="where it is mounted in the container")
+    pvc: Optional[str] = Field(None, description="a PersistentVolumeClaim (SFS, SFS Turbo, OBS): shared between pods")
+    nfs: Optional[str] = Field(None, description="an NFS export, server:/path: shared between pods")
+    host_path: Optional[str] = Field(None, description="a path on the node")
+    read_only: bool = Field(False, description="mount read-only")
+    shared: Optional[bool] = Field(None, description="do several pods see the same files (default: yes for pvc/nfs, no for host_path)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "LiteVolume":
+        if sum(x is not None for x in (self.pvc, self.nfs, self.host_path)) != 1:
+            raise ValueError("give exactly one of pvc, nfs or host_path")
+        if self.nfs is not None and ":" not in self.nfs:
+            raise ValueError(f"nfs {self.nfs!r} must be server:/path")
+        return self
+
+    @property
+    def is_shared(self) -> bool:
+        return self.shared if self.shared is not None else self.host_path is None
+
+    def volume(self) -> dict:
+        if self.pvc:
+            return {"name": self.name, "persistentVolumeClaim": {"claimName": self.pvc, "readOnly": self.read_only}}
+        if self.nfs:
+            server, _, path = self.nfs.partition(":")
+            return {"name": self.name, "nfs": {"server": server, "path": path, "readOnly": self.read_only}}
+        return {"name": self.name, "hostPath": {"path": self.host_path}}

@@ -1,4 +1,4 @@
-"""What ``modelarts`` sends, built from a job and its options (pure: no SDK,
+"""What ``modelarts`` and ``modelarts-lite`` send, built from a job and its options (pure: no SDK,
 no network, no clock, no credentials; secrets as ``***``).
 
 ``modelarts`` (Standard): ``ModelartsRequest``, the body of ``CreateTrainingJobRequest`` (a
@@ -7,16 +7,21 @@ hand, where the code archive goes (``code_upload``: alone in a content-addressed
 ``<store>/cloudtrain-code/<code-digest>/code/code.tar.gz``, which becomes ``algorithm.code_dir``).
 ``check`` is every refusal a render makes; ``submitted_body`` is the body a submit sends (the
 spec-hash name and description, the secrets' values).
+
+``modelarts-lite``: the Volcano Job of Huawei's ranktable-routing guide, reshaped from the
+kubernetes plugin's ``build_volcano`` (``build_lite``); the kubernetes plugin loads only when
+these are called, never for ``modelarts``.
 """
 from __future__ import annotations
 
+import copy
 import json
 import posixpath
 import re
 import shlex
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from cloudtrain import shipping, storage
 from cloudtrain.accelerators import is_npu
@@ -30,12 +35,19 @@ from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
 from cloudtrain.provider import Provider
 from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request
 from cloudtrain.secrets import MASK
+from cloudtrain.shipping import launcher_path
 from cloudtrain.survival import checkpoint_uri, field_error
 
 from . import catalog
-from .detect import MA_JOB_DIR, STANDARD
+from .detect import LITE, MA_JOB_DIR, ROUTED, STANDARD, TASK
 from .options import ModelartsOptions, ObsData
 
+if TYPE_CHECKING:
+    from cloudtrain_kubernetes.manifests import ManifestOptions
+
+    from .lite import LiteOptions
+
+# -- modelarts (Standard) ------------------------------------------------------------------------
 KIND = "modelarts/CreateTrainingJob"
 UPLOAD_KIND = "obs/PutObject"
 HASH_MARK = "cloudtrain:spec-hash="
@@ -394,3 +406,119 @@ def submitted_body(request: ModelartsRequest, secrets: Dict[str, str], spec: str
 def spec_of(description: Optional[str]) -> Optional[str]:
     """The spec hash a submitted job's description holds (``submitted_body``), or None."""
     return description.rsplit(HASH_MARK, 1)[1] if description and HASH_MARK in description else None
+
+
+# -- modelarts-lite: the ranktable-routing guide's Volcano Job ------------------------------------
+RING_LABEL = "ring-controller.cce"
+ASCEND = "ascend-1980"
+NPU_RESOURCE = "huawei.com/" + ASCEND
+NPU_SELECTOR = {"accelerator/huawei-npu": ASCEND}
+CABINET = {"cabinet": "cabinet"}
+DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (the guide's)
+OPEN_SCRIPT = "https://mtest-bucket.obs.{region}.myhuaweicloud.com/acc/rank"
+# The Ascend host paths every NPU pod mounts (the ranktable-routing guide's manifest).
+ASCEND_MOUNTS = [
+    ("ascend-driver", "/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
+    ("ascend-add-ons", "/usr/local/Ascend/add-ons", "/usr/local/Ascend/add-ons"),
+    ("localtime", "/etc/localtime", "/etc/localtime"),
+    ("hccn", "/etc/hccn.conf", "/etc/hccn.conf"),
+    ("npu-smi", "/usr/local/sbin/npu-smi", "/usr/local/sbin/npu-smi"),
+]
+
+
+def launch_line(job: JobSpec, options: "LiteOptions", mopts: Optional["ManifestOptions"] = None) -> str:
+    """The code unpacked (the code ConfigMap's archive, or the stored one's URL), then ``exec`` of
+    ``cloudtrain launch --platform modelarts-lite``."""
+    from cloudtrain_kubernetes import manifests as m
+    argv = [options.python, "-m", "cloudtrain.launch", "--platform", LITE, *job.launch_args(), "--", *job.argv]
+    # the launcher goes in front of the image's PYTHONPATH (CANN images need theirs), see node_shell
+    unpack = m.unpack_step(mopts) if mopts else None
+    unpack = unpack + " || exit 1; " if unpack else ""
+    return f"export {launcher_path(m.LAUNCHER_DIR)}; {unpack}exec " + " ".join(shlex.quote(a) for a in argv)
+
+
+def start_line(job: JobSpec, options: "LiteOptions", mopts: Optional["ManifestOptions"] = None) -> str:
+    """The ranktable-routing guide's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
+    if options.routed():
+        # the guide's lines, quoted (shellcheck: SC2086, and SC2155's masked exit status)
+        return ('wget "${OPEN_SCRIPT_ADDRESS}/bootstrap.sh" -q && bash bootstrap.sh; '
+                "export RANK_AFTER_ACC=${VC_TASK_INDEX}; "
+                "rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); "
+                f'[ -n "${{rank_acc}}" ] && export RANK_AFTER_ACC=${{rank_acc}} {ROUTED}=1; '
+                "MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); export MA_MASTER_INDEX; "
+                + launch_line(job, options, mopts))
+    return "export RANK_AFTER_ACC=${VC_TASK_INDEX} MA_MASTER_INDEX=0; " + launch_line(job, options, mopts)
+
+
+def lite_env(job: JobSpec, options: "LiteOptions", detectors: str) -> List[dict]:
+    """The variables the ranktable-routing guide gives every pod (downward API for the pod's own
+    names); ``detectors``: ``CLOUDTRAIN_DETECTORS`` (``Provider.detectors_variable``)."""
+    def field(path):
+        return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+    env: List[dict] = []
+    if options.routed():
+        env.append({"name": "OPEN_SCRIPT_ADDRESS", "value": options.script_address()})
+    env += [
+        {"name": "NAME", **field("metadata.name")},
+        {"name": "MA_CURRENT_HOST_IP", **field("status.hostIP")},
+        {"name": "MA_NUM_GPUS", "value": str(job.resources.gpus_per_node)},
+        {"name": "MA_NUM_HOSTS", "value": str(job.distribution.nodes)},
+        {"name": "MA_VJ_NAME", **field("metadata.annotations['volcano.sh/job-name']")},
+        {"name": "MA_TASK_NAME", **field("metadata.annotations['volcano.sh/task-spec']")},
+        {"name": "CLOUDTRAIN_DETECTORS", "value": detectors},
+    ]
+    if options.accelerator == "ascend":
+        env.append({"name": "HCCL_CONNECT_TIMEOUT", "value": str(options.hccl_connect_timeout)})
+    return env
+
+
+def build_lite(job: JobSpec, options: "LiteOptions", mopts: "ManifestOptions", detectors: str) -> List[dict]:
+    """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into the ranktable-routing
+    guide's Job."""
+    from cloudtrain_kubernetes import manifests as m
+    objects = copy.deepcopy(m.build_volcano(job, mopts, kubelet=False))  # escaped once, by the stamp below
+    vcjob = next(o for o in objects if o["kind"] == "Job")
+    name = vcjob["metadata"]["name"]
+    spec = vcjob["spec"]
+    ascend = options.accelerator == "ascend"
+
+    # One task, every node: routing renumbers the pods of a task.
+    task = spec["tasks"][0]
+    task.update(name=TASK, replicas=job.distribution.nodes)
+    task.pop("policies", None)
+    spec["tasks"] = [task]
+    template = task["template"]
+    template["metadata"]["labels"][m.LABEL_ROLE] = TASK
+    if ascend:
+        template["metadata"]["labels"][RING_LABEL] = ASCEND
+    pod = template["spec"]
+    pod.setdefault("affinity", {})["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchExpressions": [{"key": "volcano.sh/job-name", "operator": "In", "values": [name]}]},
+        "topologyKey": "kubernetes.io/hostname"}]}
+    mounts = [(v.name, v.mount_path, v.read_only) for v in options.volumes]
+    pod["volumes"] += [v.volume() for v in options.volumes]
+    if ascend:
+        pod["volumes"] += [{"name": n, "hostPath": {"path": host}} for n, host, _ in ASCEND_MOUNTS]
+        mounts += [(n, path, False) for n, _, path in ASCEND_MOUNTS]
+
+    container = pod["containers"][0]
+    container["command"] = ["/bin/bash", "-c", start_line(job, options, mopts)]
+    container["volumeMounts"] += [{"name": n, "mountPath": p, **({"readOnly": True} if ro else {})}
+                                  for n, p, ro in mounts]
+    env = [e for e in container["env"] if e["name"] not in ("CLOUDTRAIN_VOLCANO_TASKS", "CLOUDTRAIN_VOLCANO_TASK")]
+    env += [{"name": "CLOUDTRAIN_VOLCANO_TASKS", "value": TASK}, {"name": "CLOUDTRAIN_VOLCANO_TASK", "value": TASK}]
+    mine = [e for e in lite_env(job, options, detectors) if e["name"] not in job.env and e["name"] not in job.secrets]
+    taken = {e["name"] for e in mine}
+    container["env"] = mine + [e for e in env if e["name"] not in taken]
+
+    labels = vcjob["metadata"].setdefault("labels", {})
+    if ascend:
+        labels[RING_LABEL] = ASCEND
+    if options.fault_scheduling:
+        labels["fault-scheduling"] = options.fault_scheduling
+    restart = job.max_restarts > 0
+    spec["policies"] = [{"event": "PodEvicted", "action": "RestartJob"},
+                        {"event": "PodFailed", "action": "RestartJob" if restart else "AbortJob"}]
+    spec["maxRetry"] = max(job.max_restarts, 1)  # an eviction (fault scheduling) restarts the job once
+    m.stamp(vcjob, job, mopts)
+    return objects

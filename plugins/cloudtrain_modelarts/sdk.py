@@ -93,6 +93,14 @@ def modelarts_client(provider: str, region: str, project_id: Optional[str] = Non
     return build_client(v1.ModelArtsClient, ModelArtsRegion, region, credentials(provider, project_id))
 
 
+def cce_client(provider: str, region: str, project_id: Optional[str] = None):
+    """A CCE ``CceClient`` for ``region`` (it issues a Lite pool's cluster certificates)."""
+    require("huaweicloudsdkcce.v3", provider)
+    from huaweicloudsdkcce.v3 import CceClient
+    from huaweicloudsdkcce.v3.region.cce_region import CceRegion
+    return build_client(CceClient, CceRegion, region, credentials(provider, project_id))
+
+
 _FIXES = {
     401: "check HUAWEICLOUD_SDK_AK / HUAWEICLOUD_SDK_SK",
     403: "the access key's IAM user lacks permission, or the project id is of another region; "
