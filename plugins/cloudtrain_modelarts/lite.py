@@ -58,14 +58,23 @@ TYPES = ("ddp", "deepspeed", "none")
 
 
 class LiteOptions(VolcanoOptions):
-    region: str = Field(DEFAULT_REGION, description="Huawei Cloud region of the pool (ranktable routing: cn-southwest-2 only)")
-    project_id: Optional[str] = Field(None, description="the region's project id, for CCE (default: $HUAWEICLOUD_SDK_PROJECT_ID)")
-    cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig is fetched "
-                                                        "with CCE's cluster-certificate call")
+    region: str = Field(DEFAULT_REGION, description="Huawei Cloud region of the pool (ranktable routing: "
+                                                    "cn-southwest-2 only)")
+    project_id: Optional[str] = Field(None, description="the region's project id, for CCE (default: "
+                                                        "$HUAWEICLOUD_SDK_PROJECT_ID)")
+    cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig "
+                                                        "is fetched with CCE's cluster-certificate call")
     cert_days: int = Field(1, ge=1, le=1827, description="validity of a fetched cluster certificate (days)")
-    accelerator: Optional[Literal["ascend", "gpu"]] = Field(None, description="Ascend NPUs (huawei.com/ascend-1980, nodes labelled accelerator/huawei-npu: ascend-1980) or GPUs (gpu_resource) (default: from resources.accelerator, Ascend-* -> ascend, any other -> gpu; without one: ascend)")
-    npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node of them)")
-    routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on for ascend")
+    accelerator: Optional[Literal["ascend", "gpu"]] = Field(None, description="Ascend NPUs (huawei.com/ascend-1980, "
+                                                                              "nodes labelled accelerator/huawei-npu: "
+                                                                              "ascend-1980) or GPUs (gpu_resource) "
+                                                                              "(default: from resources.accelerator, "
+                                                                              "Ascend-* -> ascend, any other -> gpu; "
+                                                                              "without one: ascend)")
+    npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node "
+                                                        "of them)")
+    routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on "
+                                                      "for ascend")
     open_script_address: Optional[str] = Field(None, description="where bootstrap.sh is (default: the region's "
                                                                  "https://mtest-bucket.obs.<region>.myhuaweicloud.com/acc/rank)")
     hccl_connect_timeout: int = Field(1800, ge=1, description="HCCL_CONNECT_TIMEOUT in seconds (ascend)")
@@ -76,8 +85,10 @@ class LiteOptions(VolcanoOptions):
     emulate_rank_after_acc: Optional[List[int]] = Field(
         None, description="--emulate modelarts-lite only: RANK_AFTER_ACC of pod i (a permutation of 0..nodes-1), "
                           "to rehearse routing's renumbering on this machine")
-    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (Huawei's ranktable-routing guide: a fixed port >= 10000)")
-    image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
+    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (Huawei's ranktable-routing "
+                                                                   "guide: a fixed port >= 10000)")
+    image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$",
+                                             description="imagePullPolicy")
 
     def routed(self) -> bool:
         return self.accelerator == "ascend" and self.routing is not False
@@ -135,13 +146,15 @@ class ModelartsLiteProvider(VolcanoProvider):
         """What an Ascend pool does with the fields it has no place for, said rather than dropped
         (issue 28 item 5): the routing guide's manifest names no chip and no RDMA device."""
         if job.resources.accelerator:
-            warnings.warn(f"resources.accelerator is {job.resources.accelerator}: the pods ask for {options.npu_resource} "
+            warnings.warn(f"resources.accelerator is {job.resources.accelerator}: the pods ask for "
+                          f"{options.npu_resource} "
                           "NPUs on nodes labelled accelerator/huawei-npu: ascend-1980 (the ranktable-routing guide), "
                           "whichever Ascend chip the pool has: the chip is the pool's, which cloudtrain cannot see "
                           "offline", CloudtrainWarning, stacklevel=3)
         if job.network.rdma != "auto":
             warnings.warn(f"network.rdma is {job.network.rdma}: Ascend nodes reach each other over RoCE through the "
-                          "NPUs' own ports (the mounted /etc/hccn.conf), whatever the job asks; there is no RDMA device "
+                          "NPUs' own ports (the mounted /etc/hccn.conf), whatever the job asks; there is no RDMA "
+                          "device "
                           "to request or leave out", CloudtrainWarning, stacklevel=3)
 
     def check(self, job: JobSpec, options: LiteOptions) -> None:
@@ -159,7 +172,8 @@ class ModelartsLiteProvider(VolcanoProvider):
         if options.accelerator == "gpu" and options.routing:
             raise self.job_error(job, ("providers", self.name, "routing"),
                                  "ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend")
-        if options.emulate_rank_after_acc is not None and sorted(options.emulate_rank_after_acc) != list(range(d.nodes)):
+        permutation = options.emulate_rank_after_acc
+        if permutation is not None and sorted(permutation) != list(range(d.nodes)):
             raise self.job_error(job, ("providers", self.name, "emulate_rank_after_acc"),
                                  f"must be a permutation of 0..{d.nodes - 1} (one new rank per pod), got "
                                  f"{options.emulate_rank_after_acc}")
@@ -170,7 +184,8 @@ class ModelartsLiteProvider(VolcanoProvider):
         for volume in options.volumes:
             if workdir and volume.is_shared and lint.under(workdir, volume.mount_path):
                 raise self.job_error(job, ("providers", self.name, "workdir"),
-                                     f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); ranktable "
+                                     f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); "
+                                     f"ranktable "
                                      "routing fails when the script runs in a shared directory: use a directory of the "
                                      "image (or a host_path) as workdir and read data from the volume")
         if d.min_nodes is not None and d.min_nodes < d.nodes:
@@ -192,7 +207,8 @@ class ModelartsLiteProvider(VolcanoProvider):
                           "the job runs with Volcano's pod order", CloudtrainWarning)
         if options.image_python and options.image_python not in ROUTING_PYTHONS:
             warnings.warn(f"ranktable routing needs Python 3.7 or 3.9 in the image (image_python: "
-                          f"{options.image_python}); the job runs but routing will not accelerate it", CloudtrainWarning)
+                          f"{options.image_python}); the job runs but routing will not accelerate it",
+                          CloudtrainWarning)
 
     def manifests(self, job: JobSpec, options: LiteOptions) -> List[dict]:
         return render.build_lite(job, options, self.manifest_options(job, options), self.detectors_variable())
@@ -234,8 +250,8 @@ class ModelartsLiteProvider(VolcanoProvider):
         """A kubeconfig (with a client certificate valid ``cert_days``) from CCE; kept in memory only."""
         from huaweicloudsdkcce.v3 import ClusterCertDuration, CreateKubernetesClusterCertRequest
         client = self.cce_client(sdk.region_of(target.get("region")), target.get("project_id"))
-        request = CreateKubernetesClusterCertRequest(cluster_id=target["cluster_id"],
-                                                     body=ClusterCertDuration(duration=int(target.get("cert_days") or 1)))
+        duration = ClusterCertDuration(duration=int(target.get("cert_days") or 1))
+        request = CreateKubernetesClusterCertRequest(cluster_id=target["cluster_id"], body=duration)
         with sdk.api_errors("CCE", f"create_kubernetes_cluster_cert of cluster {target['cluster_id']}"):
             response = client.create_kubernetes_cluster_cert(request)
         config = sdk.from_model(response)

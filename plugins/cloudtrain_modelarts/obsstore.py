@@ -28,7 +28,8 @@ PAGE = 1000  # listObjects' max_keys (OBS' maximum)
 
 def endpoint_for(region: str) -> str:
     """The OBS endpoint of ``region`` (the override variable's value when it is set)."""
-    return os.environ.get(ENDPOINT_ENV.format(region=region.upper().replace("-", "_"))) or ENDPOINT.format(region=region)
+    override = os.environ.get(ENDPOINT_ENV.format(region=region.upper().replace("-", "_")))
+    return override or ENDPOINT.format(region=region)
 
 
 class ObsStore(ObjectStore):

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 class ObsData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the input's or output's name (also its env var / parameter)")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the input's or output's name (also its env "
+                                                                         "var / parameter)")
     obs_url: str = Field(..., description="OBS directory, e.g. obs://bucket/data/ (or /bucket/data/)")
     local_dir: Optional[str] = Field(None, description="where it appears in the container (default: ModelArts chooses)")
     access_method: Literal["parameter", "env"] = Field(
@@ -25,24 +26,32 @@ class ObsData(BaseModel):
 class ModelartsOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    region: Optional[str] = Field(None, description="Huawei Cloud region, e.g. cn-north-4 (default: $HUAWEICLOUD_SDK_REGION)")
-    project_id: Optional[str] = Field(None, description="the region's project id (default: $HUAWEICLOUD_SDK_PROJECT_ID, else asked from IAM)")
+    region: Optional[str] = Field(None, description="Huawei Cloud region, e.g. cn-north-4 (default: "
+                                                    "$HUAWEICLOUD_SDK_REGION)")
+    project_id: Optional[str] = Field(None, description="the region's project id (default: "
+                                                        "$HUAWEICLOUD_SDK_PROJECT_ID, else asked from IAM)")
     workspace_id: Optional[str] = Field(None, description="ModelArts workspace (default: the default workspace, \"0\")")
     code_store: Optional[str] = Field(
         None, description="obs://bucket/prefix: submit uploads the code with the launcher there (content-addressed: "
-                          "<prefix>/cloudtrain-code/<sha256>/code/code.tar.gz, once); this or code_dir is required to submit")
+                          "<prefix>/cloudtrain-code/<sha256>/code/code.tar.gz, once); this or code_dir is required to "
+                          "submit")
     code_dir: Optional[str] = Field(
-        None, description="instead of code_store: an OBS directory holding code staged by hand (the code with the launcher "
+        None, description="instead of code_store: an OBS directory holding code staged by hand (the code with the "
+                          "launcher "
                           "bundle in .cloudtrain/, as cloudtrain stage writes it)")
     image: Optional[str] = Field(None, description="custom image from SWR (default: the job's image)")
-    flavor_id: Optional[str] = Field(None, description="resource flavor (default on a dedicated pool: modelarts.pool.visual.<n>xlarge from "
-                                                        "gpus_per_node; else the public flavor resolved from resources.accelerator x "
+    flavor_id: Optional[str] = Field(None, description="resource flavor (default on a dedicated pool: "
+                                                       "modelarts.pool.visual.<n>xlarge from "
+                                                        "gpus_per_node; else the public flavor resolved from "
+                                                        "resources.accelerator x "
                                                         "gpus_per_node; checked against the catalog when it lists it)")
     pool_id: Optional[str] = Field(None, description="dedicated resource pool id")
     inputs: List[ObsData] = Field(default_factory=list, description="OBS data the job reads")
-    outputs: List[ObsData] = Field(default_factory=list, description="OBS directories the job writes (uploaded by ModelArts)")
+    outputs: List[ObsData] = Field(default_factory=list, description="OBS directories the job writes (uploaded by "
+                                                                     "ModelArts)")
     log_export_path: Optional[str] = Field(None, description="OBS directory for the job's logs")
-    priority: Optional[int] = Field(None, ge=1, le=3, description="scheduling priority on a dedicated pool (1-3, 3 highest)")
+    priority: Optional[int] = Field(None, ge=1, le=3, description="scheduling priority on a dedicated pool (1-3, 3 "
+                                                                  "highest)")
     master_port: int = Field(29500, ge=1024, le=65000, description="torchrun's master port (ModelArts gives none)")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
     image_runs_as_root: bool = Field(
@@ -52,7 +61,8 @@ class ModelartsOptions(BaseModel):
     secrets_in_environment: bool = Field(
         False, description="send the job's secrets as plain training-job environment variables (visible to anyone "
                            "who can read the job); without it a job with secrets is refused")
-    description: Optional[str] = Field(None, max_length=180, description="free text shown with the job (the spec hash is appended)")
+    description: Optional[str] = Field(None, max_length=180, description="free text shown with the job (the spec hash "
+                                                                         "is appended)")
 
     @field_validator("code_dir", "log_export_path")
     @classmethod
@@ -78,7 +88,8 @@ class LiteVolume(BaseModel):
     nfs: Optional[str] = Field(None, description="an NFS export, server:/path: shared between pods")
     host_path: Optional[str] = Field(None, description="a path on the node")
     read_only: bool = Field(False, description="mount read-only")
-    shared: Optional[bool] = Field(None, description="do several pods see the same files (default: yes for pvc/nfs, no for host_path)")
+    shared: Optional[bool] = Field(None, description="do several pods see the same files (default: yes for pvc/nfs, no "
+                                                     "for host_path)")
 
     @model_validator(mode="after")
     def _one_source(self) -> "LiteVolume":

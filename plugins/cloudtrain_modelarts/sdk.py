@@ -162,7 +162,8 @@ def obs_errors(store, what: str) -> Iterator[None]:
     except PlatformError:
         raise
     except Exception as exc:
-        raise unreachable(f"OBS at {store.server}", f"to {what}", f"{type(exc).__name__}: {exc}", OBS_OVERRIDE) from None
+        detail = f"{type(exc).__name__}: {exc}"
+        raise unreachable(f"OBS at {store.server}", f"to {what}", detail, OBS_OVERRIDE) from None
 
 
 def obs_result(result, what: str, ok_missing: bool = False):
@@ -198,7 +199,8 @@ def to_model(models, type_name: str, data: Any, path: str = "body"):
         return {str(k): to_model(models, inner, v, f"{path}.{k}") for k, v in data.items()}
     if type_name in _PRIMITIVES:
         expected = _PRIMITIVES[type_name]
-        if expected is not object and (not isinstance(data, expected) or (type_name == "int" and isinstance(data, bool))):
+        wrong = not isinstance(data, expected) or (type_name == "int" and isinstance(data, bool))
+        if expected is not object and wrong:
             raise ValueError(f"{path}: expected {type_name}, got {type(data).__name__} {data!r}")
         return data
     klass = getattr(models, type_name)

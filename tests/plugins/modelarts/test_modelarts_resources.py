@@ -117,11 +117,13 @@ def test_a_refused_refresh_carries_the_services_code_request_id_and_fix(tmp_path
         for name, value in {"HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT,
                             "HUAWEICLOUD_SDK_REGION_MODELARTS_CN_NORTH_4": fake.url}.items():
             monkeypatch.setenv(name, value)
-        fake.fail_next.append(("GET", r"/training-job-flavors$", 403, "ModelArts.0103", "no permission to list flavors"))
+        refusal = ("GET", r"/training-job-flavors$", 403, "ModelArts.0103", "no permission to list flavors")
+        fake.fail_next.append(refusal)
         with pytest.raises(PlatformError) as info:
             modelarts_catalog.refresh(region="cn-north-4", out_dir=str(tmp_path))
     text = str(info.value)
-    assert "ModelArts.0103: no permission to list flavors (HTTP 403)" in text and "check the user's" in text
+    assert "ModelArts.0103: no permission to list flavors (HTTP 403)" in text
+    assert "check the user's" in text
     assert info.value.request_id and info.value.request_id.startswith("req-")
     assert text.endswith(f"(request id {info.value.request_id})")
     assert not (tmp_path / "modelarts.json").exists()
