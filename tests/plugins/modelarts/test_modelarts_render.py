@@ -381,3 +381,19 @@ def test_shm_gb_is_exit_2_not_dropped():
     assert not [f for m in (Job, JobAlgorithm, Spec, SpecResource) for f in m.openapi_types if "shm" in f]
     with pytest.raises(JobFileError, match=r"resources.shm_gb: ModelArts Standard's training-job API has no /dev/shm"):
         render(resources={"shm_gb": 8})
+
+
+@pytest.mark.parametrize("options", [{"code_store": "obs://b/team"}, {"code_dir": "obs://b/staged/digits/"}],
+                         ids=["shipped", "staged"])
+def test_the_command_passes_shellcheck(options):
+    """``algorithm.command`` with the code's digest filled in, as ModelArts runs it (``/bin/sh -c``):
+    clean POSIX shell, the job's own arguments quoted."""
+    import subprocess
+    from cloudtrain.request import Placeholder, fill
+    rendered = get_provider("modelarts").render(job_from_dict({
+        "name": "sc", "code": str(EXAMPLES / "digits-ddp"), "image": "swr.cn-north-4.myhuaweicloud.com/o/pt:2",
+        "command": "python train.py --tag 'a b; c'", "distribution": {"type": "ddp", "nodes": 2},
+        "providers": {"modelarts": options}}))
+    command = fill(rendered.request, {Placeholder.CODE_DIGEST: "0" * 64}).body["algorithm"]["command"]
+    proc = subprocess.run(["shellcheck", "-s", "sh", "-"], input=command, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
