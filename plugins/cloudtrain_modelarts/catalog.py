@@ -122,16 +122,12 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
     """``modelarts.json`` from the account's public training flavors (the SDK's credentials and
     region, as for the provider)."""
     from cloudtrain.errors import PlatformError
+
     from . import sdk
-    from .standard import ModelartsProvider
     if client is None:
-        client = ModelartsProvider().client(sdk.region_of(region))
-    from huaweicloudsdkcore.exceptions.exceptions import SdkException
-    try:
+        client = sdk.modelarts_client("modelarts", sdk.region_of(region))
+    with sdk.api_errors("ModelArts", "show_training_job_flavors"):
         rows = fetch(client)
-    except SdkException as exc:
-        raise PlatformError(f"ModelArts refused listing the training flavors: {exc}; check the credentials, "
-                            "the region and the project id") from None
     if not rows:
         raise PlatformError("ModelArts listed no training flavor with cards cloudtrain can name; the catalog is "
                             "left as it was")

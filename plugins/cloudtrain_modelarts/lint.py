@@ -106,7 +106,8 @@ def entry_files(job: JobSpec) -> List[Path]:
     if _PYTHON.match(head):
         rest = [a for a in argv[1:] if a not in ("-u", "-B", "-O", "-OO")]
         if rest[:1] == ["-m"] and len(rest) > 1:
-            out += _module_files(code, rest[1]) + [p for p in [code.joinpath(*rest[1].split("."), "__main__.py")] if p.is_file()]
+            main = code.joinpath(*rest[1].split("."), "__main__.py")
+            out += _module_files(code, rest[1]) + ([main] if main.is_file() else [])
         elif rest and rest[0].endswith(".py"):
             out.append(code / rest[0])
     elif head.endswith(".py"):

@@ -25,89 +25,56 @@ ranktable-routing guide below) by post-processing its objects here:
 
 Submitted through the kubernetes plugin's lifecycle (``KubernetesProvider``) to the pool's CCE
 cluster: a kubeconfig from the options, or one fetched with CCE's cluster-certificate call.
+
+This module is the provider (``ModelartsLiteProvider``, a ``VolcanoProvider``) and its settings
+(``LiteOptions``, which extend the kubernetes plugin's ``VolcanoOptions``); the manifest's pure
+builders are ``render.py``'s (``build_lite``), the extra volumes ``options.LiteVolume``.  Both
+settings and provider build on the kubernetes plugin, so they stay here: ``modelarts`` never
+loads it.
 """
 from __future__ import annotations
 
-import copy
-import shlex
 import warnings
 from dataclasses import replace
 from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
 from cloudtrain.accelerators import is_npu
 from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.provider import Cluster
-from cloudtrain.shipping import launcher_path
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes.provider import VolcanoOptions, VolcanoProvider
 
-from . import lint, sdk
-from .detect import LITE, ROUTED, TASK, lite_environment
+from . import lint, render, sdk
+from .detect import LITE, lite_environment
+from .options import LiteVolume
+from .render import CABINET, DEFAULT_REGION, NPU_RESOURCE, NPU_SELECTOR, OPEN_SCRIPT
 
-RING_LABEL = "ring-controller.cce"
-ASCEND = "ascend-1980"
-NPU_RESOURCE = "huawei.com/" + ASCEND
-NPU_SELECTOR = {"accelerator/huawei-npu": ASCEND}
-CABINET = {"cabinet": "cabinet"}
-DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (the guide's)
-OPEN_SCRIPT = "https://mtest-bucket.obs.{region}.myhuaweicloud.com/acc/rank"
 ROUTING_PYTHONS = ("3.7", "3.9")
 MIN_ROUTED_NODES = 3
 TYPES = ("ddp", "deepspeed", "none")
-# The Ascend host paths every NPU pod mounts (the ranktable-routing guide's manifest).
-ASCEND_MOUNTS = [
-    ("ascend-driver", "/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
-    ("ascend-add-ons", "/usr/local/Ascend/add-ons", "/usr/local/Ascend/add-ons"),
-    ("localtime", "/etc/localtime", "/etc/localtime"),
-    ("hccn", "/etc/hccn.conf", "/etc/hccn.conf"),
-    ("npu-smi", "/usr/local/sbin/npu-smi", "/usr/local/sbin/npu-smi"),
-]
-
-
-class LiteVolume(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="volume name")
-    mount_path: str = Field(..., description="where it is mounted in the container")
-    pvc: Optional[str] = Field(None, description="a PersistentVolumeClaim (SFS, SFS Turbo, OBS): shared between pods")
-    nfs: Optional[str] = Field(None, description="an NFS export, server:/path: shared between pods")
-    host_path: Optional[str] = Field(None, description="a path on the node")
-    read_only: bool = Field(False, description="mount read-only")
-    shared: Optional[bool] = Field(None, description="do several pods see the same files (default: yes for pvc/nfs, no for host_path)")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> "LiteVolume":
-        if sum(x is not None for x in (self.pvc, self.nfs, self.host_path)) != 1:
-            raise ValueError("give exactly one of pvc, nfs or host_path")
-        if self.nfs is not None and ":" not in self.nfs:
-            raise ValueError(f"nfs {self.nfs!r} must be server:/path")
-        return self
-
-    @property
-    def is_shared(self) -> bool:
-        return self.shared if self.shared is not None else self.host_path is None
-
-    def volume(self) -> dict:
-        if self.pvc:
-            return {"name": self.name, "persistentVolumeClaim": {"claimName": self.pvc, "readOnly": self.read_only}}
-        if self.nfs:
-            server, _, path = self.nfs.partition(":")
-            return {"name": self.name, "nfs": {"server": server, "path": path, "readOnly": self.read_only}}
-        return {"name": self.name, "hostPath": {"path": self.host_path}}
 
 
 class LiteOptions(VolcanoOptions):
-    region: str = Field(DEFAULT_REGION, description="Huawei Cloud region of the pool (ranktable routing: cn-southwest-2 only)")
-    project_id: Optional[str] = Field(None, description="the region's project id, for CCE (default: $HUAWEICLOUD_SDK_PROJECT_ID)")
-    cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig is fetched "
-                                                        "with CCE's cluster-certificate call")
+    region: str = Field(DEFAULT_REGION, description="Huawei Cloud region of the pool (ranktable routing: "
+                                                    "cn-southwest-2 only)")
+    project_id: Optional[str] = Field(None, description="the region's project id, for CCE (default: "
+                                                        "$HUAWEICLOUD_SDK_PROJECT_ID)")
+    cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig "
+                                                        "is fetched with CCE's cluster-certificate call")
     cert_days: int = Field(1, ge=1, le=1827, description="validity of a fetched cluster certificate (days)")
-    accelerator: Optional[Literal["ascend", "gpu"]] = Field(None, description="Ascend NPUs (huawei.com/ascend-1980, nodes labelled accelerator/huawei-npu: ascend-1980) or GPUs (gpu_resource) (default: from resources.accelerator, Ascend-* -> ascend, any other -> gpu; without one: ascend)")
-    npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node of them)")
-    routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on for ascend")
+    accelerator: Optional[Literal["ascend", "gpu"]] = Field(None, description="Ascend NPUs (huawei.com/ascend-1980, "
+                                                                              "nodes labelled accelerator/huawei-npu: "
+                                                                              "ascend-1980) or GPUs (gpu_resource) "
+                                                                              "(default: from resources.accelerator, "
+                                                                              "Ascend-* -> ascend, any other -> gpu; "
+                                                                              "without one: ascend)")
+    npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node "
+                                                        "of them)")
+    routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on "
+                                                      "for ascend")
     open_script_address: Optional[str] = Field(None, description="where bootstrap.sh is (default: the region's "
                                                                  "https://mtest-bucket.obs.<region>.myhuaweicloud.com/acc/rank)")
     hccl_connect_timeout: int = Field(1800, ge=1, description="HCCL_CONNECT_TIMEOUT in seconds (ascend)")
@@ -118,8 +85,10 @@ class LiteOptions(VolcanoOptions):
     emulate_rank_after_acc: Optional[List[int]] = Field(
         None, description="--emulate modelarts-lite only: RANK_AFTER_ACC of pod i (a permutation of 0..nodes-1), "
                           "to rehearse routing's renumbering on this machine")
-    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (Huawei's ranktable-routing guide: a fixed port >= 10000)")
-    image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$", description="imagePullPolicy")
+    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (Huawei's ranktable-routing "
+                                                                   "guide: a fixed port >= 10000)")
+    image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$",
+                                             description="imagePullPolicy")
 
     def routed(self) -> bool:
         return self.accelerator == "ascend" and self.routing is not False
@@ -128,99 +97,6 @@ class LiteOptions(VolcanoOptions):
         return self.open_script_address or OPEN_SCRIPT.format(region=self.region)
 
 
-# -- the manifest (pure) ----------------------------------------------------------------------------
-def launch_line(job: JobSpec, options: LiteOptions, mopts: Optional[m.ManifestOptions] = None) -> str:
-    argv = [options.python, "-m", "cloudtrain.launch", "--platform", LITE, *job.launch_args(), "--", *job.argv]
-    # the launcher goes in front of the image's PYTHONPATH (CANN images need theirs), see node_shell
-    unpack = m.unpack_step(mopts) if mopts else None  # the code ConfigMap's archive, or the stored one's URL
-    unpack = unpack + " || exit 1; " if unpack else ""
-    return f"export {launcher_path(m.LAUNCHER_DIR)}; {unpack}exec " + " ".join(shlex.quote(a) for a in argv)
-
-
-def start_line(job: JobSpec, options: LiteOptions, mopts: Optional[m.ManifestOptions] = None) -> str:
-    """The ranktable-routing guide's container command, with ``cloudtrain launch`` in place of ``xxxx_train.sh``."""
-    if options.routed():
-        # the guide's lines, quoted (shellcheck: SC2086, and SC2155's masked exit status)
-        return ('wget "${OPEN_SCRIPT_ADDRESS}/bootstrap.sh" -q && bash bootstrap.sh; '
-                "export RANK_AFTER_ACC=${VC_TASK_INDEX}; "
-                "rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); "
-                f'[ -n "${{rank_acc}}" ] && export RANK_AFTER_ACC=${{rank_acc}} {ROUTED}=1; '
-                "MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); export MA_MASTER_INDEX; "
-                + launch_line(job, options, mopts))
-    return "export RANK_AFTER_ACC=${VC_TASK_INDEX} MA_MASTER_INDEX=0; " + launch_line(job, options, mopts)
-
-
-def lite_env(job: JobSpec, options: LiteOptions) -> List[dict]:
-    """The variables the ranktable-routing guide gives every pod (downward API for the pod's own names)."""
-    def field(path):
-        return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
-    env: List[dict] = []
-    if options.routed():
-        env.append({"name": "OPEN_SCRIPT_ADDRESS", "value": options.script_address()})
-    env += [
-        {"name": "NAME", **field("metadata.name")},
-        {"name": "MA_CURRENT_HOST_IP", **field("status.hostIP")},
-        {"name": "MA_NUM_GPUS", "value": str(job.resources.gpus_per_node)},
-        {"name": "MA_NUM_HOSTS", "value": str(job.distribution.nodes)},
-        {"name": "MA_VJ_NAME", **field("metadata.annotations['volcano.sh/job-name']")},
-        {"name": "MA_TASK_NAME", **field("metadata.annotations['volcano.sh/task-spec']")},
-        {"name": "CLOUDTRAIN_DETECTORS", "value": ModelartsLiteProvider.detectors_variable()},
-    ]
-    if options.accelerator == "ascend":
-        env.append({"name": "HCCL_CONNECT_TIMEOUT", "value": str(options.hccl_connect_timeout)})
-    return env
-
-
-def build_lite(job: JobSpec, options: LiteOptions, mopts: m.ManifestOptions) -> List[dict]:
-    """``[Secret?, ConfigMap, Job]``: ``build_volcano``'s objects reshaped into the ranktable-routing guide's Job."""
-    objects = copy.deepcopy(m.build_volcano(job, mopts, kubelet=False))  # escaped once, by the stamp below
-    vcjob = next(o for o in objects if o["kind"] == "Job")
-    name = vcjob["metadata"]["name"]
-    spec = vcjob["spec"]
-    ascend = options.accelerator == "ascend"
-
-    # One task, every node: routing renumbers the pods of a task.
-    task = spec["tasks"][0]
-    task.update(name=TASK, replicas=job.distribution.nodes)
-    task.pop("policies", None)
-    spec["tasks"] = [task]
-    template = task["template"]
-    template["metadata"]["labels"][m.LABEL_ROLE] = TASK
-    if ascend:
-        template["metadata"]["labels"][RING_LABEL] = ASCEND
-    pod = template["spec"]
-    pod.setdefault("affinity", {})["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchExpressions": [{"key": "volcano.sh/job-name", "operator": "In", "values": [name]}]},
-        "topologyKey": "kubernetes.io/hostname"}]}
-    mounts = [(v.name, v.mount_path, v.read_only) for v in options.volumes]
-    pod["volumes"] += [v.volume() for v in options.volumes]
-    if ascend:
-        pod["volumes"] += [{"name": n, "hostPath": {"path": host}} for n, host, _ in ASCEND_MOUNTS]
-        mounts += [(n, path, False) for n, _, path in ASCEND_MOUNTS]
-
-    container = pod["containers"][0]
-    container["command"] = ["/bin/bash", "-c", start_line(job, options, mopts)]
-    container["volumeMounts"] += [{"name": n, "mountPath": p, **({"readOnly": True} if ro else {})} for n, p, ro in mounts]
-    env = [e for e in container["env"] if e["name"] not in ("CLOUDTRAIN_VOLCANO_TASKS", "CLOUDTRAIN_VOLCANO_TASK")]
-    env += [{"name": "CLOUDTRAIN_VOLCANO_TASKS", "value": TASK}, {"name": "CLOUDTRAIN_VOLCANO_TASK", "value": TASK}]
-    mine = [e for e in lite_env(job, options) if e["name"] not in job.env and e["name"] not in job.secrets]
-    taken = {e["name"] for e in mine}
-    container["env"] = mine + [e for e in env if e["name"] not in taken]
-
-    labels = vcjob["metadata"].setdefault("labels", {})
-    if ascend:
-        labels[RING_LABEL] = ASCEND
-    if options.fault_scheduling:
-        labels["fault-scheduling"] = options.fault_scheduling
-    restart = job.max_restarts > 0
-    spec["policies"] = [{"event": "PodEvicted", "action": "RestartJob"},
-                        {"event": "PodFailed", "action": "RestartJob" if restart else "AbortJob"}]
-    spec["maxRetry"] = max(job.max_restarts, 1)  # an eviction (fault scheduling) restarts the job once
-    m.stamp(vcjob, job, mopts)
-    return objects
-
-
-# -- the provider ----------------------------------------------------------------------------------
 class ModelartsLiteProvider(VolcanoProvider):
     name = LITE
     extra = "modelarts"
@@ -270,13 +146,15 @@ class ModelartsLiteProvider(VolcanoProvider):
         """What an Ascend pool does with the fields it has no place for, said rather than dropped
         (issue 28 item 5): the routing guide's manifest names no chip and no RDMA device."""
         if job.resources.accelerator:
-            warnings.warn(f"resources.accelerator is {job.resources.accelerator}: the pods ask for {options.npu_resource} "
+            warnings.warn(f"resources.accelerator is {job.resources.accelerator}: the pods ask for "
+                          f"{options.npu_resource} "
                           "NPUs on nodes labelled accelerator/huawei-npu: ascend-1980 (the ranktable-routing guide), "
                           "whichever Ascend chip the pool has: the chip is the pool's, which cloudtrain cannot see "
                           "offline", CloudtrainWarning, stacklevel=3)
         if job.network.rdma != "auto":
             warnings.warn(f"network.rdma is {job.network.rdma}: Ascend nodes reach each other over RoCE through the "
-                          "NPUs' own ports (the mounted /etc/hccn.conf), whatever the job asks; there is no RDMA device "
+                          "NPUs' own ports (the mounted /etc/hccn.conf), whatever the job asks; there is no RDMA "
+                          "device "
                           "to request or leave out", CloudtrainWarning, stacklevel=3)
 
     def check(self, job: JobSpec, options: LiteOptions) -> None:
@@ -294,7 +172,8 @@ class ModelartsLiteProvider(VolcanoProvider):
         if options.accelerator == "gpu" and options.routing:
             raise self.job_error(job, ("providers", self.name, "routing"),
                                  "ranktable routing is for Ascend NPUs; drop `routing` or set accelerator: ascend")
-        if options.emulate_rank_after_acc is not None and sorted(options.emulate_rank_after_acc) != list(range(d.nodes)):
+        permutation = options.emulate_rank_after_acc
+        if permutation is not None and sorted(permutation) != list(range(d.nodes)):
             raise self.job_error(job, ("providers", self.name, "emulate_rank_after_acc"),
                                  f"must be a permutation of 0..{d.nodes - 1} (one new rank per pod), got "
                                  f"{options.emulate_rank_after_acc}")
@@ -305,7 +184,8 @@ class ModelartsLiteProvider(VolcanoProvider):
         for volume in options.volumes:
             if workdir and volume.is_shared and lint.under(workdir, volume.mount_path):
                 raise self.job_error(job, ("providers", self.name, "workdir"),
-                                     f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); ranktable "
+                                     f"{workdir} is on the shared volume {volume.name} ({volume.mount_path}); "
+                                     f"ranktable "
                                      "routing fails when the script runs in a shared directory: use a directory of the "
                                      "image (or a host_path) as workdir and read data from the volume")
         if d.min_nodes is not None and d.min_nodes < d.nodes:
@@ -327,10 +207,11 @@ class ModelartsLiteProvider(VolcanoProvider):
                           "the job runs with Volcano's pod order", CloudtrainWarning)
         if options.image_python and options.image_python not in ROUTING_PYTHONS:
             warnings.warn(f"ranktable routing needs Python 3.7 or 3.9 in the image (image_python: "
-                          f"{options.image_python}); the job runs but routing will not accelerate it", CloudtrainWarning)
+                          f"{options.image_python}); the job runs but routing will not accelerate it",
+                          CloudtrainWarning)
 
     def manifests(self, job: JobSpec, options: LiteOptions) -> List[dict]:
-        return build_lite(job, options, self.manifest_options(job, options))
+        return render.build_lite(job, options, self.manifest_options(job, options), self.detectors_variable())
 
     # OBS (the pool's own object store), or any S3-compatible one with code_store_endpoint
     code_store_schemes = ("obs", "s3")
@@ -363,19 +244,14 @@ class ModelartsLiteProvider(VolcanoProvider):
                                 "set providers.modelarts-lite.context (internal or external)") from None
 
     def cce_client(self, region: str, project_id: Optional[str]):
-        if self._cce is not None:
-            return self._cce
-        sdk.require("huaweicloudsdkcce.v3", self.name)
-        from huaweicloudsdkcce.v3 import CceClient
-        from huaweicloudsdkcce.v3.region.cce_region import CceRegion
-        return sdk.build_client(CceClient, CceRegion, region, sdk.credentials(self.name, project_id))
+        return self._cce if self._cce is not None else sdk.cce_client(self.name, region, project_id)
 
     def cce_kubeconfig(self, target: Dict[str, Any]) -> dict:
         """A kubeconfig (with a client certificate valid ``cert_days``) from CCE; kept in memory only."""
         from huaweicloudsdkcce.v3 import ClusterCertDuration, CreateKubernetesClusterCertRequest
         client = self.cce_client(sdk.region_of(target.get("region")), target.get("project_id"))
-        request = CreateKubernetesClusterCertRequest(cluster_id=target["cluster_id"],
-                                                     body=ClusterCertDuration(duration=int(target.get("cert_days") or 1)))
+        duration = ClusterCertDuration(duration=int(target.get("cert_days") or 1))
+        request = CreateKubernetesClusterCertRequest(cluster_id=target["cluster_id"], body=duration)
         with sdk.api_errors("CCE", f"create_kubernetes_cluster_cert of cluster {target['cluster_id']}"):
             response = client.create_kubernetes_cluster_cert(request)
         config = sdk.from_model(response)

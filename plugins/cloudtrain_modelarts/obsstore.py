@@ -7,17 +7,16 @@ store is first used.  Credentials are the ones the ModelArts providers use (``sd
 (the Huawei Cloud SDKs' own override convention, e.g. a VPC endpoint; the tests' loopback double).
 
 The OBS SDK answers HTTP errors with a result (``status``, ``errorCode``, ``errorMessage``,
-``requestId``), not an exception: ``_checked`` turns them into ``PlatformError`` (exit 3).
+``requestId``), not an exception: ``sdk.obs_result`` turns them into ``PlatformError`` (exit 3),
+worded as every Huawei Cloud error is (``sdk``).
 """
 from __future__ import annotations
 
 import os
 import threading
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
 
-from cloudtrain.errors import PlatformError
 from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
 
 from . import sdk
@@ -26,16 +25,11 @@ ENDPOINT = "https://obs.{region}.myhuaweicloud.com"
 ENDPOINT_ENV = "HUAWEICLOUD_SDK_REGION_OBS_{region}"  # region upper-cased, "-" -> "_"
 PAGE = 1000  # listObjects' max_keys (OBS' maximum)
 
-_FIXES = {
-    403: "the access key's IAM user may not use this bucket, or the key is wrong: check HUAWEICLOUD_SDK_AK/_SK "
-         "and the bucket's policy (obs:object:PutObject/GetObject, obs:bucket:ListBucket)",
-    404: "check the bucket's name and that it is in the store's region",
-}
-
 
 def endpoint_for(region: str) -> str:
     """The OBS endpoint of ``region`` (the override variable's value when it is set)."""
-    return os.environ.get(ENDPOINT_ENV.format(region=region.upper().replace("-", "_"))) or ENDPOINT.format(region=region)
+    override = os.environ.get(ENDPOINT_ENV.format(region=region.upper().replace("-", "_")))
+    return override or ENDPOINT.format(region=region)
 
 
 class ObsStore(ObjectStore):
@@ -68,58 +62,34 @@ class ObsStore(ObjectStore):
                                          timeout=sdk.TIMEOUT[1], max_retry_count=sdk.RETRIES + 1)
         return self._client
 
-    @contextmanager
-    def api(self, what: str) -> Iterator[None]:
-        """A request the SDK could not make (no network, TLS) as ``PlatformError``."""
-        try:
-            yield
-        except PlatformError:
-            raise
-        except Exception as exc:  # the SDK raises plain exceptions for transport failures
-            raise PlatformError(f"cannot reach OBS at {self.server} to {what} ({type(exc).__name__}: {exc}); "
-                                f"check the network, the region and any {ENDPOINT_ENV.format(region='<REGION>')}") from None
-
-    @staticmethod
-    def _checked(result, what: str, ok_missing: bool = False):
-        """``result`` when it succeeded; None for a 404 with ``ok_missing``; else ``PlatformError``."""
-        status = int(result.status or 0)
-        if status < 300:
-            return result
-        if ok_missing and status == 404:
-            return None
-        fix = _FIXES.get(status) or ("OBS failed; retry later" if status >= 500 else "fix the request as the message says")
-        code = result.errorCode or f"HTTP {status}"
-        raise PlatformError(f"OBS refused to {what}: {code}: {result.errorMessage or result.reason or ''} "
-                            f"(HTTP {status}); {fix}", request_id=result.requestId)
-
     # -- ObjectStore ---------------------------------------------------------------------------
     def exists(self, url: ObjectUrl) -> bool:
         what = f"look for {url}"
-        with self.api(what):
-            return self._checked(self.client.getObjectMetadata(url.bucket, url.key), what, ok_missing=True) is not None
+        with sdk.obs_errors(self, what):
+            return sdk.obs_result(self.client.getObjectMetadata(url.bucket, url.key), what, ok_missing=True) is not None
 
     def put(self, url: ObjectUrl, data: bytes, content_type: str = "application/octet-stream") -> None:
         obs = sdk.require("obs", "modelarts")
         what = f"upload {url}"
-        with self.api(what):
-            self._checked(self.client.putContent(url.bucket, url.key, data,
-                                                 headers=obs.PutObjectHeader(contentType=content_type)), what)
+        with sdk.obs_errors(self, what):
+            sdk.obs_result(self.client.putContent(url.bucket, url.key, data,
+                                                  headers=obs.PutObjectHeader(contentType=content_type)), what)
 
     def put_file(self, url: ObjectUrl, path: Path, content_type: str = "application/octet-stream") -> None:
         """The SDK's ``putFile``: streamed from the file."""
         obs = sdk.require("obs", "modelarts")
         what = f"upload {url}"
-        with self.api(what):
-            self._checked(self.client.putFile(url.bucket, url.key, str(path),
-                                              headers=obs.PutObjectHeader(contentType=content_type)), what)
+        with sdk.obs_errors(self, what):
+            sdk.obs_result(self.client.putFile(url.bucket, url.key, str(path),
+                                               headers=obs.PutObjectHeader(contentType=content_type)), what)
 
     def objects(self, url: ObjectUrl) -> Iterator[Tuple[ObjectUrl, int]]:
         what = f"list {url}"
         marker = None
         while True:
-            with self.api(what):
-                page = self._checked(self.client.listObjects(url.bucket, prefix=url.key or None, marker=marker,
-                                                             max_keys=PAGE), what).body
+            with sdk.obs_errors(self, what):
+                page = sdk.obs_result(self.client.listObjects(url.bucket, prefix=url.key or None, marker=marker,
+                                                              max_keys=PAGE), what).body
             contents = page.contents or []
             for item in contents:
                 yield ObjectUrl(self.scheme, url.bucket, item.key), int(item.size or 0)
@@ -143,13 +113,13 @@ class ObsStore(ObjectStore):
 
         def callback(transferred: int, total: int, seconds: float) -> None:  # the SDK's running total
             report(transferred)
-        with self.api(what):
-            self._checked(self.client.getObject(url.bucket, url.key, downloadPath=str(dest),
-                                                progressCallback=callback if progress else None), what)
+        with sdk.obs_errors(self, what):
+            sdk.obs_result(self.client.getObject(url.bucket, url.key, downloadPath=str(dest),
+                                                 progressCallback=callback if progress else None), what)
         report(Path(dest).stat().st_size)
         with lock:
             done[0] = True
 
     def presign(self, url: ObjectUrl, seconds: int) -> str:
-        with self.api(f"sign a URL for {url}"):
+        with sdk.obs_errors(self, f"sign a URL for {url}"):
             return self.client.createSignedUrl("GET", url.bucket, url.key, expires=int(seconds)).signedUrl

@@ -86,6 +86,22 @@ def build_client(client_cls, region_cls, region: str, creds):
             .with_region(region_obj).build())
 
 
+def modelarts_client(provider: str, region: str, project_id: Optional[str] = None):
+    """A ``ModelArtsClient`` for ``region`` with the environment's credentials (``credentials``)."""
+    v1 = require("huaweicloudsdkmodelarts.v1", provider)
+    from huaweicloudsdkmodelarts.v1.region.modelarts_region import ModelArtsRegion
+    return build_client(v1.ModelArtsClient, ModelArtsRegion, region, credentials(provider, project_id))
+
+
+def cce_client(provider: str, region: str, project_id: Optional[str] = None):
+    """A CCE ``CceClient`` for ``region`` (it issues a Lite pool's cluster certificates)."""
+    require("huaweicloudsdkcce.v3", provider)
+    from huaweicloudsdkcce.v3 import CceClient
+    from huaweicloudsdkcce.v3.region.cce_region import CceRegion
+    return build_client(CceClient, CceRegion, region, credentials(provider, project_id))
+
+
+# -- errors: every failed Huawei Cloud call as PlatformError (exit 3), worded here once -------------
 _FIXES = {
     401: "check HUAWEICLOUD_SDK_AK / HUAWEICLOUD_SDK_SK",
     403: "the access key's IAM user lacks permission, or the project id is of another region; "
@@ -93,28 +109,72 @@ _FIXES = {
     404: "check the job handle (cloudtrain list -p <provider>) and the region",
     429: "the API is throttling requests; retry in a minute",
 }
+OBS_FIXES = {
+    403: "the access key's IAM user may not use this bucket, or the key is wrong: check HUAWEICLOUD_SDK_AK/_SK "
+         "and the bucket's policy (obs:object:PutObject/GetObject, obs:bucket:ListBucket)",
+    404: "check the bucket's name and that it is in the store's region",
+}
+OVERRIDE = "HUAWEICLOUD_SDK_REGION_*"  # the SDKs' endpoint override variables
+OBS_OVERRIDE = "HUAWEICLOUD_SDK_REGION_OBS_<REGION>"  # OBS' (obsstore.ENDPOINT_ENV)
+
+
+def refused(service: str, action: str, status: int, code: Optional[str], message: str,
+            request_id: Optional[str] = None) -> PlatformError:
+    """The service answered ``action`` with an HTTP error: its code, message, request id, and the fix."""
+    fixes = OBS_FIXES if service == "OBS" else _FIXES
+    fix = fixes.get(status) or (f"{service} failed; retry later" if status >= 500 else
+                                "fix the request as the message says")
+    return PlatformError(f"{service} refused {action}: {code or 'HTTP %s' % status}: {message} (HTTP {status}); "
+                         f"{fix}", request_id=request_id)
+
+
+def unreachable(service: str, action: str, detail: str, override: str = OVERRIDE) -> PlatformError:
+    """No answer to ``action`` (network, TLS, endpoint)."""
+    return PlatformError(f"cannot reach {service} {action} ({detail}); check the network, the region and any "
+                         f"{override} endpoint override")
 
 
 @contextmanager
 def api_errors(service: str, action: str) -> Iterator[None]:
-    """Turn the SDK's exceptions into ``PlatformError`` (exit 3): code, message, request id, fix."""
+    """The Huawei Cloud SDKs' exceptions (``huaweicloudsdkcore``: ModelArts, CCE) as ``PlatformError``."""
     from huaweicloudsdkcore.exceptions import exceptions as exc
     try:
         yield
     except exc.ServiceResponseException as e:
-        fix = _FIXES.get(e.status_code) or ("the service failed; retry later" if e.status_code >= 500 else
-                                            "fix the request as the message says")
-        raise PlatformError(f"{service} refused {action}: {e.error_code or 'HTTP %s' % e.status_code}: "
-                            f"{e.error_msg} (HTTP {e.status_code}); {fix}", request_id=e.request_id) from None
+        raise refused(service, action, e.status_code, e.error_code, e.error_msg, e.request_id) from None
     except exc.RequestTimeoutException as e:
         raise PlatformError(f"{service} did not answer {action} in time ({e.error_msg}); check the network "
                             "and the region's endpoint, then retry") from None
     except exc.ConnectionException as e:
-        raise PlatformError(f"cannot reach {service} for {action} ({e.error_msg}); check the network, the region "
-                            "and any HUAWEICLOUD_SDK_REGION_* endpoint override") from None
+        raise unreachable(service, f"for {action}", e.error_msg) from None
     except exc.SdkException as e:
         raise PlatformError(f"{service} SDK error during {action}: {e.error_msg}; check the credentials and the "
                             "region") from None
+
+
+@contextmanager
+def obs_errors(store, what: str) -> Iterator[None]:
+    """A request the OBS SDK (``esdk-obs-python``) could not make: it raises plain exceptions for
+    transport failures (no network, TLS); its refusals are results (``obs_result``).  ``store``:
+    the ``ObsStore``, whose ``server`` is read only when the call failed."""
+    try:
+        yield
+    except PlatformError:
+        raise
+    except Exception as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        raise unreachable(f"OBS at {store.server}", f"to {what}", detail, OBS_OVERRIDE) from None
+
+
+def obs_result(result, what: str, ok_missing: bool = False):
+    """An OBS SDK result when it succeeded; None for a 404 with ``ok_missing``; else ``PlatformError``."""
+    status = int(result.status or 0)
+    if status < 300:
+        return result
+    if ok_missing and status == 404:
+        return None
+    raise refused("OBS", f"to {what}", status, result.errorCode, result.errorMessage or result.reason or "",
+                  result.requestId)
 
 
 # -- request models from rendered bodies --------------------------------------------------------
@@ -139,7 +199,8 @@ def to_model(models, type_name: str, data: Any, path: str = "body"):
         return {str(k): to_model(models, inner, v, f"{path}.{k}") for k, v in data.items()}
     if type_name in _PRIMITIVES:
         expected = _PRIMITIVES[type_name]
-        if expected is not object and (not isinstance(data, expected) or (type_name == "int" and isinstance(data, bool))):
+        wrong = not isinstance(data, expected) or (type_name == "int" and isinstance(data, bool))
+        if expected is not object and wrong:
             raise ValueError(f"{path}: expected {type_name}, got {type(data).__name__} {data!r}")
         return data
     klass = getattr(models, type_name)

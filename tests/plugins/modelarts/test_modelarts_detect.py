@@ -12,7 +12,8 @@ import pytest
 from cloudtrain.launch import detectors
 from cloudtrain.loading import job_from_dict
 from cloudtrain_modelarts import detect
-from cloudtrain_modelarts.lite import LiteOptions, start_line
+from cloudtrain_modelarts.lite import LiteOptions
+from cloudtrain_modelarts.render import start_line
 
 DETECT = Path(detect.__file__)
 

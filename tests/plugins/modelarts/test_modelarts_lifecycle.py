@@ -9,7 +9,7 @@ import time
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
-from cloudtrain import objectstore
+from cloudtrain import objectstore, shipping
 from cloudtrain.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, MissingCredentials, PlatformError
 from cloudtrain.loading import load_job
 from cloudtrain.plugins import get_provider
@@ -91,9 +91,9 @@ def test_submit_sends_the_rendered_body_signed_with_the_access_key(tmp_path, ma)
     digest = provider.spec_hash(rendered)
     expected["metadata"]["name"] = "ma-job-" + digest[:8]
     expected["metadata"]["description"] = "cloudtrain job ma-job cloudtrain:spec-hash=" + digest
-    _, sha = provider.code_archive(rendered.job)
+    _, sha = shipping.packed(rendered.job, (provider.detector_target(), *provider.node_modules))
     expected["algorithm"]["code_dir"] = f"/{CODE_BUCKET}/team/cloudtrain-code/{sha}/code/"
-    expected["algorithm"]["command"] = expected["algorithm"]["command"].replace("<code-sha256>", sha)
+    expected["algorithm"]["command"] = expected["algorithm"]["command"].replace("<code-digest>", sha)
     assert f"--sha256 '{sha}' code.tar.gz . && " in body["algorithm"]["command"]  # checked before it is unpacked
     assert body == expected                    # exactly the dry run, plus the spec-hash name and the code's place
     assert sdk.from_model(sdk.to_model(v1, "Job", body)) == body
@@ -274,7 +274,7 @@ def test_nothing_is_sent_without_code_store_or_credentials(tmp_path, ma, monkeyp
 # -- the code: uploaded to OBS before the request ------------------------------------------------------
 def test_submit_uploads_the_archive_before_the_request_and_a_second_submit_uploads_nothing(tmp_path, ma, obs):
     provider, rendered, run = submit(tmp_path)
-    data, sha = provider.code_archive(rendered.job)
+    data, sha = shipping.packed(rendered.job, (provider.detector_target(), *provider.node_modules))
     key = f"team/cloudtrain-code/{sha}/code/code.tar.gz"
     assert (obs.count("HEAD"), obs.count("PUT")) == (1, 1) and obs.refused == []
     assert obs.object(CODE_BUCKET, key) == data.read_bytes()                      # the archive alone in the job's code_dir

@@ -424,3 +424,17 @@ def test_hccl_is_initialised_from_torchrun_not_from_the_ring_controllers_rank_ta
     assert not [name for name in env_of(container) if "RANK_TABLE" in name]
     assert not [m for m in container["volumeMounts"] if "rank" in m["name"] or "rings-config" in m["name"]]
     assert vcjob["spec"]["plugins"]["configmap1980"] == ["--rank-table-version=v2"]
+
+
+@pytest.mark.parametrize("options", [None, {"routing": False}, {"code_store": "obs://team/code"}],
+                         ids=["routed", "unrouted", "stored-code"])
+def test_the_start_line_passes_shellcheck(options):
+    """The container's command, as bash runs it (the kubelet's ``$$`` escapes undone), is clean
+    shell: every expansion quoted where it must be, no exit status masked."""
+    import subprocess
+    (container,) = pod_of(render(options=options, command="python train.py --tag 'a b'")["Job"])["spec"]["containers"]
+    shell, flag, line = container["command"]
+    assert (shell, flag) == ("/bin/bash", "-c")
+    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=kubelet_expand(line, {}), capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout

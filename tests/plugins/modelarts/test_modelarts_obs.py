@@ -48,8 +48,8 @@ def test_the_plugin_registers_obs_and_the_endpoint_is_the_regions():
     assert objectstore.store_class("obs") is ObsStore
     # Seed 001 (the Lite guide's manifest): OPEN_SCRIPT_ADDRESS "https://mtest-bucket.obs.{region-id}.
     # myhuaweicloud.com/acc/rank", a bucket's virtual-hosted name on its region's OBS endpoint
-    # (lite.OPEN_SCRIPT keeps that line); the store talks to the endpoint itself.
-    from cloudtrain_modelarts.lite import OPEN_SCRIPT
+    # (render.OPEN_SCRIPT keeps that line); the store talks to the endpoint itself.
+    from cloudtrain_modelarts.render import OPEN_SCRIPT
     region = "cn-southwest-2"
     assert OPEN_SCRIPT.format(region=region).startswith(endpoint_for(region).replace("https://", "https://mtest-bucket."))
     assert endpoint_for(region) == "https://obs.cn-southwest-2.myhuaweicloud.com"

@@ -13,11 +13,12 @@ import warnings
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
+from cloudtrain import shipping
 from cloudtrain.errors import CloudtrainWarning, JobFileError
 from cloudtrain.loading import job_from_dict, load_job
 from cloudtrain.plugins import get_provider
 from cloudtrain_modelarts import sdk
-from cloudtrain_modelarts.standard import KIND, UPLOAD_KIND
+from cloudtrain_modelarts.render import KIND, UPLOAD_KIND
 from conftest import EXAMPLES, cli_env, run_cli, write_job
 
 SECRET = "s3cr3t-modelarts-render-5521"
@@ -210,9 +211,9 @@ def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tm
     provider = get_provider("modelarts")
     rendered = provider.render(job)
     upload, request = (a.content for a in rendered.artifacts)
-    data, sha = provider.code_archive(job)
-    code_dir = request["algorithm"]["code_dir"].replace("<code-sha256>", sha)
-    assert "/" + upload["Bucket"] + "/" + upload["Key"].replace("<code-sha256>", sha) == code_dir + "code.tar.gz"
+    data, sha = shipping.packed(job, (provider.detector_target(), *provider.node_modules))
+    code_dir = request["algorithm"]["code_dir"].replace("<code-digest>", sha)
+    assert "/" + upload["Bucket"] + "/" + upload["Key"].replace("<code-digest>", sha) == code_dir + "code.tar.gz"
     workdir = tmp_path / code_dir.rstrip("/").rsplit("/", 1)[1]   # $MA_JOB_DIR/code
     assert request["algorithm"]["working_dir"].endswith("/" + workdir.name)
     workdir.mkdir()
@@ -220,7 +221,7 @@ def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tm
     env = {"PATH": os.environ["PATH"], **request["algorithm"]["environments"],
            **provider.environment(job_from_dict({"name": "stg", "command": "x", "distribution": {"nodes": 3}}), 1)}
     command = request["algorithm"]["command"].split(" && ", 1)[1].replace("python3 -m", f"{sys.executable} -S -m")
-    command = command.replace("'<code-sha256>'", sha)  # filled in at submit
+    command = command.replace("'<code-digest>'", sha)  # filled in at submit
     command = command.replace("cloudtrain.launch", "cloudtrain.launch --print", 1)
     out = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -240,15 +241,15 @@ def test_code_dir_is_a_directory_that_modelarts_downloads():
     assert body["algorithm"]["code_dir"].endswith("/code/")
     command = body["algorithm"]["command"]
     assert command.startswith("cd /home/ma-user/modelarts/user-job-dir/code && python3 -c ")
-    assert " --sha256 '<code-sha256>' code.tar.gz . && " in command  # the archive is checked, then unpacked
+    assert " --sha256 '<code-digest>' code.tar.gz . && " in command  # the archive is checked, then unpacked
 
 
 def test_without_code_store_the_render_names_the_option_in_its_placeholders():
     rendered, body = render()
     upload = rendered.artifacts[0].content
     assert upload == {"Bucket": "<providers.modelarts.code_store>",
-                      "Key": "cloudtrain-code/<code-sha256>/code/code.tar.gz", "ContentType": "application/gzip"}
-    assert body["algorithm"]["code_dir"] == "/<providers.modelarts.code_store>/cloudtrain-code/<code-sha256>/code/"
+                      "Key": "cloudtrain-code/<code-digest>/code/code.tar.gz", "ContentType": "application/gzip"}
+    assert body["algorithm"]["code_dir"] == "/<providers.modelarts.code_store>/cloudtrain-code/<code-digest>/code/"
 
 
 def test_code_dir_and_code_store_together_are_refused_at_the_line(tmp_path):
@@ -380,3 +381,19 @@ def test_shm_gb_is_exit_2_not_dropped():
     assert not [f for m in (Job, JobAlgorithm, Spec, SpecResource) for f in m.openapi_types if "shm" in f]
     with pytest.raises(JobFileError, match=r"resources.shm_gb: ModelArts Standard's training-job API has no /dev/shm"):
         render(resources={"shm_gb": 8})
+
+
+@pytest.mark.parametrize("options", [{"code_store": "obs://b/team"}, {"code_dir": "obs://b/staged/digits/"}],
+                         ids=["shipped", "staged"])
+def test_the_command_passes_shellcheck(options):
+    """``algorithm.command`` with the code's digest filled in, as ModelArts runs it (``/bin/sh -c``):
+    clean POSIX shell, the job's own arguments quoted."""
+    import subprocess
+    from cloudtrain.request import Placeholder, fill
+    rendered = get_provider("modelarts").render(job_from_dict({
+        "name": "sc", "code": str(EXAMPLES / "digits-ddp"), "image": "swr.cn-north-4.myhuaweicloud.com/o/pt:2",
+        "command": "python train.py --tag 'a b; c'", "distribution": {"type": "ddp", "nodes": 2},
+        "providers": {"modelarts": options}}))
+    command = fill(rendered.request, {Placeholder.CODE_DIGEST: "0" * 64}).body["algorithm"]["command"]
+    proc = subprocess.run(["shellcheck", "-s", "sh", "-"], input=command, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout

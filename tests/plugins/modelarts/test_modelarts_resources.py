@@ -107,6 +107,28 @@ def test_refresh_through_show_training_job_flavors(tmp_path, monkeypatch):
     assert fresh.get("modelarts.vm.cpu.8u") is None  # no card: not a row
 
 
+def test_a_refused_refresh_carries_the_services_code_request_id_and_fix(tmp_path, monkeypatch):
+    """The refresh's errors are worded as every ModelArts call's (sdk.api_errors): the error code, the
+    message, the request id and what to do, exit 3; the catalog is left as it was."""
+    from cloudtrain.errors import PlatformError
+    from cloudtrain_modelarts import catalog as modelarts_catalog
+    with FakeModelArts() as fake:
+        monkeypatch.setenv("HOME", str(tmp_path))
+        for name, value in {"HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK, "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT,
+                            "HUAWEICLOUD_SDK_REGION_MODELARTS_CN_NORTH_4": fake.url}.items():
+            monkeypatch.setenv(name, value)
+        refusal = ("GET", r"/training-job-flavors$", 403, "ModelArts.0103", "no permission to list flavors")
+        fake.fail_next.append(refusal)
+        with pytest.raises(PlatformError) as info:
+            modelarts_catalog.refresh(region="cn-north-4", out_dir=str(tmp_path))
+    text = str(info.value)
+    assert "ModelArts.0103: no permission to list flavors (HTTP 403)" in text
+    assert "check the user's" in text
+    assert info.value.request_id and info.value.request_id.startswith("req-")
+    assert text.endswith(f"(request id {info.value.request_id})")
+    assert not (tmp_path / "modelarts.json").exists()
+
+
 # -- issue 30 item 4: a configured flavor never overrides the job's neutral request in silence ----------------
 def test_a_configured_flavor_naming_another_card_is_exit_2_naming_both(tmp_path):
     """The account config's flavor_id modelarts.vm.gpu.8v100 (not in the catalog, so not checked by its row)
