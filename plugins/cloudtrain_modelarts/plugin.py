@@ -5,7 +5,7 @@ from cloudtrain.hookspecs import hookimpl
 @hookimpl
 def cloudtrain_register_providers(register):
     # by name: a provider's module (and its SDK) loads only when that provider is used
-    register("cloudtrain_modelarts.standard:ModelartsProvider", name="modelarts")
+    register("cloudtrain_modelarts.provider:ModelartsProvider", name="modelarts")
     register("cloudtrain_modelarts.lite:ModelartsLiteProvider", name="modelarts-lite")
 
 
