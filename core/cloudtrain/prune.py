@@ -31,8 +31,7 @@ STAMP = ".last-prune"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("prune", help="remove finished local/docker run directories (default: the user config's "
-                                     "runs.keep_days, 30d)")
+    p = sub.add_parser("prune", help="remove finished local/docker run directories past runs.keep_days")
     p.add_argument("--older-than", default=None, metavar="AGE",
                    help="only jobs that ended longer ago than this: 90s, 30m, 8h, 2d (default: runs.keep_days "
                         "of the user config, 30d)")
@@ -169,7 +168,7 @@ def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stre
     removing (what is left is removed on the next submit); one line on ``stream`` (stderr) when
     something was removed.  The number of runs removed."""
     from .config import retention
-    from .homedir import home, make_home
+    from .homedir import home, make_home, private_file
     from .store import Store
     rule = retention()
     if rule.off:
@@ -182,8 +181,7 @@ def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stre
     except FileNotFoundError:
         pass
     make_home()
-    stamp.touch()
-    os.utime(stamp, (now, now))
+    os.utime(private_file(stamp), (now, now))  # claimed first: a submit alongside does not do it too
     deadline = time.monotonic() + budget
     found, _ = select(rule.keep_days * 86400, rule.keep_last, reconcile=False, now=now)
     store = Store() if found else None
