@@ -111,8 +111,11 @@ def select(age_seconds: float, keep_last: int = 0, *, reconcile: bool = True,
     if not (home() / "state.db").exists():
         return [], []
     runs = _runs()
-    local = {name for name, info in providers().items() if getattr(info.cls, "local_state", False)}
-    rows = [r for r in Store().list_jobs(limit=10_000_000) if r["provider"] in local]
+    rows = Store().list_jobs(limit=10_000_000)
+    installed = providers()  # (only the providers that have rows are imported: local, docker)
+    local = {name for name in {r["provider"] for r in rows}
+             if name in installed and getattr(installed[name].cls, "local_state", False)}
+    rows = [r for r in rows if r["provider"] in local]
     ended: List[Tuple[float, dict]] = []
     live_dirs = set()
     for row in rows:
