@@ -154,13 +154,17 @@ def keep_in_ledger(store, handle: str) -> None:
         store.ledger_put({c: row[c] for c in LEDGER_COLUMNS})
 
 
-def remove(found: Candidate, store) -> int:
+def remove(found: Candidate, store) -> Optional[int]:
     """Remove a run's directory (a real one, never through a link) and its store row, keeping
-    its ledger row; the bytes freed."""
-    size = _size(found.run_dir) if _is_real_dir(found.run_dir) else 0
-    keep_in_ledger(store, found.handle)
-    if _is_real_dir(found.run_dir):
+    its ledger row; the bytes freed, or None when some of the directory could not be removed
+    (files that are not the user's, e.g. a Docker container's as root): its row then stays."""
+    real = _is_real_dir(found.run_dir)
+    size = _size(found.run_dir) if real else 0
+    if real:
         shutil.rmtree(found.run_dir, ignore_errors=True)
+        if os.path.lexists(found.run_dir):
+            return None
+    keep_in_ledger(store, found.handle)
     store.forget_job(found.job_id)
     return size
 
@@ -193,8 +197,9 @@ def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stre
         if time.monotonic() > deadline:
             os.utime(stamp, (0, 0))  # the rest on the next submit
             break
-        freed += remove(candidate, store)
-        removed += 1
+        size = remove(candidate, store)
+        if size is not None:
+            freed, removed = freed + size, removed + 1
     if removed:
         print(f"cloudtrain: removed {removed} finished run{'s' if removed != 1 else ''} that ended over "
               f"{rule.keep_days}d ago ({_human(freed)} freed from {home() / 'runs'}); runs.keep_days in the user "
@@ -226,9 +231,15 @@ def run(args) -> int:
     found, refused = select(age, keep_last)
     store = Store() if found and not args.dry_run else None
     freed = 0
+    done = 0
     for candidate in found:
         size = remove(candidate, store) if store is not None else (
             _size(candidate.run_dir) if _is_real_dir(candidate.run_dir) else 0)
+        if size is None:
+            print(f"could not remove all of {candidate.run_dir} ({candidate.handle}): some files there are not "
+                  "yours (a Docker container's, written as root?); remove the rest (sudo rm -r), then prune again")
+            continue
+        done += 1
         freed += size
         print(f"{'would remove' if args.dry_run else 'removed'} {candidate.handle} ({_human(size)}, {candidate.run_dir})")
     for candidate in refused:
@@ -236,6 +247,6 @@ def run(args) -> int:
               "(a link, a file, or a running job's); remove it yourself if it is not needed")
     verb = "would free" if args.dry_run else "freed"
     kept = f", beyond the newest {keep_last}" if keep_last else ""
-    print(f"{len(found)} finished run{'s' if len(found) != 1 else ''} older than {age_text}{kept}; "
+    print(f"{done} finished run{'s' if done != 1 else ''} older than {age_text}{kept}; "
           f"{verb} {_human(freed)}")
     return 0
