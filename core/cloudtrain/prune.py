@@ -125,11 +125,11 @@ def select(age_seconds: float, keep_last: int = 0, *, reconcile: bool = True,
             state, ended_at = status.state.value, status.ended_at
         if state in TERMINAL:
             ended.append((ended_at or row["created_at"], row))
-        else:
-            live_dirs.add(_in_runs(runs, row["run_dir"]))
+        else:  # its directory as named, and where that leads
+            live_dirs.update((_in_runs(runs, row["run_dir"]), Path(row["run_dir"]).resolve()))
     ended.sort(key=lambda e: e[0], reverse=True)
     cutoff = (now or time.time()) - age_seconds
-    remove, refused = [], []
+    going, refused = [], []
     for when, row in ended[max(0, keep_last):]:
         if when > cutoff:
             continue
@@ -137,11 +137,12 @@ def select(age_seconds: float, keep_last: int = 0, *, reconcile: bool = True,
         if run_dir is None:
             continue  # never outside $CLOUDTRAIN_HOME/runs
         found = Candidate(row["provider"], row["id"], run_dir, when)
-        if run_dir in live_dirs or (os.path.lexists(run_dir) and not _is_real_dir(run_dir)):
+        if run_dir in live_dirs or run_dir.resolve() in live_dirs or \
+                (os.path.lexists(run_dir) and not _is_real_dir(run_dir)):
             refused.append(found)
         else:
-            remove.append(found)
-    return remove, refused
+            going.append(found)
+    return going, refused
 
 
 def keep_in_ledger(store, handle: str) -> None:

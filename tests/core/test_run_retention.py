@@ -69,7 +69,7 @@ def test_the_rule_is_applied_at_most_hourly_and_off_disables_it(tmp_path, home, 
     monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(config))
     config.write_text("runs: {keep_days: 7, keep_last: 0}\n")
     now = time.time()
-    first, first_dir = ended_run(home, "first", 8)
+    _, first_dir = ended_run(home, "first", 8)
     assert apply_retention(now=now) == 1 and not first_dir.exists()
     _, second_dir = ended_run(home, "second", 8)
     assert apply_retention(now=now + 1800) == 0 and second_dir.exists()  # within the hour: not again
@@ -116,7 +116,7 @@ def test_a_link_planted_in_runs_is_never_followed(tmp_path, home):
     link_in.symlink_to(running_dir, target_is_directory=True)
     to_outside, _ = ended_run(home, "out", 40, run_dir=link_out)
     to_running, _ = ended_run(home, "in", 40, run_dir=link_in)
-    real, real_dir = ended_run(home, "real", 40)
+    _, real_dir = ended_run(home, "real", 40)
     (real_dir / "data").symlink_to(outside, target_is_directory=True)  # inside a run that goes
     proc = run_cli("prune", "--older-than", "7d", check=0)
     assert (outside / "data.bin").read_text() == "keep me"
@@ -130,8 +130,8 @@ def test_a_link_planted_in_runs_is_never_followed(tmp_path, home):
 
 def test_prune_applies_the_user_configs_rule_and_its_options_override_it(tmp_path, home):
     env = user_config(tmp_path, "runs: {keep_days: 20, keep_last: 1}\n")
-    newest, newest_dir = ended_run(home, "newest", 25)
-    older, older_dir = ended_run(home, "older", 26)
+    _, newest_dir = ended_run(home, "newest", 25)
+    _, older_dir = ended_run(home, "older", 26)
     young, young_dir = ended_run(home, "young", 10)
     proc = run_cli("prune", env=env, check=0)  # keep_last 1 keeps young; newest and older are past 20d
     assert "2 finished runs older than 20d, beyond the newest 1" in proc.stdout
