@@ -165,3 +165,9 @@ def test_config_set_takes_the_rule_and_refuses_what_it_could_not_apply(tmp_path)
     proc = run_cli("validate", job, env=env)
     assert proc.returncode == 2
     assert f"{config}:3: runs.keep_days: expected a whole number of days" in proc.stderr
+    config.write_text("runs: {keep_days: 14}\n")
+    assert run_cli("validate", job, env=env).returncode == 0
+    project = job.parent / ".cloudtrain.yaml"
+    project.write_text("runs: {keep_days: 1}\n")  # a team's file cannot shorten this machine's retention
+    proc = run_cli("validate", job, env=env)
+    assert proc.returncode == 2 and f"{project}:1: runs: the retention of runs is this machine's" in proc.stderr
