@@ -9,6 +9,8 @@ root) have the same shape::
       sagemaker: {role_arn: "arn:aws:iam::123456789012:role/train", region: us-east-1}
     profiles:
       prod: {provider: eks, providers: {eks: {cluster: prod, region: us-west-2}}}
+    runs: {keep_days: 30, keep_last: 10}   # the user config only: the retention of local runs
+
 
 A provider's options, lowest first: its defaults, the user config, the project file, the
 selected profile (``--profile`` or ``$CLOUDTRAIN_PROFILE``; the user config's, then the
@@ -34,7 +36,7 @@ from .suggest import did_you_mean
 
 CONFIG_NAME = "config.yaml"
 PROJECT_NAME = ".cloudtrain.yaml"
-TOP_KEYS = ("provider", "providers", "profiles")
+TOP_KEYS = ("provider", "providers", "profiles", "runs")
 PROFILE_KEYS = ("provider", "providers")
 MAX_BYTES = 1 << 20
 DEFAULT_PROVIDER = "local"
@@ -110,6 +112,7 @@ class SettingsFile:
             problems.add(self.error("the top level must be a mapping (provider:, providers:, profiles:)", ()))
             self.data = {}
         self._check_level(self.data, (), TOP_KEYS, problems)
+        self._check_runs(problems)
         profiles = self.data.get("profiles", {})
         if not isinstance(profiles, dict):
             problems.add(self.error("must be a mapping of profile names to settings, e.g. "
@@ -153,6 +156,22 @@ class SettingsFile:
             elif section is not None and not isinstance(section, dict):
                 problems.add(self.error("must be a mapping of the provider's options", at + ("providers", name)))
 
+    def _check_runs(self, problems) -> None:
+        """``runs:`` (the retention of ``$CLOUDTRAIN_HOME/runs``): the user config's only."""
+        if "runs" not in self.data:
+            return
+        runs = self.data["runs"]
+        if self.kind != "user config":
+            problems.add(self.error("the retention of runs is this machine's: set it in the user config "
+                                    "(cloudtrain config set runs.keep_days=30)", ("runs",)))
+        elif not isinstance(runs, dict):
+            problems.add(self.error("must be a mapping, e.g. runs: {keep_days: 30, keep_last: 10}", ("runs",)))
+        else:
+            for key, value in runs.items():
+                problem = retention_problem(str(key), value)
+                if problem:
+                    problems.add(self.error(problem, ("runs", key)))
+
     def profiles(self) -> Dict[str, dict]:
         return self.data.get("profiles") or {}
 
@@ -163,6 +182,75 @@ class SettingsFile:
         sections = (level or {}).get("providers") or {}
         options = sections.get(provider) if isinstance(sections, dict) else None  # (a list: failover order)
         return (options, at + ("providers", provider)) if options else None
+
+
+# -- the retention of local runs (``cloudtrain.prune``) -------------------------------------------
+DEFAULT_KEEP_DAYS = 30   # a finished local/docker run's directory is removed this long after it ended
+DEFAULT_KEEP_LAST = 10   # ... except the newest this many finished runs, whatever their age
+RUNS_KEYS = ("keep_days", "keep_last")
+OFF = ("off", "none", "never")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """When a finished local or Docker run's directory goes: ``keep_days`` after it ended (None:
+    never; retention is off) unless it is one of the newest ``keep_last`` finished runs.  As
+    restic's ``--keep-within``/``--keep-last``: a run is kept if either rule keeps it."""
+
+    keep_days: Optional[int] = DEFAULT_KEEP_DAYS
+    keep_last: int = DEFAULT_KEEP_LAST
+
+    @property
+    def off(self) -> bool:
+        return self.keep_days is None
+
+    def describe(self) -> str:
+        if self.off:
+            return "off"
+        return f"ended over {self.keep_days}d ago" + (f", beyond the newest {self.keep_last}" if self.keep_last else "")
+
+
+def _retention_number(key: str, value: Any) -> Optional[int]:
+    """``value`` of ``runs.<key>`` as a whole number (None: off); ValueError says why not."""
+    if value is False or (isinstance(value, str) and value.strip().lower() in OFF):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        example = "30" if key == "keep_days" else "10"
+        raise ValueError(f"expected a whole number of {'days' if key == 'keep_days' else 'runs'} "
+                         f"(e.g. {example}), or off; got {value!r}")
+    return None if value == 0 and key == "keep_days" else value
+
+
+def retention_problem(key: str, value: Any) -> Optional[str]:
+    """What is wrong with ``runs.<key>: value`` (what ``config set`` and the file check say), or None."""
+    if key not in RUNS_KEYS:
+        return "unknown key" + (did_you_mean(key, RUNS_KEYS) or f"; runs has {', '.join(RUNS_KEYS)}")
+    try:
+        _retention_number(key, value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def runs_setting_problem(path: tuple, value: Any, profile: Optional[str], project: bool) -> Optional[str]:
+    """What is wrong with ``cloudtrain config set runs.KEY=VALUE`` (``path``: the key's parts)."""
+    if project or profile:
+        return ("the retention of runs is this machine's: set it in the user config, without "
+                + ("--project" if project else "--profile"))
+    if len(path) != 2:
+        return f"give one setting, e.g. runs.keep_days=30 or runs.keep_last=10 (runs has {', '.join(RUNS_KEYS)})"
+    return retention_problem(path[1], value)
+
+
+def retention(settings: Optional[SettingsFile] = None) -> Retention:
+    """The user config's ``runs:`` rule (``settings``: the user config already read), the
+    defaults for what it does not set."""
+    if settings is None:
+        settings = SettingsFile.read(user_config_path(), "user config")
+    runs = (settings.data.get("runs") if settings is not None else None) or {}
+    days = _retention_number("keep_days", runs["keep_days"]) if "keep_days" in runs else DEFAULT_KEEP_DAYS
+    last = _retention_number("keep_last", runs["keep_last"]) if "keep_last" in runs else DEFAULT_KEEP_LAST
+    return Retention(keep_days=days, keep_last=last or 0)
 
 
 def leaves(data, at: tuple = ()):

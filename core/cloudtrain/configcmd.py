@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import yamlio
 from .config import (PROJECT_NAME, Layer, home, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,
-                     provider_hint, user_config_path)
+                     provider_hint, runs_setting_problem, user_config_path)
 from .credentials import MASK, mask_text, masked, refusal, secret_named
 from .errors import BadInput, JobFileError
 from .job import Source
@@ -168,6 +168,14 @@ def set_values(args) -> int:
                 raise BadInput(f"{given}: unknown provider{provider_hint(str(o.value))}")
             level["provider"] = o.value
             changed.append(".".join(at + ("provider",)))
+            continue
+        if o.path[0] == "runs":  # the retention of local runs (cloudtrain.config.Retention)
+            problem = runs_setting_problem(o.path, o.value, args.profile, args.project)
+            if problem:
+                raise BadInput(f"{given}: {problem}; nothing was written")
+            runs = data.get("runs") if isinstance(data.get("runs"), dict) else {}
+            data["runs"] = dict(runs, **{o.path[1]: o.value})
+            changed.append(o.key)
             continue
         if not args.provider:
             raise BadInput(f"{given}: name the provider whose option this is, e.g. cloudtrain config set -p "

@@ -142,6 +142,7 @@ class HostedProvider(Provider):
         """``Provider.submit``; one that fails before the job's supervisor runs (a full disk: a
         ``DiskFull`` naming the directory) leaves no run directory and no record of the job."""
         self._unstarted = None
+        self._apply_run_retention()
         try:
             return super().submit(job_or_rendered, secrets=secrets)
         except BaseException as exc:
@@ -149,6 +150,17 @@ class HostedProvider(Provider):
             if diskspace.is_full(exc):
                 raise diskspace.full(getattr(exc, "filename", None) or home()) from None
             raise
+
+    @staticmethod
+    def _apply_run_retention() -> None:
+        """The user config's retention of finished runs (``cloudtrain.prune.apply_retention``: at
+        most hourly, a few seconds at most, one stderr line when it removed some); a problem
+        there never fails the submit."""
+        try:
+            from .prune import apply_retention
+            apply_retention()
+        except Exception:  # noqa: BLE001 -- the run is what the user asked for, not the clean-up
+            pass
 
     def _discard_unstarted(self) -> None:
         if self._unstarted is None:

@@ -1,37 +1,74 @@
-"""``cloudtrain prune [--older-than 7d] [--dry-run]``: remove the run directories of finished
-local and Docker jobs (each run holds a copy of the code, the nodes' logs and outputs) that ended
-longer ago than ``--older-than``, and forget those jobs.  A job that is not finished is never
-touched: its state is read as ``status`` reads it (a job whose supervisor is gone is FAILED first).
-Only directories under ``$CLOUDTRAIN_HOME/runs`` are removed."""
+"""The retention of local and Docker runs: each run keeps ``$CLOUDTRAIN_HOME/runs/<id>`` (a copy
+of the code, the nodes' logs, the outputs), and a finished one's directory goes when the user
+config's rule says (``runs: {keep_days: 30, keep_last: 10}``, ``cloudtrain.config.Retention``):
+it ended over ``keep_days`` ago and is not one of the newest ``keep_last`` finished runs.
+
+``apply_retention`` applies the rule when a local or Docker job is submitted, at most once an
+hour (``$CLOUDTRAIN_HOME/.last-prune``'s time), for at most ``BUDGET`` seconds, from the store's
+rows alone, and says on stderr in one line what it removed.  ``cloudtrain prune [--older-than
+AGE] [--keep-last N] [--dry-run]`` applies the same rule on demand (its options replace it) and
+reads each job's state as ``status`` does (a job whose supervisor is gone is FAILED first).
+
+Whichever way: a job that has not ended is never touched, nor a directory a running job's row
+names; only a real directory directly under ``$CLOUDTRAIN_HOME/runs`` is removed (a symbolic
+link there is left alone, never followed), and the job's ledger row keeps its final state, times
+and restarts (its cost) after its store row is forgotten.
+"""
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
-DEFAULT_AGE = "7d"
+EVERY = 3600.0  # seconds between two automatic applications of the rule
+BUDGET = 2.0    # seconds an automatic application may take from a submit; the rest waits for the next
+STAMP = ".last-prune"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("prune", help="remove finished local/docker run directories (default: ended over 7d ago)")
-    p.add_argument("--older-than", default=DEFAULT_AGE, metavar="AGE",
-                   help="only jobs that ended longer ago than this: 90s, 30m, 8h, 2d (default: 7d)")
+    p = sub.add_parser("prune", help="remove finished local/docker run directories past runs.keep_days")
+    p.add_argument("--older-than", default=None, metavar="AGE",
+                   help="only jobs that ended longer ago than this: 90s, 30m, 8h, 2d (default: runs.keep_days "
+                        "of the user config, 30d)")
+    p.add_argument("--keep-last", type=int, default=None, metavar="N",
+                   help="keep the newest N finished runs whatever their age (default: runs.keep_last, 10; "
+                        "0 with --older-than)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
 
 
+@dataclass
+class Candidate:
+    provider: str
+    job_id: str
+    run_dir: Path      # $CLOUDTRAIN_HOME/runs/<name>, never resolved through a link
+    ended: float
+
+    @property
+    def handle(self) -> str:
+        from .provider import make_handle
+        return make_handle(self.provider, self.job_id)
+
+
 def _size(path: Path) -> int:
+    """Bytes of the regular files under ``path``; links are counted as links, never followed."""
     total = 0
-    for p in path.rglob("*"):
-        try:
-            if p.is_file() and not p.is_symlink():
-                total += p.stat().st_size
-        except OSError:
-            pass
+    for root, dirs, files in os.walk(path, followlinks=False):
+        for name in files + dirs:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
     return total
 
 
-def _human(n: int) -> str:
+def _human(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -39,52 +76,178 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
-def prunable(age_seconds: float) -> List[Tuple[object, str, Path]]:
-    """``(provider, job id, run directory)`` of every finished local-state job that ended more
-    than ``age_seconds`` ago."""
+def _runs() -> Path:
+    from .homedir import home
+    return (home() / "runs").resolve()
+
+
+def _in_runs(runs: Path, stored: str) -> Optional[Path]:
+    """``runs/<name>`` for a row's ``run_dir`` whose directory is ``runs`` (however the home was
+    spelled when it was stored); None for any other place."""
+    path = Path(stored)
+    if not path.is_absolute() or path.name in ("", ".", "..") or path.parent.resolve() != runs:
+        return None
+    return runs / path.name
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def select(age_seconds: float, keep_last: int = 0, *, reconcile: bool = True,
+           now: Optional[float] = None) -> Tuple[List[Candidate], List[Candidate]]:
+    """``(to remove, refused)``: the finished local-state jobs that ended more than
+    ``age_seconds`` ago and are not among the newest ``keep_last`` finished ones, and those of
+    them whose directory is not a real directory of its own under ``runs`` (a link, a file, a
+    directory a job that has not ended names too), which are left alone.  ``reconcile``: read
+    each job's state as ``status`` does (else the stored state: nothing is waited for)."""
     from .homedir import home
     from .plugins import get_provider, providers
+    from .states import TERMINAL
     from .store import Store
-    runs = (home() / "runs").resolve()
     if not (home() / "state.db").exists():
-        return []
-    store = Store()
-    cutoff = time.time() - age_seconds
-    found = []
-    for name, info in sorted(providers().items()):
-        if not getattr(info.cls, "local_state", False):
+        return [], []
+    runs = _runs()
+    rows = Store().list_jobs(limit=10_000_000)
+    installed = providers()  # (only the providers that have rows are imported: local, docker)
+    local = {name for name in {r["provider"] for r in rows}
+             if name in installed and getattr(installed[name].cls, "local_state", False)}
+    rows = [r for r in rows if r["provider"] in local]
+    ended: List[Tuple[float, dict]] = []
+    live_dirs = set()
+    for row in rows:
+        state, ended_at = row["state"], row["ended_at"]
+        if reconcile and state not in TERMINAL:
+            status = get_provider(row["provider"]).status(row["id"])  # a dead supervisor's job is FAILED now
+            state, ended_at = status.state.value, status.ended_at
+        if state in TERMINAL:
+            ended.append((ended_at or row["created_at"], row))
+        else:  # its directory as named, and where that leads
+            live_dirs.update((_in_runs(runs, row["run_dir"]), Path(row["run_dir"]).resolve()))
+    ended.sort(key=lambda e: e[0], reverse=True)
+    cutoff = (now or time.time()) - age_seconds
+    going, refused = [], []
+    for when, row in ended[max(0, keep_last):]:
+        if when > cutoff:
             continue
-        provider = get_provider(name)
-        for row in store.list_jobs(name, limit=1_000_000):
-            status = provider.status(row["id"])  # reconciled: a dead supervisor's job is FAILED now
-            if not status.terminal:
-                continue
-            ended = status.ended_at or row["created_at"]
-            if ended > cutoff:
-                continue
-            run_dir = Path(row["run_dir"]).resolve()
-            if run_dir.parent != runs:  # never outside $CLOUDTRAIN_HOME/runs
-                continue
-            found.append((provider, row["id"], run_dir))
-    return found
+        run_dir = _in_runs(runs, row["run_dir"])
+        if run_dir is None:
+            continue  # never outside $CLOUDTRAIN_HOME/runs
+        found = Candidate(row["provider"], row["id"], run_dir, when)
+        if run_dir in live_dirs or run_dir.resolve() in live_dirs or \
+                (os.path.lexists(run_dir) and not _is_real_dir(run_dir)):
+            refused.append(found)
+        else:
+            going.append(found)
+    return going, refused
+
+
+def keep_in_ledger(store, handle: str) -> None:
+    """The ledger row of ``handle`` as it reads now (its store row's state, times, restarts),
+    written down so that it stays when the store row goes."""
+    from .store import LEDGER_COLUMNS
+    rows = store.ledger_rows("handle = ?", (handle,), 1)
+    if rows:
+        row = dict(rows[0])
+        store.ledger_put({c: row[c] for c in LEDGER_COLUMNS})
+
+
+def remove(found: Candidate, store) -> Optional[int]:
+    """Remove a run's directory (a real one, never through a link) and its store row, keeping
+    its ledger row; the bytes freed, or None when some of the directory could not be removed
+    (files that are not the user's, e.g. a Docker container's as root): its row then stays."""
+    real = _is_real_dir(found.run_dir)
+    size = _size(found.run_dir) if real else 0
+    if real:
+        shutil.rmtree(found.run_dir, ignore_errors=True)
+        if os.path.lexists(found.run_dir):
+            return None
+    keep_in_ledger(store, found.handle)
+    store.forget_job(found.job_id)
+    return size
+
+
+def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stream=None) -> int:
+    """The user config's rule, applied at most once every ``EVERY`` seconds (a submit calls
+    this): jobs read as stored (a job that has not ended stays), at most ``budget`` seconds of
+    removing (what is left is removed on the next submit); one line on ``stream`` (stderr) when
+    something was removed.  The number of runs removed."""
+    from .config import retention
+    from .homedir import home, make_home, private_file
+    from .store import Store
+    rule = retention()
+    if rule.off:
+        return 0
+    now = time.time() if now is None else now
+    stamp = home() / STAMP
+    try:
+        if 0 <= now - stamp.stat().st_mtime < EVERY:
+            return 0
+    except FileNotFoundError:
+        pass
+    make_home()
+    os.utime(private_file(stamp), (now, now))  # claimed first: a submit alongside does not do it too
+    deadline = time.monotonic() + budget
+    found, _ = select(rule.keep_days * 86400, rule.keep_last, reconcile=False, now=now)
+    store = Store() if found else None
+    removed = freed = 0
+    for candidate in found:
+        if time.monotonic() > deadline:
+            os.utime(stamp, (0, 0))  # the rest on the next submit
+            break
+        size = remove(candidate, store)
+        if size is not None:
+            freed, removed = freed + size, removed + 1
+    if removed:
+        print(f"cloudtrain: removed {removed} finished run{'s' if removed != 1 else ''} that ended over "
+              f"{rule.keep_days}d ago ({_human(freed)} freed from {home() / 'runs'}); runs.keep_days in the user "
+              "config sets this (off: never)", file=stream or sys.stderr)
+    return removed
 
 
 def run(args) -> int:
+    from .config import retention, user_config_path
     from .durations import parse_duration
     from .errors import BadInput
-    try:
-        age = parse_duration(args.older_than)
-    except ValueError as exc:
-        raise BadInput(f"--older-than: {exc}") from None
-    jobs = prunable(age)
+    from .store import Store
+    if args.keep_last is not None and args.keep_last < 0:
+        raise BadInput(f"--keep-last {args.keep_last}: expected 0 or more runs to keep")
+    if args.older_than is not None:
+        try:
+            age = parse_duration(args.older_than)
+        except ValueError as exc:
+            raise BadInput(f"--older-than: {exc}") from None
+        age_text, keep_last = args.older_than, args.keep_last or 0
+    else:
+        rule = retention()
+        if rule.off:
+            print(f"retention is off (runs.keep_days in {user_config_path()}); nothing removed: "
+                  "give --older-than AGE to prune now")
+            return 0
+        age, age_text = rule.keep_days * 86400, f"{rule.keep_days}d"
+        keep_last = rule.keep_last if args.keep_last is None else args.keep_last
+    found, refused = select(age, keep_last)
+    store = Store() if found and not args.dry_run else None
     freed = 0
-    for provider, job_id, run_dir in jobs:
-        size = _size(run_dir) if run_dir.exists() else 0
+    done = 0
+    for candidate in found:
+        size = remove(candidate, store) if store is not None else (
+            _size(candidate.run_dir) if _is_real_dir(candidate.run_dir) else 0)
+        if size is None:
+            print(f"could not remove all of {candidate.run_dir} ({candidate.handle}): some files there are not "
+                  "yours (a Docker container's, written as root?); remove the rest (sudo rm -r), then prune again")
+            continue
+        done += 1
         freed += size
-        if not args.dry_run:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            provider.store.forget_job(job_id)
-        print(f"{'would remove' if args.dry_run else 'removed'} {provider.handle(job_id)} ({_human(size)}, {run_dir})")
+        print(f"{'would remove' if args.dry_run else 'removed'} {candidate.handle} ({_human(size)}, {candidate.run_dir})")
+    for candidate in refused:
+        print(f"left {candidate.handle} alone: {candidate.run_dir} is not a run directory of its own "
+              "(a link, a file, or a running job's); remove it yourself if it is not needed")
     verb = "would free" if args.dry_run else "freed"
-    print(f"{len(jobs)} finished run{'s' if len(jobs) != 1 else ''} older than {args.older_than}; {verb} {_human(freed)}")
+    kept = f", beyond the newest {keep_last}" if keep_last else ""
+    print(f"{done} finished run{'s' if done != 1 else ''} older than {age_text}{kept}; "
+          f"{verb} {_human(freed)}")
     return 0

@@ -187,9 +187,9 @@ def test_prune_removes_old_finished_runs_and_never_a_running_one(tmp_path, home)
     for handle in (finished, running):  # the running one made to look as old as can be
         store.update_job(handle.split("://")[1], created_at=week_ago, ended_at=week_ago if handle == finished else None)
     dirs = {h: home / "runs" / h.split("://")[1] for h in (finished, recent, running)}
-    dry = run_cli("prune", "--dry-run", check=0).stdout
+    dry = run_cli("prune", "--older-than", "7d", "--dry-run", check=0).stdout
     assert f"would remove {finished}" in dry and all(d.exists() for d in dirs.values())
-    proc = run_cli("prune", check=0)
+    proc = run_cli("prune", "--older-than", "7d", check=0)
     assert f"removed {finished}" in proc.stdout and "1 finished run older than 7d" in proc.stdout
     assert not dirs[finished].exists() and dirs[recent].exists() and dirs[running].exists()
     assert run_cli("status", running, check=0).stdout.startswith(f"{running}  RUNNING")
