@@ -9,6 +9,12 @@ rows alone, and says on stderr in one line what it removed.  ``cloudtrain prune 
 AGE] [--keep-last N] [--dry-run]`` applies the same rule on demand (its options replace it) and
 reads each job's state as ``status`` does (a job whose supervisor is gone is FAILED first).
 
+The automatic rule never deletes what a job produced: a run whose ``output/`` holds files (where
+a job's results land unless ``storage.output`` points elsewhere) is trimmed instead: everything
+but ``output/``, ``job.log`` and ``plan.json`` goes (the working copies of the code: the bulk), the
+job stays in ``list`` and ``cloudtrain outputs`` still copies its results.  ``cloudtrain prune``,
+asked for by the user, removes the whole directory.
+
 Whichever way: a job that has not ended is never touched, nor a directory a running job's row
 names; only a real directory directly under ``$CLOUDTRAIN_HOME/runs`` is removed (a symbolic
 link there is left alone, never followed), and the job's ledger row keeps its final state, times
@@ -28,6 +34,8 @@ from typing import List, Optional, Tuple
 EVERY = 3600.0  # seconds between two automatic applications of the rule
 BUDGET = 2.0    # seconds an automatic application may take from a submit; the rest waits for the next
 STAMP = ".last-prune"
+TRIMMED = ".trimmed"  # in a run directory the automatic rule trimmed (its output kept)
+KEPT_WHEN_TRIMMED = ("output", "job.log", "plan.json", TRIMMED)
 
 
 def add_parser(sub) -> None:
@@ -170,6 +178,37 @@ def remove(found: Candidate, store) -> Optional[int]:
     return size
 
 
+def has_output(run_dir: Path) -> bool:
+    """Does the run's own ``output/`` (a real directory, not a link) hold any file?"""
+    output = run_dir / "output"
+    if not _is_real_dir(output):
+        return False
+    for _root, _dirs, files in os.walk(output):  # os.walk follows no link by default
+        if files:
+            return True
+    return False
+
+
+def trim(found: Candidate) -> Optional[int]:
+    """Remove all of a run's directory but ``KEPT_WHEN_TRIMMED`` (links removed as links, never
+    followed) and mark it trimmed; the bytes freed, or None when some of it could not be removed."""
+    run_dir = found.run_dir
+    freed = 0
+    for child in run_dir.iterdir():
+        if child.name in KEPT_WHEN_TRIMMED:
+            continue
+        if _is_real_dir(child):
+            freed += _size(child)
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            freed += os.lstat(child).st_size
+            child.unlink()
+        if os.path.lexists(child):
+            return None
+    (run_dir / TRIMMED).touch()
+    return freed
+
+
 def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stream=None) -> int:
     """The user config's rule, applied at most once every ``EVERY`` seconds (a submit calls
     this): jobs read as stored (a job that has not ended stays), at most ``budget`` seconds of
@@ -192,20 +231,26 @@ def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stre
     os.utime(private_file(stamp), (now, now))  # claimed first: a submit alongside does not do it too
     deadline = time.monotonic() + budget
     found, _ = select(rule.keep_days * 86400, rule.keep_last, reconcile=False, now=now)
+    found = [c for c in found if not (c.run_dir / TRIMMED).exists()]
     store = Store() if found else None
-    removed = freed = 0
+    removed = trimmed = freed = 0
     for candidate in found:
         if time.monotonic() > deadline:
             os.utime(stamp, (0, 0))  # the rest on the next submit
             break
-        size = remove(candidate, store)
+        keep_output = _is_real_dir(candidate.run_dir) and has_output(candidate.run_dir)
+        size = trim(candidate) if keep_output else remove(candidate, store)
         if size is not None:
-            freed, removed = freed + size, removed + 1
-    if removed:
-        print(f"cloudtrain: removed {removed} finished run{'s' if removed != 1 else ''} that ended over "
-              f"{rule.keep_days}d ago ({_human(freed)} freed from {home() / 'runs'}); runs.keep_days in the user "
-              "config sets this (off: never)", file=stream or sys.stderr)
-    return removed
+            freed += size
+            trimmed, removed = (trimmed + 1, removed) if keep_output else (trimmed, removed + 1)
+    if removed or trimmed:
+        what = [f"removed {removed} finished run{'s' if removed != 1 else ''}"] if removed else []
+        if trimmed:
+            what.append(f"the working copies of {trimmed} whose output/ is kept")
+        print(f"cloudtrain: {' and '.join(what)} that ended over {rule.keep_days}d ago ({_human(freed)} freed from "
+              f"{home() / 'runs'}); runs.keep_days in the user config sets this (off: never)",
+              file=stream or sys.stderr)
+    return removed + trimmed
 
 
 def run(args) -> int:

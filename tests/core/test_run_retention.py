@@ -171,3 +171,26 @@ def test_config_set_takes_the_rule_and_refuses_what_it_could_not_apply(tmp_path)
     project.write_text("runs: {keep_days: 1}\n")  # a team's file cannot shorten this machine's retention
     proc = run_cli("validate", job, env=env)
     assert proc.returncode == 2 and f"{project}:1: runs: the retention of runs is this machine's" in proc.stderr
+
+
+def test_the_automatic_rule_keeps_what_a_job_produced_and_prune_removes_it_when_asked(tmp_path, home, monkeypatch):
+    """A run whose output/ holds files loses its working copies, not its results: the job stays in
+    ``list`` and ``cloudtrain outputs`` still copies them; ``cloudtrain prune`` removes it whole."""
+    from cloudtrain.prune import apply_retention
+    monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(tmp_path / "user-config.yaml"))
+    (tmp_path / "user-config.yaml").write_text("runs: {keep_days: 7, keep_last: 0}\n")
+    handle, run_dir = ended_run(home, "trained", 8)
+    (run_dir / "output").mkdir()
+    (run_dir / "output" / "model.pt").write_bytes(b"weights")
+    (run_dir / "plan.json").write_text('{"output_dir": "%s"}' % (run_dir / "output"))
+    now = time.time()
+    assert apply_retention(now=now) == 1
+    assert not (run_dir / "code").exists()  # the bulk went
+    assert (run_dir / "output" / "model.pt").read_bytes() == b"weights" and (run_dir / "job.log").exists()
+    assert handle in run_cli("list", check=0).stdout
+    dest = tmp_path / "got"
+    run_cli("outputs", handle, "--dest", str(dest), check=0)
+    assert (dest / "model.pt").read_bytes() == b"weights"
+    assert apply_retention(now=now + 2 * 3600) == 0  # trimmed once: not again
+    run_cli("prune", check=0)
+    assert not run_dir.exists()
