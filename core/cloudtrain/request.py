@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, Generic, List, Mapping, Optional, TypeVar
@@ -63,25 +64,29 @@ T = TypeVar("T")
 def fill(content: T, values: Mapping[str, str]) -> T:
     """``content`` with every placeholder (a key of ``values``) replaced by its value: a copy,
     through dataclasses (``dataclasses.replace``), dicts, lists and tuples; in a ``ShellText`` or
-    ``JsonText`` the value is encoded for it, in any other string it goes as it is."""
+    ``JsonText`` the value is encoded for it, in any other string it goes as it is.  One pass:
+    a value that holds a placeholder's text is never filled in again."""
     if not values:
         return content
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
+    return _fill(content, values, pattern)
+
+
+def _fill(content: Any, values: Mapping[str, str], pattern: "re.Pattern[str]") -> Any:
     if isinstance(content, str):
         encode = getattr(type(content), "fill_encoding", None)
-        text = str(content)
-        for placeholder, value in values.items():
-            if placeholder in text:
-                text = text.replace(placeholder, encode(value) if encode else value)
-        return type(content)(text) if type(content) is not str else text  # type: ignore[return-value]
+        text = pattern.sub(lambda m: encode(values[m.group()]) if encode else values[m.group()], content)
+        return type(content)(text) if type(content) is not str else text
     if dataclasses.is_dataclass(content) and not isinstance(content, type):
-        changes = {f.name: fill(getattr(content, f.name), values) for f in dataclasses.fields(content) if f.init}
-        return dataclasses.replace(content, **changes)  # type: ignore[return-value]
+        changes = {f.name: _fill(getattr(content, f.name), values, pattern)
+                   for f in dataclasses.fields(content) if f.init}
+        return dataclasses.replace(content, **changes)
     if isinstance(content, dict):
-        return type(content)((fill(k, values), fill(v, values)) for k, v in content.items())  # type: ignore
+        return type(content)((_fill(k, values, pattern), _fill(v, values, pattern)) for k, v in content.items())
     if isinstance(content, list):
-        return [fill(v, values) for v in content]  # type: ignore[return-value]
+        return [_fill(v, values, pattern) for v in content]
     if isinstance(content, tuple):
-        return type(content)(fill(v, values) for v in content)  # type: ignore[return-value]
+        return type(content)(_fill(v, values, pattern) for v in content)
     return content
 
 
