@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from cloudtrain.cloud import CloudProvider
-from cloudtrain.errors import BadInput, JobFileError, PlatformError
+from cloudtrain.errors import JobFileError, PlatformError
 from cloudtrain.job import JobSpec
 from cloudtrain.request import CodeUpload
 
@@ -19,7 +19,6 @@ from .render import S3_URI, require_secret_ids
 from .sdk import AwsClients, aws_credentials, no_region  # noqa: F401  (eks imports aws_credentials from here)
 
 if TYPE_CHECKING:  # annotations only: render imports no SDK
-    from cloudtrain.shipping import Archive
     from boto3.session import Session
     from botocore.client import BaseClient
 
@@ -28,15 +27,6 @@ if TYPE_CHECKING:  # annotations only: render imports no SDK
 _lock = threading.RLock()
 _efa: Dict[tuple, Optional[dict]] = {}
 _efa_locks: Dict[tuple, threading.Lock] = {}
-
-
-def code_archive(job: JobSpec, targets: Iterable[str]) -> Tuple[Archive, str]:
-    """The job's code with the launcher bundle (a ``shipping.Archive``: a file to upload from)
-    and its sha256 (``shipping.packed``, packed once in a process)."""
-    from cloudtrain import shipping
-    if not job.code_path.is_dir():
-        raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
-    return shipping.packed(job, list(targets))
 
 
 class AwsProvider(AwsClients, CloudProvider):
@@ -98,11 +88,6 @@ class AwsProvider(AwsClients, CloudProvider):
         return (region or None) if sep else None, name
 
     # -- code ---------------------------------------------------------------------------------
-    @staticmethod
-    def uses_ssh(job: JobSpec) -> bool:
-        """Does node 0's mpirun/horovodrun reach the other nodes over ssh (their sshd)?"""
-        return job.distribution.type in ("mpi", "horovod") and job.distribution.nodes > 1
-
     def code_store(self, upload: CodeUpload):
         """The S3 store on this provider's own s3 client (the upload's region): what core's
         ``ship`` puts the code archive in."""

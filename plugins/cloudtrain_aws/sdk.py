@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # annotations only: render imports no SDK
     from boto3.session import Session
     from botocore.client import BaseClient
 
-SERVICES = ("sagemaker", "ec2", "ssm", "s3", "logs")  # the clients a provider can be given
-
 _HINTS = (
     (("AccessDenied", "UnauthorizedOperation", "AuthFailure", "AccessDeniedException"),
      "grant the calling IAM identity this permission, or use other credentials (AWS_PROFILE)"),
