@@ -148,7 +148,8 @@ class AwsProvider(AwsClients, CloudProvider):
         info = self.efa_info(instance_type, region)
         if rdma == "on":
             if info is not None and not info["supported"] and not info.get("unknown"):
-                raise JobFileError.at(job, ("network", "rdma"), f"{instance_type} has no EFA (EC2 DescribeInstanceTypes: "
+                raise JobFileError.at(job, ("network", "rdma"),
+                                      f"{instance_type} has no EFA (EC2 DescribeInstanceTypes: "
                                       "EfaSupported false); use an EFA instance type (e.g. p4d.24xlarge, p5.48xlarge, "
                                       "trn1.32xlarge) or set network.rdma to auto or off")
             return info or {"supported": True, "max_interfaces": 1, "network_cards": 1}

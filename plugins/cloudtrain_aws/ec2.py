@@ -4,10 +4,12 @@ Rendering gives the ``RunInstances`` request (N instances, a cluster placement g
 interfaces when RDMA applies, the job's tags), the code upload, and each node's launch script
 (``shell/script``, one for every node): host names, the job's code fetched from S3, the node's
 rank (its instance id's place in the job's instance list; SSM's agent sets ``AWS_SSM_INSTANCE_ID``),
-``cloudtrain launch``; for mpi/horovod, ssh from node 0 to the others as AWS's blog on multi-node training on EC2 advises (``-x``
+``cloudtrain launch``; for mpi/horovod, ssh from node 0 to the others as AWS's blog on multi-node
+training on EC2 advises (``-x``
 forwarding and ``btl_tcp_if_include`` come from the launcher; thread variables default to 1;
 a non-default ssh port when asked).  Submitting starts the instances, waits until SSM sees
-them, then sends the script with one ``SendCommand`` per 50 nodes (SSM's limit), all nodes at once.  Status comes from the command
+them, then sends the script with one ``SendCommand`` per 50 nodes (SSM's limit), all nodes at once.
+Status comes from the command
 invocations and the instances' states, logs from SSM's output (or CloudWatch Logs), and
 ``cancel`` terminates only instances tagged with the job's id.  The lifecycle is
 ``CloudProvider``'s: this module checks the options and gives the EC2 and SSM calls; the request
@@ -70,7 +72,8 @@ class Ec2Provider(AwsProvider):
     def options(cls, job: JobSpec) -> Ec2Options:
         """The section's options with the neutral spot and max_runtime in them."""
         # SSM's AWS-RunShellScript document: executionTimeout "Maximum is 172800 (48 hours)"
-        at_most(job, ("max_runtime",), job.max_runtime, EC2_MAX_RUNTIME, "SSM allows a node's script (executionTimeout)")
+        at_most(job, ("max_runtime",), job.max_runtime, EC2_MAX_RUNTIME,
+                "SSM allows a node's script (executionTimeout)")
         return with_neutral(job, cls.name, super().options(job), {
             "spot": (("spot",), job.spot),
             "max_runtime_seconds": (("max_runtime",), job.max_runtime, job.max_runtime_text),
@@ -111,7 +114,8 @@ class Ec2Provider(AwsProvider):
                                     "the AMI or in providers.ec2.setup"))
         row = cls.instance(job, options).row
         if job.network.rdma == "auto" and not options.subnet_id and efa_devices("auto", row):
-            out.append((("providers", "ec2", "subnet_id"), f"is not set, so this {row.instance_type} job runs without EFA "
+            out.append((("providers", "ec2", "subnet_id"),
+                        f"is not set, so this {row.instance_type} job runs without EFA "
                         f"(its {row.efa} EFA interfaces need a subnet): set subnet_id to use EFA, or network.rdma: "
                         "off to say the job goes without it"))
         return out
@@ -333,7 +337,8 @@ class Ec2Provider(AwsProvider):
 
             def label(stream: str) -> str:  # the node of the stream's instance
                 return f"node{nodes.get((stream.split('/') + [''])[1], '?')}"
-            yield from self.cloudwatch_chunk(self.split_id(job_id)[0], group, [c + "/" for c in commands], label, cursor)
+            yield from self.cloudwatch_chunk(self.split_id(job_id)[0], group, [c + "/" for c in commands], label,
+                                             cursor)
             return
         shown: Dict[str, int] = cursor.setdefault("shown", {})
         for inst in instances:
@@ -392,7 +397,8 @@ class Ec2Provider(AwsProvider):
         instances = self._instances(region, name)
         if not instances:
             raise JobNotFound(f"no ec2 job {job_id!r} (no instance tagged {TAG_JOB}={name}; EC2 forgets terminated "
-                              "instances after about an hour: then fetch <storage.output>/<job id>/ with `aws s3 sync`)")
+                              "instances after about an hour: then fetch <storage.output>/<job id>/ with "
+                              "`aws s3 sync`)")
         output = tag(instances[0], TAG_OUTPUT)
         if not output:
             raise BadInput(f"{name} has no storage.output: its nodes kept their output in <workdir>/{name}/output; "
@@ -409,7 +415,8 @@ class Ec2Provider(AwsProvider):
                 for reservation in page.get("Reservations", []):
                     for inst in reservation.get("Instances", []):
                         by_job.setdefault(tag(inst, TAG_JOB), []).append(inst)
-        return [self._to_status(f"{region}/{name}", self._nodes(region, insts)) for name, insts in sorted(by_job.items())]
+        return [self._to_status(f"{region}/{name}", self._nodes(region, insts))
+                for name, insts in sorted(by_job.items())]
 
 
 def tag(instance: dict, key: str) -> Optional[str]:

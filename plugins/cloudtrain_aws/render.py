@@ -171,7 +171,8 @@ class SageMakerRequest(Request):
     secrets: Optional[dict] = None  # secretsmanager/GetSecretValue: what every node reads
 
     def artifacts(self) -> List[Artifact]:
-        out = [Artifact("s3/PutObject", "code", self.put), Artifact("sagemaker/CreateTrainingJob", self.name, self.create)]
+        out = [Artifact("s3/PutObject", "code", self.put),
+               Artifact("sagemaker/CreateTrainingJob", self.name, self.create)]
         return out + ([Artifact("secretsmanager/GetSecretValue", "node", self.secrets)] if self.secrets else [])
 
     @property
@@ -182,7 +183,8 @@ class SageMakerRequest(Request):
 def sagemaker_instance(job: JobSpec, options: SageMakerOptions) -> Choice:
     """The ml.* instance type (from the catalog: resources.accelerator x gpus_per_node, or the
     named one, checked); ml.m5.xlarge for a job without GPUs."""
-    return choose(job, SAGEMAKER_RULES, options.instance_type) or cpu_default(job, SAGEMAKER_RULES, SAGEMAKER_CPU_DEFAULT)
+    return (choose(job, SAGEMAKER_RULES, options.instance_type)
+            or cpu_default(job, SAGEMAKER_RULES, SAGEMAKER_CPU_DEFAULT))
 
 
 def input_channels(job: JobSpec, options: SageMakerOptions) -> Dict[str, str]:
@@ -244,7 +246,8 @@ def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str)
         channels.append({"ChannelName": name, "InputMode": "File",
                          "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
                                                          "S3DataDistributionType": "FullyReplicated"}}})
-    resources = {"InstanceType": sagemaker_instance(job, options).instance_type, "InstanceCount": job.distribution.nodes,
+    resources = {"InstanceType": sagemaker_instance(job, options).instance_type,
+                 "InstanceCount": job.distribution.nodes,
                  "VolumeSizeInGB": options.volume_gb}
     if options.keep_alive_seconds is not None:
         resources["KeepAlivePeriodInSeconds"] = options.keep_alive_seconds
@@ -343,7 +346,8 @@ CHECKPOINT_SYNC_SECONDS = 60  # how often a node copies its checkpoint directory
 # ``python3 -c FETCH URL FILE``: the presigned URL's object to FILE, in chunks (then unpack.BOOTSTRAP
 # checks its sha256 and unpacks it: the node needs no S3 permission, and no cloudtrain installed).
 FETCH = ("import shutil,sys,urllib.request as u\n"
-         "with u.urlopen(sys.argv[1], timeout=900) as r, open(sys.argv[2], 'wb') as f: shutil.copyfileobj(r, f, 1 << 20)")
+         "with u.urlopen(sys.argv[1], timeout=900) as r, open(sys.argv[2], 'wb') as f: "
+         "shutil.copyfileobj(r, f, 1 << 20)")
 # The node script's template: ``@word@`` is one shell word (filled shell-quoted: ``ShellText``),
 # a line ``#@ block`` the lines a job's settings make (or none).  It passes shellcheck as it is.
 NODE_TEMPLATE = "ec2_node.sh"
@@ -545,7 +549,8 @@ def checkpoint_sync(job: JobSpec) -> List[str]:
     return [
         "# storage.checkpoint: the last attempt's checkpoints down from S3, this one's up while it runs",
         f"STEP={shlex.quote(f'downloading the checkpoint from {uri}')}",
-        'command -v aws >/dev/null || { echo "[cloudtrain] storage.checkpoint needs the AWS CLI on the AMI" >&2; exit 2; }',
+        'command -v aws >/dev/null || '
+        '{ echo "[cloudtrain] storage.checkpoint needs the AWS CLI on the AMI" >&2; exit 2; }',
         'export CLOUDTRAIN_CHECKPOINT_DIR="$WORK/checkpoint"',
         'mkdir -p "$CLOUDTRAIN_CHECKPOINT_DIR"',
         f'aws s3 sync --only-show-errors {q} "$CLOUDTRAIN_CHECKPOINT_DIR"',
@@ -618,7 +623,8 @@ def node_blocks(job: JobSpec, options: Ec2Options) -> Dict[str, List[str]]:
         "shm": ["STEP='sizing /dev/shm'", f"mount -o remount,size={int(job.resources.shm_gb * 1024)}m /dev/shm"]
         if job.resources.shm_gb else [],
         "ssh": ssh_lines(options) if uses_ssh(job) else [],
-        "setup": ["# providers.ec2.setup", "STEP='running providers.ec2.setup'", *options.setup] if options.setup else [],
+        "setup": ["# providers.ec2.setup", "STEP='running providers.ec2.setup'", *options.setup]
+        if options.setup else [],
     }
     env = dict(job.env)
     if job.distribution.type in ("mpi", "horovod"):
@@ -642,7 +648,8 @@ def node_blocks(job: JobSpec, options: Ec2Options) -> Dict[str, List[str]]:
     blocks["checkpoint"] = checkpoint_sync(job)
     # a type newer than the catalog: EC2 is asked at submit
     blocks["efa"] = [EFA_MARK] if job.network.rdma == "auto" and row is None else []
-    launch = [options.python, "-m", NODE_MODULE.partition(":")[0], "--", *shipping.launch_argv(job, python=options.python)]
+    launch = [options.python, "-m", NODE_MODULE.partition(":")[0], "--",
+              *shipping.launch_argv(job, python=options.python)]
     blocks["launch"] = ["PYTHONPATH=.cloudtrain${PYTHONPATH:+:$PYTHONPATH} " + shlex.join(launch)]
     blocks["checkpoint-end"] = ["ckpt_stop", "ckpt_up || true"] if job.storage.checkpoint else []
     blocks["output"] = output_copy(job, options)

@@ -101,7 +101,8 @@ class SageMakerProvider(AwsProvider):
         options = cls._with_storage_output(job, cls.section_options(job))
         # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
         # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
-        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
+        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME,
+                "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
         return with_neutral(job, cls.name, options, {
             "spot": (("spot",), job.spot),
             "max_runtime_seconds": (("max_runtime",), job.max_runtime, job.max_runtime_text),
@@ -125,7 +126,8 @@ class SageMakerProvider(AwsProvider):
         if bool(options.subnets) != bool(options.security_group_ids):
             raise self.job_error(job, ("providers", "sagemaker", "subnets"), "subnets and security_group_ids go "
                                  "together (VpcConfig); set both or neither")
-        if options.spot and options.max_wait_seconds is not None and options.max_wait_seconds < options.max_runtime_seconds:
+        if (options.spot and options.max_wait_seconds is not None
+                and options.max_wait_seconds < options.max_runtime_seconds):
             raise self.job_error(job, ("providers", "sagemaker", "max_wait_seconds"),
                                  f"must be >= max_runtime_seconds ({options.max_runtime_seconds})")
         check_secret_ids(job, "sagemaker", options.secrets_manager)
