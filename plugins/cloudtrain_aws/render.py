@@ -605,6 +605,11 @@ def node_script(job: JobSpec, options: Ec2Options) -> str:
     from pathlib import Path
     words = {"@nodes@": str(job.distribution.nodes), "@name@": job.name, "@workdir@": options.workdir,
              "@python@": options.python, "@fetch@": FETCH}
+    for option in ("workdir", "python"):  # fill replaces one slot after another: none may hold a slot
+        slot = next((w for w in words if w in getattr(options, option)), None)
+        if slot:
+            raise JobFileError.at(job, ("providers", "ec2", option), f"holds {slot}, a slot of the node script's "
+                                  "template (cloudtrain_aws/ec2_node.sh); write it otherwise")
     text = fill(ShellText(Path(__file__).with_name(NODE_TEMPLATE).read_text()), words)
     blocks = {f"#@ {name}\n": "".join(line + "\n" for line in lines)
               for name, lines in node_blocks(job, options).items()}

@@ -102,3 +102,13 @@ def test_cancel_terminates_the_instances_an_ended_job_kept(aws):
     assert run.cancel().state is State.SUCCEEDED
     assert {i["State"]["Name"] for i in job_instances(aws, name)} == {"terminated"}
     assert aws.count("TerminateInstances") == 1 and aws.count("CancelCommand") == 0
+
+
+@pytest.mark.parametrize("option,value", [("workdir", "/opt/@python@"), ("python", "/opt/@fetch@/python3")])
+def test_a_value_holding_a_slot_of_the_template_is_refused_at_its_line(option, value):
+    """The template's slots are filled one after another: a workdir holding ``@python@`` would get
+    the Python's quoted word inside its own quotes.  Such a value is exit 2 at its option."""
+    from cloudtrain.errors import JobFileError
+    from cloudtrain.plugins import get_provider
+    with pytest.raises(JobFileError, match=f"providers.ec2.{option}: holds @"):
+        get_provider("ec2").render(job(options={option: value, "python": "a;b" if option == "workdir" else value}))
