@@ -12,7 +12,19 @@ import pytest
 import cloudtrain
 from cloudtrain.cloud import CloudProvider
 from cloudtrain.provider import Provider, State
-from test_aws_ec2 import BUCKET, aws, command_of, digits, job, job_instances, provider, server  # noqa: F401 (fixtures)
+from aws_double import AwsDouble
+from test_aws_ec2 import BUCKET, command_of, digits, job, job_instances, provider
+
+
+@pytest.fixture(scope="module")
+def server():
+    with AwsDouble() as aws:
+        yield aws
+
+
+@pytest.fixture
+def aws(server, monkeypatch):
+    return server.fresh(monkeypatch, BUCKET, instance_profile="cloudtrain-node")
 
 
 def shellcheck() -> str:
@@ -36,14 +48,15 @@ def test_the_ec2_node_template_passes_shellcheck_as_it_is():
 def test_ec2_job_values_reach_the_script_as_one_quoted_word(tmp_path):
     """A workdir and a Python with spaces and `$`: fill quotes each one as a shell word."""
     from cloudtrain.plugins import get_provider
-    rendered = get_provider("ec2").render(job(options={"workdir": "/opt/my work/$HOME", "python": "/opt/py env/python3"}))
+    rendered = get_provider("ec2").render(job(options={"workdir": "/opt/my work/$HOME",
+                                                       "python": "/opt/py env/python3"}))
     script = rendered.request.node_script
     assert "WORK='/opt/my work/$HOME'/\"$JOB\"\n" in script
     assert "\n  '/opt/py env/python3' -c 'import shutil" in script
     path = tmp_path / "node.sh"
     path.write_text(script)
-    proc = subprocess.run([shellcheck(), "-s", "sh", "-S", "warning", "-f", "gcc", str(path)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([shellcheck(), "-s", "sh", "-S", "warning", "-f", "gcc", str(path)], capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout
 
 
