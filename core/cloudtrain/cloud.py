@@ -11,7 +11,8 @@ platform's calls.  No plugin overrides a step of the template.
 - ``status``: ``_describe`` + ``_to_status``, read at most once per ``status_poll`` seconds
   (the CLI's status line and the log follower share the read);
 - ``cancel``: idempotent: a job that ended, or is stopping, is left alone; ``_stop`` otherwise,
-  and a stop that fails because the job ended meanwhile is not an error;
+  and a stop that fails because the job ended meanwhile is not an error; then ``_release``
+  (whatever the job's state: what a job holds after its end, e.g. instances kept up);
 - ``logs``: ``_log_chunks`` until the job ends, one read per ``status_poll`` seconds; the
   secrets' values of a job this process submitted (found or created) are masked in them.
 
@@ -113,6 +114,12 @@ class CloudProvider(Provider):
     def _stop(self, job_id: str) -> None:
         """Ask the platform to stop a running job."""
 
+    def _release(self, job_id: str) -> bool:
+        """What the job still holds, let go (``cancel`` calls it whatever the job's state, after
+        ``_stop``: e.g. machines a platform keeps up after the job ended); True when something
+        was (the status is then read again).  Nothing by default."""
+        return False
+
     def _log_chunks(self, job_id: str, described: Any, cursor: Dict[str, Any], final: bool) -> Iterable[str]:
         """The lines logged since the last call (``cursor`` is the plugin's own state between
         calls, empty at first); ``final``: the job has ended, flush what is pending.  A plugin
@@ -188,6 +195,10 @@ class CloudProvider(Provider):
         return self.fresh_status(job_id)
 
     def cancel(self, job_id: str) -> JobStatus:
+        status = self._stop_unless_ended(job_id)
+        return self.fresh_status(job_id) if self._release(job_id) else status
+
+    def _stop_unless_ended(self, job_id: str) -> JobStatus:
         status = self.fresh_status(job_id)
         if status.terminal or (status.raw_state or "") in self.stopping:
             return status

@@ -15,8 +15,9 @@ from typing import Dict, Optional
 from cloudtrain.catalog import Catalog, Instance, load, package_file
 from cloudtrain.instances import InstanceRules
 
-from .common import EFA_ENV
-
+# EFA presets for libfabric / NCCL on EFA instances (SageMaker's and the AWS DLAMI's choices;
+# libfabric >= 1.18 turns on device RDMA by itself where the instance has it).
+EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1"}
 DEFAULTS = ("A10G", "L4", "T4", "L40S", "A100", "H100")
 EC2_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 # libfabric's EFA provider: use the device's RDMA read.  Only where the catalog says the device

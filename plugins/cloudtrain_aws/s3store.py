@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional, Tuple
 from cloudtrain.errors import PlatformError
 from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
 
-from .common import hint_for
+from .sdk import hint_for
 
 
 class S3Store(ObjectStore):
@@ -34,10 +34,10 @@ class S3Store(ObjectStore):
         if self._client is None:
             import boto3
             from botocore.config import Config
-            from .common import AwsProvider, aws_credentials
+            from .sdk import AwsClients, aws_credentials
             session = boto3.session.Session()
             aws_credentials(session)  # MissingCredentials, naming where boto3 looked
-            config = AwsProvider.retry_config().merge(Config(signature_version="s3v4"))
+            config = AwsClients.retry_config().merge(Config(signature_version="s3v4"))
             self._client = session.client("s3", region_name=self.region, endpoint_url=self.endpoint, config=config)
         return self._client
 

@@ -5,8 +5,9 @@ and the code upload (``s3/PutObject``).  Every node runs the launcher shipped in
 (``ContainerEntrypoint``/``ContainerArguments``), which reads SageMaker's node environment
 (``cloudtrain_aws.detect``) and starts torchrun / mpirun / deepspeed / ray / TF_CONFIG.  Submitting
 is idempotent: the job's name carries the hash of its spec, and a create that finds the name
-taken attaches to that job.  The lifecycle is ``CloudProvider``'s: this module gives the
-SageMaker calls (``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_chunks``).
+taken attaches to that job.  The lifecycle is ``CloudProvider``'s: this module checks the
+options and gives the SageMaker calls (``_create``, ``_describe``, ``_to_status``, ``_stop``,
+``_log_chunks``); the request is built in ``render.py``, the options are ``options.py``'s.
 """
 from __future__ import annotations
 
@@ -14,77 +15,22 @@ import json
 import warnings
 from typing import Any, Dict, List, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from cloudtrain import shipping, storage
-from cloudtrain.launch import sshd
-from cloudtrain.launch.unpack import BOOTSTRAP
-from cloudtrain.launch.plans import SSH_WAIT
+from cloudtrain import storage
 from cloudtrain.cloud import timestamp
-from cloudtrain.catalog import Instance
-from cloudtrain.instances import Choice, choose, cpu_default
 from cloudtrain.errors import CloudtrainWarning, PlatformError
+from cloudtrain.instances import Choice
 from cloudtrain.job import JobSpec
-from cloudtrain.provider import Artifact, Cluster, JobStatus, Rendered, State
+from cloudtrain.provider import Cluster, JobStatus, State
+from cloudtrain.request import Placeholder, Rendered, fill
 from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
-from .common import (CODE_DIGEST, S3_URI, EFA_ENV, NODE_MODULE, SPEC_HASH, TAG_HASH, TAG_NAME, AwsProvider, artifact,
-                     check_secret_ids, env_names_variables, secret_id_variables, secrets_artifact, fill, job_name, join_s3, parse_s3, strip_empty)
-from .instances import SAGEMAKER_RULES, efa_devices, efa_env
+from .common import AwsProvider
+from .instances import EFA_ENV, SAGEMAKER_RULES
+from .options import SageMakerOptions
+from .render import (CODE_CHANNEL, MAX_RUNTIME, NODE_MODULE, RETRY_SAYS, S3_URI, TAG_NAME,
+                     SageMakerRequest, check_secret_ids, job_name, parse_s3, sagemaker_instance, sagemaker_request)
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-CODE_CHANNEL = "code"
-ROLE_PLACEHOLDER = "<providers.sagemaker.role_arn>"
-OUTPUT_PLACEHOLDER = "s3://<providers.sagemaker.output_s3>"
-INPUT_DATA_DIR = "/opt/ml/input/data"  # a File-mode channel's local directory: /opt/ml/input/data/<channel>
-# The container's first step: check and unpack the code channel's archive, then exec the launcher.
-# ContainerEntrypoint is ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, <archive sha256>]
-# and SageMaker appends ContainerArguments (the launcher's argv, the image's Python first): so
-# "$1" is the bootstrap's Python, "$2" the digest, "$3" the Python that runs it.  Each item is
-# limited to 256 characters (botocore: TrainingContainerEntrypointString), so this stays short.
-BOOT = ('set -e; d="${CLOUDTRAIN_CODE_DIR:-/opt/ml/code}"; '
-        '"$3" -c "$1" --sha256 "$2" "${SM_CHANNEL_CODE:-/opt/ml/input/data/code}/code.tar.gz" "$d"; shift 2; '
-        'cd "$d"; export PYTHONPATH="$d/.cloudtrain${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"')
-MAX_ARG = 256
-# botocore's model, RetryStrategy: "The retry strategy to use when a training job fails due to an
-# InternalServerError"; MaximumRetryAttempts: "When the job is retried, it's SecondaryStatus is
-# changed to STARTING".  A failure of the job's own code is AlgorithmError, never retried.
-RETRY_SAYS = ("SageMaker retries the job (RetryStrategy) only after an InternalServerError of its own; a "
-              "failure of the job's code (a crash, out of memory, an NCCL timeout) ends it FAILED and is not "
-              "restarted; SageMaker resumes an interrupted spot job by itself")
-MAX_RUNTIME = 28 * 86400  # seconds: StoppingCondition.MaxRuntimeInSeconds and MaxWaitTimeInSeconds
-NAME_RE = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
-
-
-class SageMakerOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    role_arn: Optional[str] = Field(None, description="IAM role the job runs as (needed to submit), e.g. arn:aws:iam::123456789012:role/train")
-    output_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the job's outputs: model.tar.gz holds what the job wrote to CLOUDTRAIN_OUTPUT_DIR (needed to submit)")
-    code_s3: Optional[str] = Field(None, description="s3://bucket/prefix for the code archives (default: <output_s3>/cloudtrain-code)")
-    region: Optional[str] = Field(None, description="AWS region (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
-    image: Optional[str] = Field(None, description="training image, e.g. an ECR URI (default: the job's image)")
-    instance_type: Optional[str] = Field(None, description="ml.* instance type (default: resolved from resources.accelerator x gpus_per_node or resources.instance_type, see docs/resources.md; ml.m5.xlarge without GPUs)")
-    volume_gb: int = Field(30, ge=1, le=16384, description="EBS volume per instance, GiB")
-    max_runtime_seconds: int = Field(86400, ge=1, le=2419200, description="StoppingCondition.MaxRuntimeInSeconds: SageMaker stops the job after this")
-    spot: bool = Field(False, description="managed spot training (EnableManagedSpotTraining); checkpoints default to <output_s3>/<name>/checkpoints")
-    max_wait_seconds: Optional[int] = Field(None, ge=1, le=2419200, description="spot: MaxWaitTimeInSeconds, run time plus waiting for capacity (default: 2 x max_runtime_seconds)")
-    checkpoint_s3: Optional[str] = Field(None, description="s3:// URI SageMaker syncs checkpoint_dir with (CheckpointConfig)")
-    checkpoint_dir: str = Field("/opt/ml/checkpoints", description="checkpoint directory in the container (CLOUDTRAIN_CHECKPOINT_DIR)")
-    inputs: Dict[str, str] = Field(default_factory=dict, description="input channels: name -> s3:// URI, downloaded to /opt/ml/input/data/<name>")
-    subnets: List[str] = Field(default_factory=list, max_length=16, description="VpcConfig subnets (with security_group_ids)")
-    security_group_ids: List[str] = Field(default_factory=list, max_length=5, description="VpcConfig security groups (with subnets)")
-    network_isolation: bool = Field(False, description="EnableNetworkIsolation: the container has no network access")
-    encrypt_inter_node_traffic: bool = Field(False, description="EnableInterContainerTrafficEncryption")
-    keep_alive_seconds: Optional[int] = Field(None, ge=0, le=3600, description="warm pool: keep the instances this long after the job (KeepAlivePeriodInSeconds)")
-    secrets_manager: Dict[str, str] = Field(default_factory=dict, description="where each of the job's secrets is read in the node: NAME -> Secrets Manager ARN or name (ARN#key for a JSON key)")
-    tags: Dict[str, str] = Field(default_factory=dict, description="extra tags of the training job")
-    python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
-    run_label: Optional[str] = Field(None, description="any label: changing it makes an otherwise identical job a new one (the spec hash changes)")
-
-
-# ml.m5.xlarge: 4 vCPUs, 16 GiB (aws.amazon.com/sagemaker/pricing, "Instance details"; EC2's m5.xlarge)
-CPU_DEFAULT = Instance("ml.m5.xlarge", vcpus=4, memory_gb=16)
 
 
 class SageMakerProvider(AwsProvider):
@@ -101,6 +47,7 @@ class SageMakerProvider(AwsProvider):
                 "region": "us-east-1"}
     s3_options = ("output_s3", "code_s3", "checkpoint_s3", "inputs")
     storage_schemes = ("s3",)  # storage.inputs -> input channels, storage.output -> OutputDataConfig
+    node_modules = (NODE_MODULE,)  # the node prelude, shipped in the code archive's launcher bundle
 
     @classmethod
     def _with_storage_output(cls, job: JobSpec, options):
@@ -112,10 +59,6 @@ class SageMakerProvider(AwsProvider):
                                 f"{options.output_s3}; keep one of them")
         return options.model_copy(update={"output_s3": output}) if output else options
 
-    @staticmethod
-    def input_channels(job: JobSpec, options: SageMakerOptions) -> Dict[str, str]:
-        """Channel name -> S3 URI: providers.sagemaker.inputs and the neutral storage.inputs."""
-        return {**options.inputs, **job.storage.inputs}
     # The one table: SageMaker's status -> neutral.  While InProgress, the SecondaryStatus is
     # looked up; a terminal status is looked up as "Status/SecondaryStatus" first (a job stopped
     # for exceeding its run time failed, it was not cancelled), then as the status.
@@ -141,7 +84,7 @@ class SageMakerProvider(AwsProvider):
             return cls.states[secondary]
         return cls.states.get(status, State.UNKNOWN)
 
-    # -- render (pure) -------------------------------------------------------------------------
+    # -- options and checks --------------------------------------------------------------------
     @classmethod
     def instance_rules(cls):
         return SAGEMAKER_RULES
@@ -158,7 +101,8 @@ class SageMakerProvider(AwsProvider):
         options = cls._with_storage_output(job, cls.section_options(job))
         # botocore's service model sets no maximum on MaxRuntimeInSeconds, but its documentation
         # (SageMaker's API reference, StoppingCondition) says "The maximum value is 28 days."
-        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME, "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
+        at_most(job, ("max_runtime",), job.max_runtime, MAX_RUNTIME,
+                "SageMaker allows (StoppingCondition.MaxRuntimeInSeconds)")
         return with_neutral(job, cls.name, options, {
             "spot": (("spot",), job.spot),
             "max_runtime_seconds": (("max_runtime",), job.max_runtime, job.max_runtime_text),
@@ -167,9 +111,8 @@ class SageMakerProvider(AwsProvider):
 
     @staticmethod
     def instance(job: JobSpec, options: SageMakerOptions) -> Choice:
-        """The ml.* instance type (from the catalog: resources.accelerator x gpus_per_node, or the
-        named one, checked); ml.m5.xlarge for a job without GPUs."""
-        return choose(job, SAGEMAKER_RULES, options.instance_type) or cpu_default(job, SAGEMAKER_RULES, CPU_DEFAULT)
+        """The ml.* instance type (``render.sagemaker_instance``)."""
+        return sagemaker_instance(job, options)
 
     @classmethod
     def instance_type(cls, job: JobSpec, options: SageMakerOptions) -> str:
@@ -183,7 +126,8 @@ class SageMakerProvider(AwsProvider):
         if bool(options.subnets) != bool(options.security_group_ids):
             raise self.job_error(job, ("providers", "sagemaker", "subnets"), "subnets and security_group_ids go "
                                  "together (VpcConfig); set both or neither")
-        if options.spot and options.max_wait_seconds is not None and options.max_wait_seconds < options.max_runtime_seconds:
+        if (options.spot and options.max_wait_seconds is not None
+                and options.max_wait_seconds < options.max_runtime_seconds):
             raise self.job_error(job, ("providers", "sagemaker", "max_wait_seconds"),
                                  f"must be >= max_runtime_seconds ({options.max_runtime_seconds})")
         check_secret_ids(job, "sagemaker", options.secrets_manager)
@@ -210,7 +154,8 @@ class SageMakerProvider(AwsProvider):
         is an error at the job-file field that gave the value, all of them together."""
         from cloudtrain.problems import Problems
         from .limits import request_violations
-        request = fill(self.request(job, options), {SPEC_HASH: "0" * 12, CODE_DIGEST: "0" * 64})
+        request = fill(self.render_request(job, options).create,
+                       {Placeholder.SPEC_HASH: "0" * 12, Placeholder.CODE_DIGEST: "0" * 64})
         problems = Problems()
         for path, problem in request_violations("sagemaker", "CreateTrainingJob", request):
             value = _at(request, path)
@@ -279,112 +224,11 @@ class SageMakerProvider(AwsProvider):
         option = member or {"RoleArn": "role_arn"}.get(head)
         return neutral.get(head) or ((*mine, option) if option else mine), ""
 
-    @staticmethod
-    def container_arguments(job: JobSpec, options: SageMakerOptions) -> List[str]:
-        launch = shipping.launch_argv(job, platform="sagemaker", python=options.python)
-        flags = ["--sshd"] if SageMakerProvider.uses_ssh(job) else []
-        # the node prelude: job id, Secrets Manager, sshd for mpirun; then the launcher
-        return [options.python, "-m", NODE_MODULE.partition(":")[0], *flags, "--", *launch]
-
-    def environment_request(self, job: JobSpec, options: SageMakerOptions, efa: bool = False) -> Dict[str, str]:
-        env = dict(job.env)
-        env.update({
-            "CLOUDTRAIN_DETECTORS": self.detectors_variable(),
-        })
-        env.update(env_names_variables([*job.env, *job.secrets]))
-        if self.checkpoint_s3(job, options):
-            env["CLOUDTRAIN_CHECKPOINT_DIR"] = options.checkpoint_dir
-        for name in job.storage.inputs:  # SageMaker downloads channel <name> here before the command
-            env[storage.input_env(name)] = f"{INPUT_DATA_DIR}/{name}"
-        if options.secrets_manager:
-            env.update(secret_id_variables(options.secrets_manager))
-        if job.distribution.type in ("mpi", "horovod"):
-            env.setdefault("OMPI_MCA_plm_rsh_args", sshd.CLIENT_OPTIONS)
-            if self.uses_ssh(job):  # the prelude's sshd forks before it listens: node 0 waits for it
-                env[SSH_WAIT] = str(sshd.SSHD_PORT)
-        row = self.instance(job, options).row
-        if efa or sagemaker_efa(job.network.rdma, row):
-            for key, value in efa_env(row).items():
-                env.setdefault(key, value)
-        return env
-
-    @staticmethod
-    def checkpoint_s3(job: JobSpec, options: SageMakerOptions) -> Optional[str]:
-        if options.checkpoint_s3:
-            return options.checkpoint_s3
-        if options.spot:
-            return join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, job.name, "checkpoints")
-        return None
-
-    @staticmethod
-    def code_location(options: SageMakerOptions) -> str:
-        base = options.code_s3 or join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, "cloudtrain-code")
-        return join_s3(base, CODE_DIGEST, "code.tar.gz")
-
-    def request(self, job: JobSpec, options: SageMakerOptions) -> dict:
-        code_uri = self.code_location(options)
-        channels = [{"ChannelName": CODE_CHANNEL, "InputMode": "File", "CompressionType": "None",
-                     "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": code_uri,
-                                                     "S3DataDistributionType": "FullyReplicated"}}}]
-        for name, uri in sorted(self.input_channels(job, options).items()):
-            channels.append({"ChannelName": name, "InputMode": "File",
-                             "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
-                                                             "S3DataDistributionType": "FullyReplicated"}}})
-        resources = {"InstanceType": self.instance_type(job, options), "InstanceCount": job.distribution.nodes,
-                     "VolumeSizeInGB": options.volume_gb}
-        if options.keep_alive_seconds is not None:
-            resources["KeepAlivePeriodInSeconds"] = options.keep_alive_seconds
-        stopping = {"MaxRuntimeInSeconds": options.max_runtime_seconds}
-        if options.spot:
-            stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, MAX_RUNTIME)
-        checkpoint = self.checkpoint_s3(job, options)
-        tags = [{"Key": TAG_NAME, "Value": job.name}, {"Key": TAG_HASH, "Value": SPEC_HASH}]
-        tags += [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
-        if options.run_label:
-            tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
-        return strip_empty({
-            "TrainingJobName": f"{job.name[:50].rstrip('-')}-{SPEC_HASH}",
-            "RoleArn": options.role_arn or ROLE_PLACEHOLDER,
-            "AlgorithmSpecification": {
-                "TrainingImage": options.image or job.image,
-                "TrainingInputMode": "File",
-                "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, CODE_DIGEST],
-                "ContainerArguments": self.container_arguments(job, options),
-            },
-            "InputDataConfig": channels,
-            "OutputDataConfig": {"S3OutputPath": options.output_s3 or OUTPUT_PLACEHOLDER},
-            "ResourceConfig": resources,
-            "StoppingCondition": stopping,
-            "Environment": self.environment_request(job, options),
-            "RetryStrategy": {"MaximumRetryAttempts": job.max_restarts} if job.max_restarts else None,
-            "CheckpointConfig": {"S3Uri": checkpoint, "LocalPath": options.checkpoint_dir} if checkpoint else None,
-            "VpcConfig": {"SecurityGroupIds": list(options.security_group_ids), "Subnets": list(options.subnets)}
-            if options.subnets else None,
-            "EnableNetworkIsolation": options.network_isolation or None,
-            "EnableInterContainerTrafficEncryption": options.encrypt_inter_node_traffic or None,
-            "EnableManagedSpotTraining": options.spot or None,
-            "Tags": tags,
-        })
-
-    def artifacts(self, job: JobSpec, options: SageMakerOptions) -> List[Artifact]:
-        bucket, key = parse_s3(self.code_location(options)) if (options.code_s3 or options.output_s3) \
-            else ("<providers.sagemaker.output_s3>", f"cloudtrain-code/{CODE_DIGEST}/code.tar.gz")
-        upload = {"Bucket": bucket, "Key": key, "ContentType": "application/gzip"}
-        out = [Artifact("s3/PutObject", "code", upload),
-               Artifact("sagemaker/CreateTrainingJob", job.name, self.request(job, options))]
-        secrets = secrets_artifact(job, self.name, options.secrets_manager)
-        return out + ([secrets] if secrets else [])
+    # -- render (pure: render.py) --------------------------------------------------------------
+    def render_request(self, job: JobSpec, options: SageMakerOptions) -> SageMakerRequest:
+        return sagemaker_request(job, options, self.detectors_variable())
 
     # -- submit --------------------------------------------------------------------------------
-    def ship_code(self, rendered: Rendered) -> List[str]:
-        """The code archive to the rendered ``s3/PutObject``'s bucket and key (its digest filled
-        in), unless it is there already: what ``_create`` uploads before it creates the job."""
-        job, options = rendered.job, rendered.options
-        targets = [self.detector_target(), NODE_MODULE]
-        upload = fill(artifact(rendered, "s3/PutObject"), self.code_values(job, "", targets))
-        self.upload_code(job, upload, targets, self.region_of(options.region, job))
-        return [f"s3://{upload['Bucket']}/{upload['Key']}"]
-
     # states in which SageMaker is stopping the job already (cancel then sends nothing)
     stopping = ("Stopping", "Stopping/Stopping", "InProgress/Stopping")
 
@@ -394,20 +238,15 @@ class SageMakerProvider(AwsProvider):
         describe first would make two."""
         return None
 
-    def _create(self, rendered: Rendered, secrets: Dict[str, str], spec: str) -> str:
-        job, options = rendered.job, rendered.options  # preflight checked the options submit needs
-        region = self.region_of(options.region, job)
-        targets = [self.detector_target(), NODE_MODULE]
-        values = self.code_values(job, spec, targets)
-        request = fill(artifact(rendered, "sagemaker/CreateTrainingJob"), values)
-        request["TrainingJobName"] = name = job_name(job, spec)
+    def _create(self, rendered: Rendered[SageMakerRequest], secrets: Dict[str, str], spec: str) -> str:
+        sent: SageMakerRequest = rendered.request  # the code is in S3 already (CloudProvider.ship)
+        region = self.region_of(sent.region, rendered.job)
+        request = json.loads(json.dumps(sent.create))  # changed below: a copy
+        request["TrainingJobName"] = name = job_name(rendered.job, spec)
         # a type the catalog knows had its EFA presets at render; a newer one is looked up in EC2
-        efa = self.instance(job, options).row is None and self.use_efa(job, request["ResourceConfig"]["InstanceType"],
-                                                                       region)
-        if efa:
+        if sent.efa_lookup and self.use_efa(rendered.job, sent.efa_lookup, region):
             for key, value in EFA_ENV.items():
                 request.setdefault("Environment", {}).setdefault(key, value)
-        self.ship_code(rendered)
         self.folders_as_folders(request, region)
         from botocore.exceptions import ClientError
         with self.api(f"create the SageMaker training job {name}"):
@@ -545,28 +384,6 @@ class SageMakerProvider(AwsProvider):
         return Cluster(hosts=[f"algo-{i + 1}" for i in range(job.distribution.nodes)], master_port=7777)
 
 
-# The ml.* types SageMaker's own SDK drivers give the EFA settings (FI_PROVIDER=efa): aws/sagemaker-python-sdk,
-# sagemaker-train/src/sagemaker/train/container_drivers/common/utils.py, SM_EFA_NCCL_INSTANCES.  EC2 says
-# more types have an EFA device (ml.g5.12xlarge: one), but SageMaker's drivers treat only these as EFA.
-# The list lags new types (ml.p5e.48xlarge was added after the SDK's issue #5491), so a type whose EFA
-# does RDMA read (p4d and later, the catalog's efa_rdma_read) counts too.
-SDK_EFA_TYPES = frozenset({"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge",
-                           "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.trn1.32xlarge"})
-
-
-def sagemaker_efa(rdma: str, row) -> bool:
-    """Whether a job on the catalog's ``row`` gets the EFA presets at render: ``on`` wherever the
-    type has EFA (or the catalog does not know it: checked in EC2 at submit); ``auto`` only where
-    SageMaker itself treats the type as EFA (``SDK_EFA_TYPES``, or RDMA-read EFA)."""
-    if rdma == "off":
-        return False
-    if row is None:
-        return rdma == "on"
-    if not efa_devices(rdma, row):
-        return False
-    return rdma == "on" or row.instance_type in SDK_EFA_TYPES or bool(row.efa_rdma_read)
-
-
 def _at(request: Any, path: tuple) -> Any:
     for part in path:
         request = request[part]
@@ -581,7 +398,6 @@ def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
     # (see detect.py); emulated nodes sharing one address keep their index as their rank.
     hosts = sorted(cluster.hosts)
     rank = hosts.index(current) if len(set(hosts)) == len(hosts) else node_index
-    import warnings
     with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
         warnings.simplefilter("ignore")
         kind = SageMakerProvider.instance(job, SageMakerProvider.section_options(job)).instance_type

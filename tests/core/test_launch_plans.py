@@ -285,13 +285,13 @@ def test_the_store_hook_binds_a_server_store_to_its_host_only():
 
 
 def test_mpirun_forwards_every_efa_preset_to_every_rank():
-    """Issue 28 (likely item, confirmed).  EFA's presets (``cloudtrain_aws.common.EFA_ENV``: sagemaker,
+    """Issue 28 (likely item, confirmed).  EFA's presets (``cloudtrain_aws.instances.EFA_ENV``: sagemaker,
     ec2, eks) include ``RDMAV_FORK_SAFE``, which libibverbs reads in each process that opens the
     device: "Setting the environment variable RDMAV_FORK_SAFE or IBV_FORK_SAFE has the same effect
     as calling ibv_fork_init()" (linux-rdma/rdma-core libibverbs/man/ibv_fork_init.3.md).  Ranks
     that mpirun starts on other nodes get only what ``-x`` names (Open MPI's mpirun(1): "-x Export
     the specified environment variables to the remote nodes"), so every preset must be named."""
-    from cloudtrain_aws.common import EFA_ENV
+    from cloudtrain_aws.instances import EFA_ENV
     environ = dict(EFA_ENV, IBV_FORK_SAFE="1", RDMAV_HUGEPAGES_SAFE="1")
     line = " ".join(plans.plan(topo(), settings("mpi"), environ).argv)
     for name in environ:

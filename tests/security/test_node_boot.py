@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from cloudtrain import shipping
 from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
-from cloudtrain_aws.common import NODE_MODULE, code_archive
 from test_node_shell_corpus import SH, base_job
 
 # The image's python3: the real interpreter, except for the launcher (its call is recorded)
@@ -33,8 +33,7 @@ def code(tmp_path, provider):
         job["providers"][provider]["terminate_when_done"] = False
     job = job_from_dict(job)
     prov = get_provider(provider)
-    targets = [prov.detector_target(), NODE_MODULE] if provider == "sagemaker" else [NODE_MODULE]
-    archive, sha = code_archive(job, targets)
+    archive, sha = shipping.packed(job, (prov.detector_target(), *prov.node_modules))  # what a submit ships
     return job, prov, archive.read_bytes(), sha
 
 
@@ -76,7 +75,7 @@ def test_ec2_node_script_checks_the_archive(tmp_path, changed):
     archive.write_bytes(data + (b"\0" * 512 if changed else b""))
     script = next(a.content["script"] for a in prov.render(job).artifacts if a.kind == "shell/script" and a.name == "nodes")
     for placeholder, value in (("<job-id>", "corpus-aaaaaaaaaaaa"), ("<code-digest>", sha),
-                               ("<code-url>", archive.as_uri()), ("<instance-ids>", "i-0,i-1"),
+                               ("<presigned-code-url>", archive.as_uri()), ("<instance-ids>", "i-0,i-1"),
                                ("<master-ip>", "10.0.0.4"), ("<node-ips>", "10.0.0.4,10.0.0.5"),
                                ("<hosts-lines>", "10.0.0.4 ct-node-0")):
         script = script.replace(placeholder, value)

@@ -172,7 +172,7 @@ def node_runs(provider: str, rendered, root: Path):
         for placeholder, value in (("<spec-hash>", "a" * 64), ("<job-id>", "corpus-aaaaaaaaaaaa"),
                                    ("<code-digest>", digest), ("<master-ip>", "10.0.0.4"),
                                    ("<node-ips>", "10.0.0.4,10.0.0.5"), ("<hosts-lines>", "10.0.0.4 ct-node-0"),
-                                   ("<code-url>", "https://example.com/x"), ("<instance-ids>", "i-0,i-1"),
+                                   ("<presigned-code-url>", "https://example.com/x"), ("<instance-ids>", "i-0,i-1"),
                                    ("<instance-id>", "i-0")):
             script = script.replace(placeholder, value)
         script = script.replace("/etc/hosts", str(root / "hosts"))

@@ -46,7 +46,7 @@ def filled(text):
     for placeholder, value in (("<spec-hash>", "a" * 64), ("<job-id>", "ec2-job-aaaaaaaaaaaa"), ("<code-digest>", "f" * 64),
                                ("<master-ip>", "10.0.0.4"), ("<node-ips>", "10.0.0.4,10.0.0.5"),
                                ("<hosts-lines>", "10.0.0.4 ct-node-0\n10.0.0.5 ct-node-1"),
-                               ("<code-url>", "https://example.com/x"), ("<ssh-public-key>", SSH_PUB),
+                               ("<presigned-code-url>", "https://example.com/x"), ("<ssh-public-key>", SSH_PUB),
                                ("<instance-ids>", "i-0123456789abcdef0,i-0123456789abcdef1"),
                                ("<instance-id>", "i-0123456789abcdef0")):
         text = text.replace(placeholder, value)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from cloudtrain_aws import ec2
+from cloudtrain_aws import render
 from cloudtrain_aws.ec2 import failed_step
 from test_aws_ec2 import STORAGE, artifacts, filled, job
 
@@ -113,7 +113,7 @@ fi
 
 def checkpoint_lines(monkeypatch, tmp_path):
     """The script's checkpoint sync (the loop every second here), and how it ends after the launcher."""
-    monkeypatch.setattr(ec2, "CHECKPOINT_SYNC_SECONDS", 1)
+    monkeypatch.setattr(render, "CHECKPOINT_SYNC_SECONDS", 1)
     [script] = [a.content["script"] for a in artifacts(job(storage={"checkpoint": "s3://team/ckpt/"}))
                 if a.name == "nodes"]
     start = script.index("# storage.checkpoint")
