@@ -12,7 +12,7 @@ import pytest
 import cloudtrain
 from cloudtrain.cloud import CloudProvider
 from cloudtrain.provider import Provider, State
-from aws_double import AwsDouble
+from doubles.aws_double import AwsDouble
 from test_aws_ec2 import BUCKET, command_of, digits, job, job_instances, provider
 
 
