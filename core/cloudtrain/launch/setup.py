@@ -36,7 +36,9 @@ TAIL_CHARS = 300
 SETUP_WAIT = 2 * 60 * 60
 POLL = 0.2
 # What names this run, then this start of it: Azure ML's run id (cloudtrain's job id elsewhere), and
-# the launch's PMIx namespace (Open MPI's job id), new at every mpirun, so a restarted job reruns setup.
+# the launch's PMIx namespace, new at every mpirun, so a restarted job reruns setup.  The launcher's
+# PMIx server gives every process it starts its namespace in PMIX_NAMESPACE (OpenPMIx's PMIx_Init
+# reads it there, src/client/pmix_client.c); Open MPI 4 also sets OMPI_MCA_ess_base_jobid, the same job id.
 RUN_IDS = (("AZUREML_RUN_ID", "CLOUDTRAIN_JOB_ID"), ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"))
 
 
@@ -70,8 +72,9 @@ def run_setup(command: str, env: Mapping[str, str], out=None) -> Optional[str]:
 
 def once_per_node(command: str, env: Mapping[str, str], out=None, wait: float = SETUP_WAIT) -> Optional[str]:
     """Run ``command`` once on this node for all its MPI ranks: local rank 0 (``LOCAL_RANK``, as
-    ``mpirank`` exports it; a rank without one is alone on its node) runs it, the others wait for
-    its outcome.  None when it succeeded, else why every rank of the node fails."""
+    ``mpirank`` exports it from ``OMPI_COMM_WORLD_LOCAL_RANK``, "the relative rank of this process
+    on this node within its job": Open MPI's docs, tuning-apps/environment-var; a rank without one
+    is alone on its node) runs it, the others wait for its outcome.  None when it succeeded, else why every rank of the node fails."""
     try:
         marker = marker_path(env)
     except OSError as exc:
