@@ -25,7 +25,9 @@ from cloudtrain.plugins import get_provider
 from cloudtrain_azure.detect import node_environment
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
+import cloudtrain
+
+CORE = Path(cloudtrain.__file__).resolve().parents[1]  # the cloudtrain under test: what the ranks import
 NODES = ("node0", "node1")
 # Sleeps first, so a rank that did not wait for it would find nothing; the quote and the $ reach sh
 # as written.  It counts its runs in $COUNT_FILE, one line per node's tmp.
@@ -85,7 +87,7 @@ def run_emulated(tmp_path: Path, setup: str):
            # every rank runs to its end, so each one's own report is seen (Azure ML's mpirun ends the
            # job at the first failing rank: local rank 0's log then holds the reason)
            "OMPI_MCA_orte_abort_on_non_zero_status": "0"}
-    env["PYTHONPATH"] = str(ROOT / "core")  # after the shipped .cloudtrain the command puts first
+    env["PYTHONPATH"] = str(CORE)  # after the shipped .cloudtrain the command puts first
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     try:
         proc = subprocess.run(["mpirun", *root, "--oversubscribe", "--tag-output", "-H", "node0:2,node1:2",
@@ -97,12 +99,20 @@ def run_emulated(tmp_path: Path, setup: str):
 
 
 def tagged(output: str, stream: str, pattern: str):
-    """{rank: [lines]} of the lines ``mpirun --tag-output`` tagged with ``stream`` that match."""
+    """{rank: [lines]} of each rank's ``stream`` lines that match ``pattern``.  ``mpirun
+    --tag-output`` tags each piece it reads from a rank, and a piece may end mid-line (another
+    rank's piece then follows on the same line), so each rank's own text is rebuilt from its pieces
+    first."""
+    parts = re.split(r"\[\d+,(\d+)\]<(stdout|stderr)>:", output)
+    texts = {}
+    for rank, which, text in zip(parts[1::3], parts[2::3], parts[3::3]):
+        if which == stream:
+            texts[int(rank)] = texts.get(int(rank), "") + text
     found = {}
-    for rank, line in re.findall(r"^\[\d+,(\d+)\]<%s>:(.*)$" % stream, output, re.M):
-        line = re.sub(r"\[\d+,\d+\]<\w+>:$", "", line)  # mpirun tags a write's lone newline too
-        if re.search(pattern, line):
-            found.setdefault(int(rank), []).append(line)
+    for rank, text in sorted(texts.items()):
+        lines = [line for line in text.splitlines() if re.search(pattern, line)]
+        if lines:
+            found[rank] = lines
     return found
 
 
@@ -120,7 +130,7 @@ def test_setup_runs_once_per_node_before_every_rank_of_it(tmp_path):
     # exactly once per emulated node
     assert sorted(count.read_text().splitlines()) == [str(nodes_tmp / n) for n in NODES]
     # its output is in the output of the node's local rank 0 (the node's log), nowhere else
-    assert sorted(tagged(proc.stdout, "stdout", r"running setup: sleep 1")) == [0, 2]
+    assert sorted(tagged(proc.stdout, "stdout", r"running setup: sleep 1")) == [0, 2], proc.stdout
     assert {r: lines for r, lines in tagged(proc.stdout, "stdout", r"^setup here").items()} == {
         0: ["setup here: it's node0"], 2: ["setup here: it's node1"]}
 
@@ -129,9 +139,37 @@ def test_a_failing_setup_fails_every_rank_with_its_reason(tmp_path):
     proc, count, nodes_tmp = run_emulated(tmp_path, FAILING)
     out = proc.stdout + proc.stderr
     assert tagged(proc.stdout, "stdout", r"^rank exit") == {r: ["rank exit 1"] for r in range(4)}, out[-4000:]
-    reasons = tagged(proc.stderr + proc.stdout, "stderr",
+    reasons = tagged(proc.stderr, "stderr",
                      r"^cloudtrain launch: setup exited with code 3: no matching distribution for nosuchpkg$")
     assert sorted(reasons) == [0, 1, 2, 3], out[-4000:]
     assert all(len(lines) == 1 for lines in reasons.values())  # one line each
     assert "program rank" not in out  # no rank's program started
     assert sorted(count.read_text().splitlines()) == [str(nodes_tmp / n) for n in NODES]
+
+
+def test_a_restarted_launch_reruns_setup_and_a_shared_marker_directory_is_refused(tmp_path):
+    """The marker is named by the run and by this mpirun (PMIX_NAMESPACE): the next start of the
+    same run runs setup again, and its other ranks read that start's outcome.  A marker directory
+    others may write to is never trusted: the rank fails with the reason and runs nothing."""
+    node_tmp = tmp_path / "node"
+    node_tmp.mkdir()
+    count = tmp_path / "count"
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(CORE), "TMPDIR": str(node_tmp),
+            "AZUREML_RUN_ID": "az-run-1"}
+
+    def rank(local_rank: int, namespace: str):
+        env = {**base, "OMPI_COMM_WORLD_LOCAL_RANK": str(local_rank), "PMIX_NAMESPACE": namespace}
+        return subprocess.run([sys.executable, "-m", "cloudtrain.launch.mpirank",
+                               f"--setup=echo {namespace} >> {count}", "--", "echo", "program ran"],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    for namespace in ("1", "2"):  # mpirun started twice: setup twice, each start's other rank follows
+        assert rank(0, namespace).stdout.endswith("program ran\n")
+        assert rank(1, namespace).stdout == "program ran\n"
+    assert count.read_text().splitlines() == ["1", "2"]
+    [marker_dir] = node_tmp.iterdir()
+    marker_dir.chmod(0o777)
+    refused = rank(0, "3")
+    assert refused.returncode == 1 and "program ran" not in refused.stdout
+    assert "not a private directory" in refused.stderr
+    assert count.read_text().splitlines() == ["1", "2"]
