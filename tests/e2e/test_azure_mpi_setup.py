@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 
+import cloudtrain
 from cloudtrain.loading import job_from_dict
 from cloudtrain.plugins import get_provider
 from cloudtrain_azure.detect import node_environment
 
 pytestmark = pytest.mark.e2e
-import cloudtrain
-
 CORE = Path(cloudtrain.__file__).resolve().parents[1]  # the cloudtrain under test: what the ranks import
 NODES = ("node0", "node1")
 # Sleeps first, so a rank that did not wait for it would find nothing; the quote and the $ reach sh
