@@ -9,7 +9,8 @@ temporary directory (TMPDIR), so Open MPI gives each emulated node its own local
 Azure ML's job variables as the azure emulation makes them (``cloudtrain_azure.detect.
 node_environment``: AZUREML_RUN_ID, AZ_BATCH_MASTER_NODE, AZ_BATCH_HOST_LIST; the OMPI_* ones
 come from the real mpirun) and the render's ``environment_variables``; the command is the render's
-``command`` run by ``sh -c``, as Azure ML's mpirun runs it."""
+``command`` run by ``sh -c``, as Azure ML's mpirun runs it.  Ray on Azure ML runs ``cloudtrain
+launch`` per node, which runs the setup before ``ray start``: its rendered command is run too."""
 import os
 import re
 import shutil
@@ -172,3 +173,35 @@ def test_a_restarted_launch_reruns_setup_and_a_shared_marker_directory_is_refuse
     assert refused.returncode == 1 and "program ran" not in refused.stdout
     assert "not a private directory" in refused.stderr
     assert count.read_text().splitlines() == ["1", "2"]
+
+
+def test_an_azure_ray_node_runs_setup_before_ray_and_fails_with_its_reason(tmp_path):
+    """ray on Azure ML is one ``cloudtrain launch`` per node under Azure's PyTorch distribution:
+    the rendered command, run under Azure's node-0 variables, runs the setup before ``ray start``
+    and a failing one ends the node with its reason, Ray never started."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "program.py").write_text(PROGRAM)
+    job = job_from_dict({"name": "az-ray-setup", "code": str(code), "image": "example/train:1",
+                         "command": ["python3", "program.py"], "setup": FAILING,
+                         "distribution": {"type": "ray", "nodes": 2},
+                         "providers": {"azure": {"compute": "cpu-cluster", "subscription_id": "s",
+                                                 "resource_group": "r", "workspace": "w"}}})
+    content = get_provider("azure").render(job).artifacts[0].content
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bin_dir / "ray").write_text(f'#!/bin/sh\necho ray "$@" >> {tmp_path / "ray-calls"}\n')  # never called
+    for name in ("python3", "ray"):
+        (bin_dir / name).chmod(0o755)
+    count = tmp_path / "setup-runs"
+    env = {**content["environment_variables"], "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out"),
+           **node_environment("ray", 2, 0, ["127.0.0.1", "127.0.0.1"], 29511, run_id="az-run-2"),
+           "PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(CORE) + os.pathsep + str(CORE.parent / "plugins"),
+           "COUNT_FILE": str(count), "TMPDIR": str(tmp_path), "HOME": str(tmp_path)}
+    proc = subprocess.run(["sh", "-c", content["command"]], cwd=code, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "cloudtrain launch: setup exited with code 3: no matching distribution for nosuchpkg" in proc.stderr
+    assert count.read_text().splitlines() == [str(tmp_path)]
+    assert not (tmp_path / "ray-calls").exists() and "program rank" not in proc.stdout
