@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from cloudtrain import shipping, storage
-from cloudtrain.errors import JobFileError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
 from cloudtrain.request import Artifact, Request
@@ -164,16 +163,15 @@ def environment_variables(job: JobSpec, options: AzureOptions, detectors: str) -
 
 
 def node_command(job: JobSpec) -> str:
-    """What every node runs: ``cloudtrain launch``, or (mpi, horovod: Azure ML runs mpirun) the
-    rank shim after the master's address is read from Azure's variables."""
-    kind = job.distribution.type
-    if job.setup is not None and kind in ("mpi", "horovod", "ray"):  # no cloudtrain launch to run it
-        raise JobFileError.at(job, ("setup",), f"azure starts {kind} jobs without cloudtrain launch, so setup "
-                              "cannot run once per node there; install it in the image (or use ddp)")
-    if kind in ("mpi", "horovod"):
+    """What every node runs: ``cloudtrain launch`` (which runs the job's setup), or (mpi, horovod:
+    Azure ML runs mpirun) the rank shim after the master's address is read from Azure's
+    variables; there the shim runs the setup once per node (``--setup``: the node's local rank 0
+    runs it, its other ranks wait for the outcome)."""
+    if job.distribution.type in ("mpi", "horovod"):
         from .detect import DEFAULT_MASTER_PORT
+        setup = [] if job.setup is None else ["--setup=" + job.setup]  # one quoted word: never shell of ours
         return (MPI_MASTER % DEFAULT_MASTER_PORT
-                + shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", "--", *job.argv]))
+                + shipping.with_launcher_path(["python3", "-m", "cloudtrain.launch.mpirank", *setup, "--", *job.argv]))
     return shipping.node_command(job, platform=NAME)
 
 

@@ -107,6 +107,12 @@ def test_cloudtrain_launch_fails_the_node_before_the_command_when_setup_fails(tm
 
 
 @pytest.mark.parametrize("kind", ["mpi", "horovod", "ray"])
-def test_azure_refuses_setup_where_it_runs_no_launcher_instead_of_dropping_it(kind):
-    with pytest.raises(JobFileError, match=r"setup: azure starts .* without cloudtrain launch"):
-        plugins.get_provider("azure").render(job_with_setup(distribution={"type": kind, "nodes": 2, "procs_per_node": 2}))
+def test_azure_carries_setup_where_azure_ml_starts_the_ranks_itself(kind):
+    """mpi/horovod: every rank's ``cloudtrain.launch.mpirank --setup=...`` (once per node: its local
+    rank 0 runs it; real run: tests/e2e/test_azure_mpi_setup.py); ray: ``cloudtrain launch``."""
+    job = job_with_setup(distribution={"type": kind, "nodes": 2, "procs_per_node": 2})
+    command = plugins.get_provider("azure").render(job).artifacts[0].content["command"]
+    assert carries_setup(command)
+    shim = "cloudtrain.launch.mpirank" if kind != "ray" else "cloudtrain.launch"
+    argv = shlex.split(command[command.index(" python3 -m "):])
+    assert argv[:3] == ["python3", "-m", shim] and "--setup=" + SETUP in argv[:argv.index("--")]

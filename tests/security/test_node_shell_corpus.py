@@ -10,6 +10,10 @@ each records its argv and the CT_* environment.  A case fails when
 - the launcher's call is missing, or its argv does not end with ``--`` and the job's command,
   word for word, or its CT_HOSTILE variable is not the value the job gave.
 
+The job's ``setup:`` is shell the user wrote, but for the node's ``sh -c`` alone: it must reach the
+launcher as one ``--setup=`` word, exactly as written (Azure's mpi jobs too, where every rank's
+``cloudtrain.launch.mpirank`` gets it), and no provider may refuse it.
+
 Fields that are shell by design (ec2's ``setup``) run the user's own text: the corpus checks that
 it ran, as written.  Kubernetes: the kubelet's ``$(VAR)`` expansion (tests/doubles/kubelet_double.py,
 kubernetes' third_party/forked/golang/expansion/expand.go) is applied before the command runs, so
@@ -44,6 +48,7 @@ PROVIDERS = {
     "kubeflow-trainer": "pvc://claim/out/", "eks": "pvc://claim/out/", "modelarts-lite": "pvc://claim/out/",
 }
 REFUSED = "refused: "
+CARRIED = ("command, env", "setup")  # what every provider must carry to its nodes: a refusal is a failure
 SHELL_FIELDS = {("ec2", "setup")}  # the user's own shell, by design
 NOT_TEXT = {"python"}
 # a value the field takes, where "x" is refused before the hostile part is even read
@@ -137,6 +142,9 @@ def variants(provider: str, root: Path, hostile: str):
     if PROVIDERS[provider]:
         yield "storage.output", {**job, "storage": {"output": PROVIDERS[provider] + hostile}}
         yield "storage.checkpoint", {**job, "storage": {"checkpoint": PROVIDERS[provider] + hostile}}
+    yield "setup", {**job, "setup": hostile}  # one argument of the launcher's sh -c, never ours
+    if provider == "azure":  # Azure ML's mpirun starts every rank: mpirank --setup runs it once per node
+        yield "setup (mpi)", {**job, "setup": hostile, "distribution": {"type": "mpi", "nodes": 2, "procs_per_node": 2}}
     for name, value in option_variants(provider, hostile, job["providers"][provider]):
         if value is None:
             continue
@@ -232,6 +240,8 @@ def run_case(provider: str, job_dict: dict, root: Path, hostile: str, marker: Pa
         words = launch[-1]["argv"]
         if words[-4:] != ["--", "python", "train.py", hostile]:
             problems.append(f"the launcher got {words[-4:]!r}")
+        if "setup" in job_dict and "--setup=" + job_dict["setup"] not in words[:-4]:  # before -- and the command
+            problems.append(f"the launcher's --setup is not the job's setup: {[w for w in words if '--setup' in w]!r}")
         if launch[-1]["env"].get("CT_HOSTILE") != hostile:
             problems.append(f"CT_HOSTILE reached the launcher as {launch[-1]['env'].get('CT_HOSTILE')!r}")
     ran = markers(root, marker)
@@ -248,7 +258,7 @@ def test_no_value_becomes_code_in_a_node_shell(provider, tmp_path):
     failures = []
     for what, job in variants(provider, tmp_path, hostile):
         problem = run_case(provider, job, tmp_path, hostile, marker)
-        if problem and problem.startswith(REFUSED) and what != "command, env":
+        if problem and problem.startswith(REFUSED) and not what.startswith(CARRIED):
             continue  # a value refused at its line reaches no shell
         if problem:
             failures.append(f"{what}: {problem}")
