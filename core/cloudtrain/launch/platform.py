@@ -146,12 +146,13 @@ def _entry_point_modules() -> List[str]:
 def installed(environ: Optional[Mapping[str, str]] = None) -> List[Platform]:
     """Every installed platform, most specific first (by priority; the generic one last).
 
-    From the ``cloudtrain`` entry points and ``$CLOUDTRAIN_PLUGINS``; a plugin whose platforms
-    cannot be loaded is skipped (a broken third-party plugin must not stop a node)."""
+    From the ``cloudtrain`` entry points and ``$CLOUDTRAIN_PLUGINS`` of ``environ`` and of this
+    process (installed means loadable here, as the entry points are: a node's variables checked
+    from a process that loads a plugin under development see its platforms); a plugin whose
+    platforms cannot be loaded is skipped (a broken third-party plugin must not stop a node)."""
     import os
-    environ = os.environ if environ is None else environ
-    modules = _entry_point_modules()
-    modules += [m.strip() for m in environ.get("CLOUDTRAIN_PLUGINS", "").split(",") if m.strip()]
+    named = (environ or {}).get("CLOUDTRAIN_PLUGINS", "") + "," + os.environ.get("CLOUDTRAIN_PLUGINS", "")
+    modules = _entry_point_modules() + [m.strip() for m in named.split(",") if m.strip()]
     seen: Dict[str, Platform] = {}
     for module in modules:
         try:
