@@ -32,9 +32,10 @@ Shipping the code: a second ConfigMap
     ``code: null``: no ConfigMap, no unpack (the image holds the code).
 
 Shipping larger code: an object store and a time-limited URL in a Secret
-    With ``providers.<p>.code_store`` the provider uploads the archive, content-addressed
-    (``<prefix>/cloudtrain-code/<sha256>.tar.gz``), at submit and makes a time-limited GET URL
-    for it (``CodePayload.url`` says where; the render shows the ``<scheme>/PutObject``).  The
+    With ``providers.<p>.code_store`` a submit uploads the archive, content-addressed
+    (``<prefix>/cloudtrain-code/<sha256>.tar.gz``: core's ``CloudProvider.ship``), and the
+    provider makes a time-limited GET URL for it (``CodePayload.url`` says where; the render
+    shows the ``<scheme>/PutObject``; ``render.StoredCode``).  The
     URL travels in the Secret ``<name>-code-url`` (key ``url``, ``***`` in the render), mounted
     read-only at ``/opt/cloudtrain-code-url``: a file, not an environment variable, so the
     training processes never see it.  The node shell runs ``python3 -m cloudtrain.launch.unpack
@@ -107,7 +108,6 @@ OUTPUT_DIR = "/cloudtrain/output"
 SHM_VOLUME = "dshm"
 CHECKPOINT_VOLUME = "cloudtrain-checkpoint"
 CHECKPOINT_MOUNT = "/cloudtrain/checkpoint"   # CLOUDTRAIN_CHECKPOINT_DIR in every pod
-GROUP_KUBEFLOW = "kubeflow.org"
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Kubeflow's operators and Volcano name pods and services "<job>-<replica>-<index>"; those
 # must stay DNS-1123 labels (<= 63), so the job name leaves room for the longest suffix.
@@ -333,20 +333,6 @@ def code_configmap(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
                   "binaryData": {CODE_KEY: options.code.placeholder}}, job, options)
 
 
-def with_code(job: JobSpec, obj: dict) -> dict:
-    """``obj`` with the code archive's bytes (base64, as ``binaryData`` takes them) in place of
-    the rendered placeholder; other objects unchanged."""
-    placeholder = (obj.get("binaryData") or {}).get(CODE_KEY)
-    if obj["kind"] != "ConfigMap" or placeholder is None:
-        return obj
-    import base64
-    from cloudtrain import shipping
-    data = shipping.packed_code(job)
-    if CodePayload(hashlib.sha256(data).hexdigest(), len(data)).placeholder != placeholder:
-        raise ValueError(f"the code in {job.code_path} changed after the job was rendered; render or submit again")
-    return {**obj, "binaryData": {**obj["binaryData"], CODE_KEY: base64.b64encode(data).decode("ascii")}}
-
-
 def code_url_secret_name(job: JobSpec, options: ManifestOptions) -> str:
     return object_name(job, options) + "-code-url"
 
@@ -363,20 +349,6 @@ def code_url_secret(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
 def code_source(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
     """The object the pods read the code from: the code ConfigMap, or the code URL's Secret."""
     return code_configmap(job, options) or code_url_secret(job, options)
-
-
-def is_code_url_secret(obj: dict) -> bool:
-    return obj["kind"] == "Secret" and obj["metadata"]["name"].endswith("-code-url") \
-        and set(obj.get("stringData") or {}) == {CODE_URL_KEY}
-
-
-def with_code_url(obj: dict, url: Optional[str]) -> dict:
-    """``obj`` with the time-limited ``url`` in place of the code URL Secret's ``***``."""
-    if not is_code_url_secret(obj):
-        return obj
-    if not url:
-        raise ValueError("the code URL Secret has no URL: the code was not uploaded")
-    return {**obj, "stringData": {CODE_URL_KEY: url}}
 
 
 def code_volume(job: JobSpec, options: ManifestOptions) -> Optional[Tuple[dict, dict]]:
