@@ -43,13 +43,18 @@ TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
 class EksOptions(QueueSchedulerOption, TrainerOptions, PodOptions):
-    api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
+    api: Literal["kubeflow", "trainer"] = Field("kubeflow", description=(
+        "kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob "
+        "(runtime, runtime_kind, replicated_jobs apply)"))
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
-    region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
-    efa_hugepages: Optional[str] = Field(EFA_HUGEPAGES, pattern=r"^[1-9][0-9]*(Mi|Gi)$", description="hugepages-2Mi each pod asks for beside its EFA devices (libfabric's EFA provider uses 2 MiB huge pages; EFA nodes pre-allocate 5128 of them); null: none")
-    instance_type: Optional[str] = Field(None, description="EC2 instance type of the nodes the pods go to (nodeSelector "
-                                                           "node.kubernetes.io/instance-type; default: resolved from "
-                                                           "resources.accelerator, or none)")
+    region: Optional[str] = Field(None, description=(
+        "AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)"))
+    efa_hugepages: Optional[str] = Field(EFA_HUGEPAGES, pattern=r"^[1-9][0-9]*(Mi|Gi)$", description=(
+        "hugepages-2Mi each pod asks for beside its EFA devices (libfabric's EFA provider uses 2 MiB huge pages; EFA "
+        "nodes pre-allocate 5128 of them); null: none"))
+    instance_type: Optional[str] = Field(None, description=(
+        "EC2 instance type of the nodes the pods go to (nodeSelector node.kubernetes.io/instance-type; default: "
+        "resolved from resources.accelerator, or none)"))
 
 
 def eks_token(session, cluster: str, region: str) -> str:

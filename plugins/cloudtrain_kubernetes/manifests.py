@@ -181,8 +181,10 @@ class ManifestOptions:
     rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
     rdma_device: bool = True                         # False: the nodes' RDMA needs no device plugin (Ascend: hccn.conf)
     hugepages_2mi: Optional[str] = None              # with an RDMA device: hugepages-2Mi to request (EFA: eks)
-    queue: Optional[str] = None                      # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
-    priority_class: Optional[str] = None             # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
+    # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
+    queue: Optional[str] = None
+    # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
+    priority_class: Optional[str] = None
     scheduler_name: str = "volcano"
     queue_scheduler: str = "kueue"                   # Kubeflow: kueue (labels) or volcano (runPolicy.schedulingPolicy)
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
@@ -358,7 +360,8 @@ def code_volume(job: JobSpec, options: ManifestOptions) -> Optional[Tuple[dict, 
     if options.code.inline:
         return ({"name": CODE_VOLUME, "configMap": {"name": code_configmap_name(job, options), "defaultMode": 0o444}},
                 {"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
-    return ({"name": CODE_URL_VOLUME, "secret": {"secretName": code_url_secret_name(job, options), "defaultMode": 0o444}},
+    return ({"name": CODE_URL_VOLUME,
+             "secret": {"secretName": code_url_secret_name(job, options), "defaultMode": 0o444}},
             {"name": CODE_URL_VOLUME, "mountPath": CODE_URL_DIR, "readOnly": True})
 
 
@@ -667,8 +670,8 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     # mpirun starts the ranks in the launcher's working directory: the workers unpack the code there too
     sshd = "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"
     unpack = unpack_step(options)
-    worker = container(job, options, "worker", ["/bin/sh", "-c", f"export {launcher_path(LAUNCHER_DIR)}; {unpack} && {sshd}"
-                                                if unpack else sshd],
+    shell = f"export {launcher_path(LAUNCHER_DIR)}; {unpack} && {sshd}" if unpack else sshd
+    worker = container(job, options, "worker", ["/bin/sh", "-c", shell],
                        extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "worker"})
     specs = {
         "Launcher": {"replicas": 1, "restartPolicy": _restart_policy(job),
@@ -764,7 +767,8 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
             entry["template"]["spec"]["activeDeadlineSeconds"] = job.max_runtime
         # The job ends when the node that runs the command ends: node 0 for mpi/horovod/ray
         # (the others wait on it), the workers for ps-worker (parameter servers never exit).
-        if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or (d.type == "ps-worker" and task == "worker"):
+        if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or \
+                (d.type == "ps-worker" and task == "worker"):
             entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
         out_tasks.append(entry)
     plugins: Dict[str, List[str]] = {"svc": list(VOLCANO_SVC_ARGS), "env": []}

@@ -106,7 +106,7 @@ class KubernetesProvider(CloudProvider):
 
     @property
     def no_code_upload(self) -> str:  # type: ignore[override]
-        return (f"{self.name} sends this job's code inside its request (the code ConfigMap), or the image holds it "
+        return (f"{self.name} sends the code inside its request (the code ConfigMap) or reads it from the image "
                 f"(code: null), unless providers.{self.name}.code_shipping: store (with code_store) uploads it to an "
                 "object store")
 
