@@ -17,8 +17,8 @@ from cloudtrain_kubernetes.render import InlineCode, KubeRequest, StoredCode
 from conftest import write_job
 
 STORE = "s3://ct-code-store/team/code"
-PROVIDERS = {"kubeflow": {}, "kubeflow-trainer": {}, "volcano": {},
-             "eks": {"cluster": "c", "region": "us-east-1"}, "modelarts-lite": {"cluster_id": "x", "region": "cn-north-4"}}
+PROVIDERS = {"kubeflow": {}, "kubeflow-trainer": {}, "volcano": {}, "eks": {"cluster": "c", "region": "us-east-1"},
+             "modelarts-lite": {"cluster_id": "x", "region": "cn-north-4"}}
 WORKLOAD = {"kubeflow": "PyTorchJob", "kubeflow-trainer": "TrainJob", "volcano": "Job", "eks": "PyTorchJob",
             "modelarts-lite": "Job"}
 
