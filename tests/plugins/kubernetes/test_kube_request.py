@@ -5,6 +5,7 @@ and the pods' URL is made from where core shipped it (``Placeholder.CODE_URL`` f
 import hashlib
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -90,3 +91,15 @@ def test_eks_renders_without_asking_boto3_for_a_region(tmp_path, monkeypatch):
 
     monkeypatch.setattr(provider, "_session", no_session)
     assert provider.render(load_job(path)).request.code_upload.region is None
+
+
+def test_eks_ships_stored_code_to_the_sessions_region_when_unset(tmp_path):
+    """At submit (``code_store``), the store is S3 in boto3's region: what the render left unset."""
+    import boto3
+    from cloudtrain_aws.eks import EksProvider
+    path = job_file(tmp_path, "eks", 1000 * 1024, code_store=STORE, region=None)
+    provider = EksProvider(session=boto3.session.Session(region_name="eu-west-3", aws_access_key_id="k",
+                                                         aws_secret_access_key="s"))
+    upload = provider.render(load_job(path)).request.code_upload
+    assert provider.code_store(upload).region == "eu-west-3"
+    assert provider.code_store(replace(upload, region="ap-south-1")).region == "ap-south-1"  # the job's wins
