@@ -145,15 +145,22 @@ class CloudProvider(Provider):
         upload = rendered.request.code_upload
         if upload is None:
             return None
-        from . import shipping
         from .objectstore import ObjectUrl, upload_once
         if not rendered.job.code_path.is_dir():
             raise self.job_error(rendered.job, ("code",), f"the code directory {rendered.job.code_path} does not "
                                                           "exist; fix `code` (relative to the job file)")
-        data, digest = shipping.packed(rendered.job, (self.detector_target(), *self.node_modules))
+        data, digest = self.code_archive(rendered)
         url = fill(upload.url, {Placeholder.CODE_DIGEST: digest})
         upload_once(self.code_store(upload), ObjectUrl.parse(url, "the code's URL"), data)
         return Shipped(url, digest)
+
+    def code_archive(self, rendered: Rendered) -> Tuple[Any, str]:
+        """The archive ``ship`` uploads and its sha256: the code and the launcher bundle with the
+        node platform's detector (``shipping.packed``).  A provider whose nodes get the launcher
+        another way packs the code alone (``shipping.code_archive``); one whose render fixed the
+        archive's digest refuses code that changed since."""
+        from . import shipping
+        return shipping.packed(rendered.job, (self.detector_target(), *self.node_modules))
 
     def ship_code(self, rendered: Rendered) -> List[str]:
         """``cloudtrain stage``: the code shipped as a submit ships it; its URL."""

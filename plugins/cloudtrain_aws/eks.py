@@ -15,6 +15,7 @@ import base64
 import os
 import tempfile
 import time
+from dataclasses import replace
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import Field
@@ -22,10 +23,11 @@ from pydantic import Field
 from cloudtrain.errors import BadInput, PlatformError
 from cloudtrain.instances import choose
 from cloudtrain.job import JobSpec
+from cloudtrain.request import CodeUpload
 from cloudtrain_kubernetes import manifests as m
-from cloudtrain_kubernetes import trainjob
-from cloudtrain_kubernetes.provider import (KubeflowProvider, PodOptions, QueueSchedulerOption, TrainerOptions,
-                                            trainer_check, trainer_runtime)
+from cloudtrain_kubernetes import render
+from cloudtrain_kubernetes.options import PodOptions, QueueSchedulerOption, TrainerOptions
+from cloudtrain_kubernetes.provider import KubeflowProvider
 
 from .common import aws_credentials, no_region
 from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
@@ -41,13 +43,18 @@ TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
 class EksOptions(QueueSchedulerOption, TrainerOptions, PodOptions):
-    api: Literal["kubeflow", "trainer"] = Field("kubeflow", description="kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob (runtime, runtime_kind, replicated_jobs apply)")
+    api: Literal["kubeflow", "trainer"] = Field("kubeflow", description=(
+        "kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob "
+        "(runtime, runtime_kind, replicated_jobs apply)"))
     cluster: Optional[str] = Field(None, description="name of the EKS cluster (required to submit)")
-    region: Optional[str] = Field(None, description="AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
-    efa_hugepages: Optional[str] = Field(EFA_HUGEPAGES, pattern=r"^[1-9][0-9]*(Mi|Gi)$", description="hugepages-2Mi each pod asks for beside its EFA devices (libfabric's EFA provider uses 2 MiB huge pages; EFA nodes pre-allocate 5128 of them); null: none")
-    instance_type: Optional[str] = Field(None, description="EC2 instance type of the nodes the pods go to (nodeSelector "
-                                                           "node.kubernetes.io/instance-type; default: resolved from "
-                                                           "resources.accelerator, or none)")
+    region: Optional[str] = Field(None, description=(
+        "AWS region of the cluster (default: boto3's: AWS_DEFAULT_REGION, the profile's region)"))
+    efa_hugepages: Optional[str] = Field(EFA_HUGEPAGES, pattern=r"^[1-9][0-9]*(Mi|Gi)$", description=(
+        "hugepages-2Mi each pod asks for beside its EFA devices (libfabric's EFA provider uses 2 MiB huge pages; EFA "
+        "nodes pre-allocate 5128 of them); null: none"))
+    instance_type: Optional[str] = Field(None, description=(
+        "EC2 instance type of the nodes the pods go to (nodeSelector node.kubernetes.io/instance-type; default: "
+        "resolved from resources.accelerator, or none)"))
 
 
 def eks_token(session, cluster: str, region: str) -> str:
@@ -87,7 +94,6 @@ class EksProvider(KubeflowProvider):
         return option == "region" and bool(self._session().region_name)
 
     def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
-        from dataclasses import replace
         mopts = super().manifest_options(job, options)
         choice = choose(job, EKS_RULES, options.instance_type)
         row = choice.row if choice else None
@@ -111,16 +117,20 @@ class EksProvider(KubeflowProvider):
     def check(self, job: JobSpec, options: EksOptions) -> None:
         super().check(job, options)
         if options.api == "trainer":
-            trainer_check(self, job, options)
+            render.trainer_check(self, job, options)
 
     def manifests(self, job: JobSpec, options: EksOptions) -> List[dict]:
         if options.api != "trainer":
             return super().manifests(job, options)
-        return trainjob.build_trainjob(job, self.manifest_options(job, options), trainer_runtime(self, job, options))
+        return render.trainer_objects(self, job, options, self.manifest_options(job, options))
 
     def code_store_settings(self, options: EksOptions) -> Dict[str, Any]:
+        """S3 in the cluster's region (unset: boto3's, when the code is shipped: ``code_store``)."""
+        return {**super().code_store_settings(options), "region": options.region}
+
+    def code_store(self, upload: CodeUpload):
         """S3 in the cluster's region (boto3's default chain gives the credentials)."""
-        return {**super().code_store_settings(options), "region": options.region or self._session().region_name}
+        return super().code_store(replace(upload, region=upload.region or self._session().region_name))
 
     def target(self, options: EksOptions) -> Dict[str, Any]:
         if not options.cluster:

@@ -32,9 +32,10 @@ Shipping the code: a second ConfigMap
     ``code: null``: no ConfigMap, no unpack (the image holds the code).
 
 Shipping larger code: an object store and a time-limited URL in a Secret
-    With ``providers.<p>.code_store`` the provider uploads the archive, content-addressed
-    (``<prefix>/cloudtrain-code/<sha256>.tar.gz``), at submit and makes a time-limited GET URL
-    for it (``CodePayload.url`` says where; the render shows the ``<scheme>/PutObject``).  The
+    With ``providers.<p>.code_store`` a submit uploads the archive, content-addressed
+    (``<prefix>/cloudtrain-code/<sha256>.tar.gz``: core's ``CloudProvider.ship``), and the
+    provider makes a time-limited GET URL for it (``CodePayload.url`` says where; the render
+    shows the ``<scheme>/PutObject``; ``render.StoredCode``).  The
     URL travels in the Secret ``<name>-code-url`` (key ``url``, ``***`` in the render), mounted
     read-only at ``/opt/cloudtrain-code-url``: a file, not an environment variable, so the
     training processes never see it.  The node shell runs ``python3 -m cloudtrain.launch.unpack
@@ -107,7 +108,6 @@ OUTPUT_DIR = "/cloudtrain/output"
 SHM_VOLUME = "dshm"
 CHECKPOINT_VOLUME = "cloudtrain-checkpoint"
 CHECKPOINT_MOUNT = "/cloudtrain/checkpoint"   # CLOUDTRAIN_CHECKPOINT_DIR in every pod
-GROUP_KUBEFLOW = "kubeflow.org"
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Kubeflow's operators and Volcano name pods and services "<job>-<replica>-<index>"; those
 # must stay DNS-1123 labels (<= 63), so the job name leaves room for the longest suffix.
@@ -181,8 +181,10 @@ class ManifestOptions:
     rdma_env: Optional[Mapping[str, str]] = None     # default: RDMA_ENV_PRESETS[resource]
     rdma_device: bool = True                         # False: the nodes' RDMA needs no device plugin (Ascend: hccn.conf)
     hugepages_2mi: Optional[str] = None              # with an RDMA device: hugepages-2Mi to request (EFA: eks)
-    queue: Optional[str] = None                      # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
-    priority_class: Optional[str] = None             # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
+    # Volcano: spec.queue (default "default"); Kubeflow, Trainer: Kueue's LocalQueue
+    queue: Optional[str] = None
+    # Volcano: a PriorityClass; Kubeflow, Trainer: Kueue's WorkloadPriorityClass
+    priority_class: Optional[str] = None
     scheduler_name: str = "volcano"
     queue_scheduler: str = "kueue"                   # Kubeflow: kueue (labels) or volcano (runPolicy.schedulingPolicy)
     volcano_plugins: Mapping[str, List[str]] = field(default_factory=dict)  # added to svc/env (e.g. configmap1980)
@@ -333,20 +335,6 @@ def code_configmap(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
                   "binaryData": {CODE_KEY: options.code.placeholder}}, job, options)
 
 
-def with_code(job: JobSpec, obj: dict) -> dict:
-    """``obj`` with the code archive's bytes (base64, as ``binaryData`` takes them) in place of
-    the rendered placeholder; other objects unchanged."""
-    placeholder = (obj.get("binaryData") or {}).get(CODE_KEY)
-    if obj["kind"] != "ConfigMap" or placeholder is None:
-        return obj
-    import base64
-    from cloudtrain import shipping
-    data = shipping.packed_code(job)
-    if CodePayload(hashlib.sha256(data).hexdigest(), len(data)).placeholder != placeholder:
-        raise ValueError(f"the code in {job.code_path} changed after the job was rendered; render or submit again")
-    return {**obj, "binaryData": {**obj["binaryData"], CODE_KEY: base64.b64encode(data).decode("ascii")}}
-
-
 def code_url_secret_name(job: JobSpec, options: ManifestOptions) -> str:
     return object_name(job, options) + "-code-url"
 
@@ -365,20 +353,6 @@ def code_source(job: JobSpec, options: ManifestOptions) -> Optional[dict]:
     return code_configmap(job, options) or code_url_secret(job, options)
 
 
-def is_code_url_secret(obj: dict) -> bool:
-    return obj["kind"] == "Secret" and obj["metadata"]["name"].endswith("-code-url") \
-        and set(obj.get("stringData") or {}) == {CODE_URL_KEY}
-
-
-def with_code_url(obj: dict, url: Optional[str]) -> dict:
-    """``obj`` with the time-limited ``url`` in place of the code URL Secret's ``***``."""
-    if not is_code_url_secret(obj):
-        return obj
-    if not url:
-        raise ValueError("the code URL Secret has no URL: the code was not uploaded")
-    return {**obj, "stringData": {CODE_URL_KEY: url}}
-
-
 def code_volume(job: JobSpec, options: ManifestOptions) -> Optional[Tuple[dict, dict]]:
     """(pod volume, container mount) of the code's source, None with ``code: null``."""
     if options.code is None:
@@ -386,7 +360,8 @@ def code_volume(job: JobSpec, options: ManifestOptions) -> Optional[Tuple[dict, 
     if options.code.inline:
         return ({"name": CODE_VOLUME, "configMap": {"name": code_configmap_name(job, options), "defaultMode": 0o444}},
                 {"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
-    return ({"name": CODE_URL_VOLUME, "secret": {"secretName": code_url_secret_name(job, options), "defaultMode": 0o444}},
+    return ({"name": CODE_URL_VOLUME,
+             "secret": {"secretName": code_url_secret_name(job, options), "defaultMode": 0o444}},
             {"name": CODE_URL_VOLUME, "mountPath": CODE_URL_DIR, "readOnly": True})
 
 
@@ -695,8 +670,8 @@ def mpi_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -
     # mpirun starts the ranks in the launcher's working directory: the workers unpack the code there too
     sshd = "mkdir -p /run/sshd && exec /usr/sbin/sshd -De -o StrictModes=no"
     unpack = unpack_step(options)
-    worker = container(job, options, "worker", ["/bin/sh", "-c", f"export {launcher_path(LAUNCHER_DIR)}; {unpack} && {sshd}"
-                                                if unpack else sshd],
+    shell = f"export {launcher_path(LAUNCHER_DIR)}; {unpack} && {sshd}" if unpack else sshd
+    worker = container(job, options, "worker", ["/bin/sh", "-c", shell],
                        extra_env={**env, "CLOUDTRAIN_KUBEFLOW_ROLE": "worker"})
     specs = {
         "Launcher": {"replicas": 1, "restartPolicy": _restart_policy(job),
@@ -792,7 +767,8 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
             entry["template"]["spec"]["activeDeadlineSeconds"] = job.max_runtime
         # The job ends when the node that runs the command ends: node 0 for mpi/horovod/ray
         # (the others wait on it), the workers for ps-worker (parameter servers never exit).
-        if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or (d.type == "ps-worker" and task == "worker"):
+        if (task == tasks[0][0] and d.type in ("mpi", "horovod", "ray")) or \
+                (d.type == "ps-worker" and task == "worker"):
             entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
         out_tasks.append(entry)
     plugins: Dict[str, List[str]] = {"svc": list(VOLCANO_SVC_ARGS), "env": []}
