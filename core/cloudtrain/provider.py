@@ -22,7 +22,7 @@ from .errors import BadInput, CloudtrainWarning, MissingExtra
 from .job import JobSpec
 from .launch import platform as platforms
 from .launch.platform import Cluster, Platform
-from .request import Artifact, Artifacts, Rendered, Request
+from .request import Artifact, Rendered, Request
 from .secrets import MASK, Masker, resolve_secrets
 from .states import State  # noqa: F401  (re-exported: plugins import it from here)
 
@@ -287,14 +287,10 @@ class Provider(abc.ABC):
         from .errors import JobFileError
         return JobFileError.at(job, loc, message)
 
+    @abc.abstractmethod
     def render_request(self, job: JobSpec, options) -> Request:
-        """The provider's typed request for ``job`` (pure: no network, no clock, no credentials;
-        secrets as ``***``).  A provider with nothing typed to send may implement ``artifacts``
-        instead: its request is then those ``Artifacts``."""
-        return Artifacts(tuple(self.artifacts(job, options)))
-
-    def artifacts(self, job: JobSpec, options) -> List[Artifact]:
-        raise NotImplementedError(f"{type(self).__name__} implements neither render_request nor artifacts")
+        """The provider's typed request for ``job`` (``cloudtrain.request``; pure: no network, no
+        clock, no credentials; secrets as ``***``)."""
 
     def render(self, job: JobSpec, *, submit: bool = False, policy: Iterable[str] = ()) -> Rendered:
         """The exact request (pure); ``submit``: also every check a submit makes first."""

@@ -125,16 +125,6 @@ class Request:
         return None
 
 
-@dataclass(frozen=True)
-class Artifacts(Request):
-    """A request that is just its artifacts (a provider with nothing typed to add)."""
-
-    items: tuple
-
-    def artifacts(self) -> List[Artifact]:
-        return list(self.items)
-
-
 R = TypeVar("R", bound=Request)
 
 

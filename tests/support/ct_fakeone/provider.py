@@ -1,9 +1,19 @@
 """The ``fakeone`` provider: renders a request, cannot submit (it exists to be emulated)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator, List
 
 from cloudtrain.provider import Artifact, JobStatus, Provider, State
+from cloudtrain.request import Request
+
+
+@dataclass(frozen=True)
+class FakeOneRequest(Request):
+    task: dict
+
+    def artifacts(self) -> List[Artifact]:
+        return [Artifact("fakeone/CreateTask", self.task["Name"], self.task)]
 
 
 class FakeOneProvider(Provider):
@@ -13,11 +23,11 @@ class FakeOneProvider(Provider):
     platform = "fakeone"
     states = {"SUCCEED": State.SUCCEEDED, "FAILED": State.FAILED, "RUNNING": State.RUNNING}
 
-    def artifacts(self, job, options) -> List[Artifact]:
-        return [Artifact("fakeone/CreateTask", job.name,
-                         {"Name": job.name, "Envs": [{"Name": k, "Value": v} for k, v in self.rendered_env(job).items()],
-                          "StartCmd": "cloudtrain launch " + " ".join(job.launch_args()) + " -- " + job.command_line,
-                          "InstanceNum": job.distribution.nodes})]
+    def render_request(self, job, options) -> FakeOneRequest:
+        return FakeOneRequest({"Name": job.name,
+                               "Envs": [{"Name": k, "Value": v} for k, v in self.rendered_env(job).items()],
+                               "StartCmd": "cloudtrain launch " + " ".join(job.launch_args()) + " -- " + job.command_line,
+                               "InstanceNum": job.distribution.nodes})
 
     def schedule(self, rendered, secrets) -> str:
         raise RuntimeError("fakeone cannot submit; it only emulates an environment")
