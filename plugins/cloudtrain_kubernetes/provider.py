@@ -598,6 +598,7 @@ class KubeflowTrainerProvider(KubeflowProvider):
     platform = trainjob.PLATFORM
     Options = KubeflowTrainerOptions
     kinds = ("TrainJob",)
+    states = trainjob.STATES  # a TrainJob's own words (its conditions), not a PyTorchJob's
 
     def check(self, job: JobSpec, options: KubeflowTrainerOptions) -> None:
         super().check(job, options)

@@ -227,6 +227,10 @@ def job_state(obj: dict) -> Tuple[str, str]:
         return "Running", ""
     if "Created" in true:
         return "Created", true["Created"].get("message") or ""
+    other = sorted(t for t in true if t and t not in STATES)
+    if other:  # a condition this version does not know: said as it is (UNKNOWN), never as Pending
+        c = true[other[0]]
+        return other[0], c.get("message") or c.get("reason") or ""
     return "Pending", "waiting for the Trainer controller and JobSet"
 
 
