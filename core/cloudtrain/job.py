@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from .credentials import shown_value
 from .durations import OptionalDuration, format_duration
 from .errors import JobFileError
 
@@ -327,7 +328,6 @@ class Source:
         field = ".".join(str(p) for p in loc) or None
         keys = self.overrides_of(loc)
         if keys:
-            from .loading import shown_value
             given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={shown_value(key, self.raw[key])}")
                              for key in keys)
             return {"file": given, "line": None, "field": field}
