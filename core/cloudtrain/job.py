@@ -169,7 +169,6 @@ class JobSpec(Strict):
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)
-    _instances: Dict[tuple, Any] = PrivateAttr(default_factory=dict)  # cloudtrain.instances.choose, per provider
 
     @field_validator("command")
     @classmethod
