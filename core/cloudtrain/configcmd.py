@@ -53,7 +53,8 @@ def option_problems(settings: Settings) -> List[JobFileError]:
 
 
 def show(args) -> int:
-    from .loading import JobFileProblems, load_job, model_problems, sorted_problems
+    from .loading import load_job, model_problems, sorted_problems
+    from .problems import JobFileProblems
     from .plugins import get_provider_class
     jobs = [i for i in args.items if "=" not in i]
     if len(jobs) != len(args.items) or len(jobs) > 1:

@@ -151,3 +151,9 @@ def mask_text(text: str) -> str:
 
 
 MASK = "***"
+
+
+def shown_value(key: str, raw: str) -> str:
+    """A ``--set`` value as an error may echo it: ``***`` under a secret's name (``...password=``),
+    else with every token and every URI's user info masked."""
+    return MASK if secret_named(key.rsplit(".", 1)[-1]) else mask_text(raw)

@@ -36,7 +36,7 @@ def nearly_full(path) -> bool:
 
 def where(path) -> Path:
     """The directory a full disk is named by: ``$CLOUDTRAIN_HOME`` for a path under it."""
-    from .store import home
+    from .homedir import home
     top = os.path.abspath(home())
     path = os.path.abspath(path)
     if path == top or path.startswith(top + os.sep):

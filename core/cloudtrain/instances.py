@@ -23,9 +23,11 @@ Errors are ``file:line: field: message`` with the fix (exit 2).
 """
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .catalog import Catalog, Instance, smallest
 from .errors import CloudtrainWarning, JobFileError
@@ -64,13 +66,36 @@ def describe(row: Instance) -> str:
         else f"{row.instance_type} (no accelerator)"
 
 
+# What ``once`` found, per job object (by identity: the frozen JobSpec carries no provider's
+# results, and a copy of a job, which may differ, chooses again); dropped with the job.
+_found: Dict[int, Tuple["weakref.ref[JobSpec]", Dict[tuple, Any]]] = {}
+_found_lock = threading.Lock()
+
+
+def once(job: JobSpec, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()`` the first time ``key`` is asked for this job object, then what it gave (so
+    a choice's warning is said once however often render, the estimate and the ledger ask)."""
+    with _found_lock:
+        entry = _found.get(id(job))
+        if entry is None or entry[0]() is not job:
+            ref = weakref.ref(job, lambda dead, ident=id(job): _forget(ident, dead))
+            entry = _found[id(job)] = (ref, {})
+    results = entry[1]
+    if key not in results:
+        results[key] = compute()
+    return results[key]
+
+
+def _forget(ident: int, dead: "weakref.ref[JobSpec]") -> None:
+    with _found_lock:
+        if ident in _found and _found[ident][0] is dead:
+            del _found[ident]
+
+
 def choose(job: JobSpec, rules: InstanceRules, option: Optional[str]) -> Optional[Choice]:
     """The instance type for ``job`` (None: no GPUs asked for and none named: the provider's default).
     Chosen once per job and provider (its warning is said once)."""
-    key = (rules.provider, option)
-    if key not in job._instances:
-        job._instances[key] = _choose(job, rules, option)
-    return job._instances[key]
+    return once(job, (rules.provider, option), lambda: _choose(job, rules, option))
 
 
 def _choose(job: JobSpec, rules: InstanceRules, option: Optional[str]) -> Optional[Choice]:

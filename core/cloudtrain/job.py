@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from .credentials import shown_value
 from .durations import OptionalDuration, format_duration
 from .errors import JobFileError
 
@@ -175,7 +176,6 @@ class JobSpec(Strict):
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)
-    _instances: Dict[tuple, Any] = PrivateAttr(default_factory=dict)  # cloudtrain.instances.choose, per provider
 
     @field_validator("command")
     @classmethod
@@ -334,7 +334,6 @@ class Source:
         field = ".".join(str(p) for p in loc) or None
         keys = self.overrides_of(loc)
         if keys:
-            from .loading import shown_value
             given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={shown_value(key, self.raw[key])}")
                              for key in keys)
             return {"file": given, "line": None, "field": field}

@@ -18,31 +18,14 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
 from pydantic import BaseModel, ValidationError
 
 from . import fieldtypes, yamlio
+from .credentials import shown_value
 from .errors import BadInput, JobFileError
 from .job import JobSpec, Source
+from .problems import JobFileProblems
 from .registry import builtin_providers
 from .suggest import did_you_mean
 
 MAX_JOB_FILE_BYTES = 1 << 20  # a job file is a few hundred bytes; anything this big is the wrong file
-
-
-class JobFileProblems(JobFileError):
-    """Several job file problems at once, one ``file:line: field: message`` line each (the
-    attributes are the first one's)."""
-
-    def __init__(self, problems: "list[JobFileError]"):
-        self.problems = list(problems)
-        first = self.problems[0]
-        self.file, self.line, self.field, self.detail = first.file, first.line, first.field, first.detail
-        BadInput.__init__(self, "\n".join(str(p) for p in self.problems))
-
-    @staticmethod
-    def raise_all(problems: "list[JobFileError]") -> None:
-        """Raise the one problem, or all of them together; nothing when there is none."""
-        if len(problems) == 1:
-            raise problems[0]
-        if problems:
-            raise JobFileProblems(problems)
 
 
 def read_job_text(path: Path) -> str:
@@ -118,13 +101,6 @@ def parse_override(item: str) -> Override:
         path = ".".join(map(str, doc.duplicates[0][0]))
         raise BadInput(f"--set {key}={shown_value(key, raw)}: {path} is given twice; give it once")
     return Override(key, doc.data, raw, doc.texts)
-
-
-def shown_value(key: str, raw: str) -> str:
-    """A ``--set`` value as an error may echo it: ``***`` under a secret's name (``...password=``),
-    else with every token and every URI's user info masked."""
-    from .credentials import MASK, mask_text, secret_named
-    return MASK if secret_named(key.rsplit(".", 1)[-1]) else mask_text(raw)
 
 
 def _overrides(overrides) -> Dict[str, Override]:

@@ -8,6 +8,25 @@ from typing import Any, Callable, List, Optional
 from .errors import BadInput, JobFileError
 
 
+class JobFileProblems(JobFileError):
+    """Several job file problems at once, one ``file:line: field: message`` line each (the
+    attributes are the first one's)."""
+
+    def __init__(self, problems: "list[JobFileError]"):
+        self.problems = list(problems)
+        first = self.problems[0]
+        self.file, self.line, self.field, self.detail = first.file, first.line, first.field, first.detail
+        BadInput.__init__(self, "\n".join(str(p) for p in self.problems))
+
+    @staticmethod
+    def raise_all(problems: "list[JobFileError]") -> None:
+        """Raise the one problem, or all of them together; nothing when there is none."""
+        if len(problems) == 1:
+            raise problems[0]
+        if problems:
+            raise JobFileProblems(problems)
+
+
 class ManyProblems(BadInput):
     """Several problems, some without a file and line (the CLI prints one line each)."""
 
@@ -43,7 +62,6 @@ class Problems:
         if len(self.found) == 1:
             raise self.found[0]
         if self.found and all(isinstance(p, JobFileError) for p in self.found):
-            from .loading import JobFileProblems
             raise JobFileProblems(self.found)
         if self.found:
             raise ManyProblems(self.found)

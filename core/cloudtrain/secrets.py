@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional
 
 from .errors import JobFileError
+from .problems import JobFileProblems
 
 MASK = "***"
 
@@ -17,7 +18,6 @@ def resolve_secrets(job, environ: Optional[Mapping[str, str]] = None) -> Dict[st
     values: Dict[str, str] = {}
     problems = _resolve(job, environ, values)
     if problems:
-        from .loading import JobFileProblems
         JobFileProblems.raise_all(problems)
     return values
 

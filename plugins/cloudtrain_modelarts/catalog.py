@@ -18,7 +18,7 @@ from cloudtrain import catalog as cat
 from cloudtrain.accelerators import canonical
 from cloudtrain.catalog import Catalog, Instance, load, package_file
 from cloudtrain.errors import CloudtrainWarning
-from cloudtrain.instances import InstanceRules, job_error, wanted
+from cloudtrain.instances import InstanceRules, job_error, once, wanted
 from cloudtrain.job import JobSpec
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
@@ -46,10 +46,7 @@ def pool_flavor(job: JobSpec, flavor_id: Optional[str], pool_id: str) -> Optiona
     """A dedicated pool's flavor: ``flavor_id`` (its card count checked when it is a pool flavor),
     else ``modelarts.pool.visual.<n>xlarge`` for the job's cards per node.  Warns once that the
     pool's card type is not checked."""
-    key = ("modelarts-pool", flavor_id, pool_id)
-    if key not in job._instances:
-        job._instances[key] = _pool_flavor(job, flavor_id, pool_id)
-    return job._instances[key]
+    return once(job, ("modelarts-pool", flavor_id, pool_id), lambda: _pool_flavor(job, flavor_id, pool_id))
 
 
 def _pool_flavor(job: JobSpec, flavor_id: Optional[str], pool_id: str) -> Optional[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Dict, Mapping, Optional
 
-from .platform import Platform
 from .topology import DEFAULT_MASTER_PORT, Topology, env_int, split_hosts
 
 
@@ -92,10 +91,8 @@ def environment(job, node_index: int, cluster) -> Dict[str, str]:
                             job.procs_per_node, cluster.output_dir)
 
 
-PLATFORM = Platform(
-    "local", detect, priority=0, environment=environment,
-    # what launchers and MPI set in every process, whatever the platform
-    prefixes=("CLOUDTRAIN_", "PET_", "TORCHELASTIC_", "OMPI_", "PMIX_"),
-    variables=("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-               "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "RAY_ADDRESS", "NNODES"),
-)
+# What launchers and MPI set in every process, whatever the platform: the generic platform's
+# variables (``cloudtrain.launch.platform.generic`` makes the ``Platform`` of this module).
+PREFIXES = ("CLOUDTRAIN_", "PET_", "TORCHELASTIC_", "OMPI_", "PMIX_")
+VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+             "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "RAY_ADDRESS", "NNODES")

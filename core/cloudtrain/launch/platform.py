@@ -8,6 +8,7 @@ a provider through its own package, a shipped launcher bundle through ``CLOUDTRA
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -113,9 +114,13 @@ class Platform:
         return "<Platform %s>" % self.name
 
 
+@functools.lru_cache(maxsize=None)
 def generic() -> Platform:
-    from .generic import PLATFORM
-    return PLATFORM
+    """The generic platform (``local``), made once from ``cloudtrain.launch.generic``, which
+    imports nothing of this module."""
+    from . import generic as module
+    return Platform(GENERIC, module.detect, priority=0, environment=module.environment,
+                    prefixes=module.PREFIXES, variables=module.VARIABLES)
 
 
 def platforms_of(module: str) -> List[Platform]:
