@@ -27,7 +27,7 @@ from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_ne
 from .common import AwsProvider
 from .instances import EFA_ENV, SAGEMAKER_RULES
 from .options import SageMakerOptions
-from .render import (CODE_CHANNEL, MAX_RUNTIME, NODE_MODULE, RETRY_SAYS, S3_URI, TAG_NAME,
+from .render import (create_training_job, CODE_CHANNEL, MAX_RUNTIME, NODE_MODULE, RETRY_SAYS, S3_URI, TAG_NAME,
                      SageMakerRequest, check_secret_ids, job_name, parse_s3, sagemaker_instance, sagemaker_request)
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -154,7 +154,7 @@ class SageMakerProvider(AwsProvider):
         is an error at the job-file field that gave the value, all of them together."""
         from cloudtrain.problems import Problems
         from .limits import request_violations
-        request = fill(self.render_request(job, options).create,
+        request = fill(create_training_job(job, options, self.detectors_variable()),
                        {Placeholder.SPEC_HASH: "0" * 12, Placeholder.CODE_DIGEST: "0" * 64})
         problems = Problems()
         for path, problem in request_violations("sagemaker", "CreateTrainingJob", request):
