@@ -1,5 +1,5 @@
 """Nodes' working copies of a large code tree: a full copy per node (before) against one copy
-plus hard links (``cloudtrain.codetree.working_copies``), and with a ``.cloudtrainignore``.
+plus hard links (``cloudtrain.transfer.codetree.working_copies``), and with a ``.cloudtrainignore``.
 
     python bench/bench_codecopy.py [--gb 1] [--nodes 2] [--rounds 3]
 
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from cloudtrain.codetree import NOT_COPIED, working_copies  # noqa: E402
+from cloudtrain.transfer.codetree import NOT_COPIED, working_copies  # noqa: E402
 
 
 def make_tree(root: Path, gb: float) -> None:

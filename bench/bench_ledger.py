@@ -33,7 +33,7 @@ def fill(home: Path, jobs: int) -> None:
     env_home = os.environ.get("CLOUDTRAIN_HOME")
     os.environ["CLOUDTRAIN_HOME"] = str(home)
     try:
-        from cloudtrain.store import Store
+        from cloudtrain.runtime.store import Store
         store = Store(home / "state.db")
     finally:
         if env_home is None:

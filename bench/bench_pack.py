@@ -35,8 +35,8 @@ WORDS = ("epoch", "step", "loss", "0.4312", "lr", "3e-4", "rank", "node", "grad_
 
 PACK = textwrap.dedent("""
     import sys
-    from cloudtrain import shipping
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.transfer import shipping
+    from cloudtrain.input.loading import job_from_dict
     job = job_from_dict({"name": "bench", "code": sys.argv[1], "command": "python train.py"})
     archive = shipping.archive(job)
     peak = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]

@@ -16,8 +16,8 @@ CODE = ("import time, cloudtrain\n"
 
 def run(ctx) -> List[Row]:
     import cloudtrain
-    from cloudtrain.errors import CloudtrainError
-    from cloudtrain.plugins import providers
+    from cloudtrain.spec.errors import CloudtrainError
+    from cloudtrain.extend.plugins import providers
 
     rounds = 7 if ctx.quick else 25
     rows: List[Row] = []

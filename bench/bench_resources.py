@@ -5,7 +5,7 @@ that ``validate``/``submit`` add for the estimate (goal: < 5 ms each, issues 27 
 
 Two measurements per provider with a catalog:
 - in process, cold: the catalog file read and parsed (its cache cleared) plus the choice;
-- in process, cold, with prices: the same plus ``cloudtrain.prices.estimate`` (the row's rate in
+- in process, cold, with prices: the same plus ``cloudtrain.catalogs.prices.estimate`` (the row's rate in
   the job's region, nodes x rate, the ceiling) - what a render with an estimate pays;
 - ``render`` as a fresh process (the cold start a user sees), the job with ``accelerator: A100``
   and ``gpus_per_node: 8`` against the same job naming the provider's instance type, which reads
@@ -33,11 +33,11 @@ BASE = {"name": "bench", "command": "python train.py", "image": "registry.exampl
 
 
 def in_process(provider: str, with_prices: bool = False) -> float:
-    from cloudtrain import catalog
-    from cloudtrain.instances import choose
-    from cloudtrain.loading import job_from_dict
-    from cloudtrain.plugins import get_provider_class
-    from cloudtrain.prices import estimate
+    from cloudtrain.catalogs import catalog
+    from cloudtrain.catalogs.instances import choose
+    from cloudtrain.input.loading import job_from_dict
+    from cloudtrain.extend.plugins import get_provider_class
+    from cloudtrain.catalogs.prices import estimate
     rules = get_provider_class(provider).instance_rules()
     job = job_from_dict({**BASE, "max_runtime": "8h", "resources": {"accelerator": "A100", "gpus_per_node": 8},
                          "providers": {**BASE["providers"], provider: {**BASE["providers"].get(provider, {}),

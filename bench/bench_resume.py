@@ -86,7 +86,7 @@ def one_round(tmp: Path, index: int, env: dict) -> dict:
         cold = time.monotonic() - started
         if not wait_until(lambda: "epoch 2/" in text(), TIMEOUT):
             return {"error": "no epoch 2"}
-        from cloudtrain.store import Store
+        from cloudtrain.runtime.store import Store
         node1 = next(n for n in Store(Path(env["CLOUDTRAIN_HOME"]) / "state.db").get_nodes(job_id) if n["node"] == 1)
         pid = wait_until(lambda: training_process(node1["pid"]), 30)
         if not pid:

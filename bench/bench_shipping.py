@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 for sub in ("core", "plugins", "tests", "tests/support"):
     sys.path.insert(0, str(REPO / sub))
 
-from cloudtrain import objectstore  # noqa: E402
-from cloudtrain.errors import CloudtrainError  # noqa: E402
-from cloudtrain.loading import job_from_dict  # noqa: E402
-from cloudtrain.objectstore import ObjectStore, ObjectUrl  # noqa: E402
+from cloudtrain.transfer import objectstore  # noqa: E402
+from cloudtrain.spec.errors import CloudtrainError  # noqa: E402
+from cloudtrain.input.loading import job_from_dict  # noqa: E402
+from cloudtrain.transfer.objectstore import ObjectStore, ObjectUrl  # noqa: E402
 
 WORDS = ("def", "return", "self", "import", "torch", "tensor", "model", "loss", "batch", "for", "in",
          "if", "else", "None", "True", "optimizer", "step", "grad", "x", "y", "data", "config", "=", "(", ")")
@@ -118,7 +118,7 @@ def per_file(store: ObjectStore, prefix: ObjectUrl, root: Path) -> None:
 # -- the paths ----------------------------------------------------------------------------------
 def s3_paths(stack: ExitStack, code: Path) -> List[tuple]:
     from doubles.aws_double import AwsDouble
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     aws = stack.enter_context(AwsDouble())
     for bucket in ("ct-ship", "ct-alt"):
         aws.client("s3").create_bucket(Bucket=bucket)
@@ -159,7 +159,7 @@ def cos_paths(stack: ExitStack, code: Path) -> List[tuple]:
 
 def fresh_process() -> None:
     """Forget what this process packed and sent, as a new ``cloudtrain`` process starts."""
-    from cloudtrain import shipping
+    from cloudtrain.transfer import shipping
     shipping._PACKED.clear()
     objectstore.forget_uploads()
 
@@ -167,7 +167,7 @@ def fresh_process() -> None:
 def obs_paths(stack: ExitStack, code: Path) -> List[tuple]:
     from doubles.obs_double import AK, SK, ObsDouble
     from cloudtrain_modelarts.obsstore import ObsStore
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     obs = stack.enter_context(ObsDouble())
     obs.create_bucket("team-obs")
     os.environ.update({"HUAWEICLOUD_SDK_AK": AK, "HUAWEICLOUD_SDK_SK": SK,
@@ -186,7 +186,7 @@ PATHS: Dict[str, Callable] = {"s3": s3_paths, "cos": cos_paths, "obs": obs_paths
 
 def inline(code: Path) -> str:
     """The ConfigMap path on the same tree: what render says."""
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     job = job_from_dict({"name": "ship", "code": str(code), "command": "python train.py", "image": "img:1"})
     start = time.perf_counter()
     try:
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="ct-bench-ship-") as tmp, ExitStack() as stack:
         code = Path(tmp) / "code"
         size = make_tree(code, args.mb)
-        from cloudtrain import shipping
+        from cloudtrain.transfer import shipping
         start = time.perf_counter()
         packed = shipping.archive(job_from_dict({"name": "ship", "code": str(code), "command": "python t.py"}))
         pack_s = time.perf_counter() - start

@@ -60,7 +60,7 @@ def run(ctx) -> List[Row]:
     import os
     os.environ.setdefault("CLOUDTRAIN_POLL_SECONDS", "0")
     import cloudtrain
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     n = QUICK_JOBS if ctx.quick else JOBS
     aws = _double()
     try:
@@ -73,7 +73,7 @@ def run(ctx) -> List[Row]:
         import cloudtrain_aws.common as common
         aws.reset(("sagemaker", "s3"))  # the measured run uploads the code and asks EC2 itself
         aws.client("s3").create_bucket(Bucket=BUCKET)
-        from cloudtrain.objectstore import forget_uploads
+        from cloudtrain.transfer.objectstore import forget_uploads
         forget_uploads()
         common._efa.clear()
         aws.calls.clear()

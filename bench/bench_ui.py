@@ -36,7 +36,7 @@ PROVIDERS = [("local", None, None, None), ("docker", None, None, None), ("sagema
 
 def seed(home: Path, n: int) -> None:
     os.environ["CLOUDTRAIN_HOME"] = str(home)
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     store = Store()
     now = time.time()
     rng = random.Random(7)

@@ -4,7 +4,7 @@
     python docs/gen_job_reference.py           # rewrite the generated sections
     python docs/gen_job_reference.py --check   # exit 1 if a generated section is out of date
 
-It writes one markdown table per object of ``cloudtrain.schema.job_schema(with_providers=False)``
+It writes one markdown table per object of ``cloudtrain.commands.schema.job_schema(with_providers=False)``
 (field, type, default, description) between ``<!-- BEGIN GENERATED -->`` and
 ``<!-- END GENERATED -->`` in ``docs/job-file.md``.
 
@@ -199,7 +199,7 @@ def cell_escape(text: str) -> str:
 
 # -- the pages ---------------------------------------------------------------------------
 def job_reference() -> str:
-    from cloudtrain.schema import job_schema
+    from cloudtrain.commands.schema import job_schema
 
     schema = job_schema(with_providers=False)
     return Renderer(schema, anchor_prefix="ref").markdown("", "Top level")
@@ -208,7 +208,7 @@ def job_reference() -> str:
 def options_reference(provider_name: str) -> Optional[str]:
     """The table of ``providers.<provider_name>``, or None if that provider is not installed."""
     try:
-        from cloudtrain.plugins import providers
+        from cloudtrain.extend.plugins import providers
         info = providers().get(provider_name)
     except Exception as exc:  # a broken plugin must not stop the job-file reference
         print(f"warning: cannot load the providers ({exc}); skipping {provider_name}", file=sys.stderr)
@@ -226,10 +226,10 @@ def resources_table() -> str:
     """One row per accelerator x count, one column per provider with a catalog: the instance
     type that ``resources.accelerator`` and ``gpus_per_node`` resolve to there."""
     import warnings
-    from cloudtrain.instances import choose
-    from cloudtrain.loading import job_from_dict
-    from cloudtrain.plugins import get_provider_class
-    from cloudtrain.resources import matching
+    from cloudtrain.catalogs.instances import choose
+    from cloudtrain.input.loading import job_from_dict
+    from cloudtrain.extend.plugins import get_provider_class
+    from cloudtrain.catalogs.resources import matching
     found = matching()
     names = sorted({p for p, _ in found})
     pairs = sorted({(r.accelerator, r.count) for _, r in found})

@@ -26,9 +26,9 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("CLOUDTRAIN_HOME", str(path))
     yield path
     if (path / "state.db").exists():
-        from cloudtrain.plugins import get_provider
-        from cloudtrain.states import TERMINAL
-        from cloudtrain.store import Store
+        from cloudtrain.extend.plugins import get_provider
+        from cloudtrain.spec.states import TERMINAL
+        from cloudtrain.runtime.store import Store
         for row in Store(path / "state.db").list_jobs():
             if row["state"] not in TERMINAL:
                 get_provider(row["provider"]).cancel(row["id"])

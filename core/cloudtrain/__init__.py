@@ -16,9 +16,9 @@ __version__ = "0.1.0"
 _API = {
     "load_job": "api", "render": "api", "submit": "api", "validate": "api", "attach": "api",
     "status": "api", "cancel": "api", "list_jobs": "api", "jobs": "api", "stage": "api",
-    "JobSpec": "job", "Provider": "provider", "Rendered": "provider", "Artifact": "provider",
-    "Run": "provider", "JobStatus": "provider", "State": "states", "Cluster": "provider",
-    "hookimpl": "hookspecs", "CloudtrainError": "errors", "BadInput": "errors", "PlatformError": "errors",
+    "JobSpec": "spec.job", "Provider": "providers.provider", "Rendered": "providers.provider", "Artifact": "providers.provider",
+    "Run": "providers.provider", "JobStatus": "providers.provider", "State": "spec.states", "Cluster": "providers.provider",
+    "hookimpl": "extend.hookspecs", "CloudtrainError": "spec.errors", "BadInput": "spec.errors", "PlatformError": "spec.errors",
 }
 __all__ = sorted(_API)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, List, Mapping, Optional, Union
 
-from .errors import BadInput
-from .job import JobSpec
-from .loading import load_job as _load_job
-from .plugins import get_plugin_manager, get_provider
-from .provider import JobStatus, Provider, Rendered, Run, parse_handle
+from .spec.errors import BadInput
+from .spec.job import JobSpec
+from .input.loading import load_job as _load_job
+from .extend.plugins import get_plugin_manager, get_provider
+from .providers.provider import JobStatus, Provider, Rendered, Run, parse_handle
 
 
 def load_job(path, overrides: Optional[Union[Mapping[str, Any], Iterable[str]]] = None, *,
@@ -36,8 +36,8 @@ def as_job(job, what: str = "job", provider: Union[str, Provider, None] = None,
 
 
 def default_provider(job=None, profile: Optional[str] = None) -> str:
-    """The provider used when none is named: the settings' (see ``cloudtrain.config``), else local."""
-    from .config import Settings
+    """The provider used when none is named: the settings' (see ``cloudtrain.input.config``), else local."""
+    from .input.config import Settings
     path = job if isinstance(job, (str, os.PathLike)) else None
     return Settings.load(path, profile).default_provider()
 
@@ -94,7 +94,7 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
     """Render and send the job (a ``JobSpec``, a job file's path, or a ``Rendered`` request);
     returns a ``Run`` (``status()``, ``logs()``, ``wait()``, ``cancel()``).  A request rendered
     for one provider is refused by another.  ``provider="sagemaker,azure"`` (or a list) is
-    failover (``cloudtrain.failover``): each is rendered first, then tried in order."""
+    failover (``cloudtrain.orchestrate.failover``): each is rendered first, then tried in order."""
     names = provider if isinstance(provider, (list, tuple)) else (
         provider.split(",") if isinstance(provider, str) and "," in provider else None)
     if names is not None and not isinstance(job, Rendered):
@@ -119,12 +119,12 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
 def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, str]] = None,
                  profile: Optional[str] = None, on_skip=None) -> Run:
     """Send each of ``candidates`` (rendered requests, in order) until a platform takes it: a
-    capacity or quota refusal (``cloudtrain.failover``: the platform's own codes) moves on to
+    capacity or quota refusal (``cloudtrain.orchestrate.failover``: the platform's own codes) moves on to
     the next, and ``on_skip(reason)`` hears why; any other error stops there.  A job that a
     platform accepted and then failed before it started for want of capacity (SageMaker's
     ``CapacityError``, spot capacity lost) moves on too: while a next candidate is left, the run
     is watched until it starts.  The ledger records the provider that ran it and the refusals."""
-    from . import failover
+    from .orchestrate import failover
     tried: List[str] = []
     for i, rendered in enumerate(candidates):
         last = i == len(candidates) - 1
@@ -155,14 +155,14 @@ def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), stat
     """The submission in the ledger; a ledger that cannot be written never fails a submit that
     the platform accepted (a warning says so)."""
     import warnings
-    from . import ledger
-    from .errors import CloudtrainWarning
+    from .orchestrate import ledger
+    from .spec.errors import CloudtrainWarning
     try:
         ledger.record(run.handle, rendered, profile=profile or os.environ.get("CLOUDTRAIN_PROFILE") or None,
                       tried=tried)
         if status is not None:
             ledger.update(status)
-        from . import requestlog
+        from .runtime import requestlog
         requestlog.keep(run.handle, rendered)  # what the dashboard shows as the job's request
     except Exception as exc:  # noqa: BLE001  (the job runs: say so, and go on)
         warnings.warn(CloudtrainWarning(f"{run.handle} is running but is not in the ledger ({exc})"), stacklevel=3)
@@ -183,7 +183,7 @@ def account_settings(provider: str, profile: Optional[str] = None) -> dict:
     directory (and ``profile``'s, default ``$CLOUDTRAIN_PROFILE``), merged as ``submit`` merges
     them beneath a job: what ``list``, ``status``, ``logs``, ``cancel``, ``outputs`` and ``wait``
     read (e.g. a region, a workspace)."""
-    from .config import Settings
+    from .input.config import Settings
     merged: dict = {}
     for layer in Settings.load(None, profile).layers(provider):
         merged.update(layer.options)
@@ -211,9 +211,9 @@ def status(handle: str, *, profile: Optional[str] = None) -> JobStatus:
 def outputs(handle: str, dest=None, *, profile: Optional[str] = None) -> list:
     """Download the output of job ``handle`` into ``dest`` (default ``./outputs/<id>``); the files.
     A directory the download made is marked so that it never ships with a job's code
-    (``cloudtrain.outputs.marked``)."""
+    (``cloudtrain.transfer.outputs.marked``)."""
     from pathlib import Path
-    from .outputs import default_dest, marked
+    from .transfer.outputs import default_dest, marked
     name, job_id = parse_handle(handle)
     target = Path(dest) if dest else default_dest(handle)
     with marked(target):
@@ -227,17 +227,17 @@ def cancel(handle: str, *, profile: Optional[str] = None) -> JobStatus:
 def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = None,
          states: Optional[Iterable[str]] = None, *, refresh: bool = False, profile: Optional[str] = None,
          on_error=None, limit: Optional[int] = None) -> list:
-    """The ledger's rows (``cloudtrain.ledger.Entry``), newest first, as ``cloudtrain list``
+    """The ledger's rows (``cloudtrain.orchestrate.ledger.Entry``), newest first, as ``cloudtrain list``
     shows them: every provider's jobs submitted from this machine (and the local ones), filtered
     by ``since`` (seconds since the epoch), ``providers`` and ``states``.  A cloud row still
     running is read from its platform again when it is stale (``ledger.STALE_SECONDS``), every
     one with ``refresh``; a cloud provider named in ``providers`` is asked for its jobs (as
     ``list -p`` always did), and those are kept in the ledger too.  ``on_error(what, exc)`` hears
     of a platform that cannot be read (its rows stay as stored); without it the error is raised."""
-    from . import ledger
-    from .errors import CloudtrainError
-    from .plugins import get_provider_class
-    from .store import Store
+    from .orchestrate import ledger
+    from .spec.errors import CloudtrainError
+    from .extend.plugins import get_provider_class
+    from .runtime.store import Store
     store = Store()
     names = list(providers) if providers is not None else None
     for name in names or ():
@@ -264,8 +264,8 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
 def _keeps_own_state(name: str) -> bool:
     """A provider whose jobs live in this machine's store (local, docker): its ledger rows read
     the store, never a platform (one whose store row is gone, e.g. pruned, stays as recorded)."""
-    from .errors import CloudtrainError
-    from .plugins import get_provider_class
+    from .spec.errors import CloudtrainError
+    from .extend.plugins import get_provider_class
     try:
         return bool(get_provider_class(name).local_state)
     except CloudtrainError:  # a plugin no longer installed: refresh says so
@@ -276,8 +276,8 @@ def list_jobs(provider: Optional[str] = None, on_error=None, *, profile: Optiona
     """Jobs of one provider, or of every provider that keeps its jobs on this machine (local,
     docker: no network call); ``on_error(name, exc)`` is told of a provider that cannot list
     (SDK missing, platform unreachable) and the others go on."""
-    from .errors import CloudtrainError
-    from .plugins import get_provider_class, providers
+    from .spec.errors import CloudtrainError
+    from .extend.plugins import get_provider_class, providers
     names = [provider] if provider else [n for n in providers() if get_provider_class(n).local_state]
     out: List[JobStatus] = []
     for name in names:

@@ -11,7 +11,7 @@ What lives where (sagemaker and ec2 share each file; one shape for both):
   SendCommand; what EC2 is asked at submit decided here as typed fields), and the helpers both
   use (S3 URIs, job names, secrets' ids and variable names as environment values).
 - ``ec2_node.sh``: every EC2 node's script as a template; shellcheck passes it as it is;
-  ``render.node_script`` fills it with ``cloudtrain.request.fill`` (each job value one
+  ``render.node_script`` fills it with ``cloudtrain.providers.request.fill`` (each job value one
   shell-quoted word, ``#@ block`` lines the lines the job's settings make).
 - ``sagemaker.py``, ``ec2.py``: the providers (``CloudProvider``s): option checks and the
   platform's calls only (``render_request``, ``_find_by_spec``, ``_create``, ``_describe``,
@@ -21,7 +21,7 @@ What lives where (sagemaker and ec2 share each file; one shape for both):
   before a submit, the code archive's S3 store, EFA facts from EC2, CloudWatch Logs reads.
 - ``sdk.py``: boto3 sessions and clients (retries, regions, credentials) and the plugin's one
   error translator (``AwsClients.api``).
-- ``s3store.py``: the ``s3://`` object store (``cloudtrain.objectstore``).
+- ``s3store.py``: the ``s3://`` object store (``cloudtrain.transfer.objectstore``).
 - ``instances.py``, ``catalogs/``, ``catalog_refresh.py``: the instance catalogs, the EFA presets,
   their refresh from AWS's price lists; ``limits.py``: botocore's limits a SageMaker request is
   checked against offline.

@@ -25,11 +25,11 @@ import os
 import sys
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from cloudtrain import catalog as cat
-from cloudtrain.catalog import Instance
+from cloudtrain.catalogs import catalog as cat
+from cloudtrain.catalogs.catalog import Instance
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
-# EC2 GpuInfo (name, memory in MiB) -> the neutral name (cloudtrain.accelerators); None: no neutral name
+# EC2 GpuInfo (name, memory in MiB) -> the neutral name (cloudtrain.spec.accelerators); None: no neutral name
 GPU_NAMES = {"A100": {40960: "A100", 81920: "A100-80GB"}, "V100": {16384: "V100", 32768: "V100-32GB"},
              "H100": "H100", "H200": "H200", "B200": "B200", "B300": "B300", "L40S": "L40S", "L4": "L4",
              "A10G": "A10G", "T4": "T4",
@@ -172,7 +172,7 @@ def priced(session, rows: List[Instance], date: str) -> List[Instance]:
     the row lists); a source that fails leaves a note instead."""
     from dataclasses import replace
     from botocore.exceptions import BotoCoreError, ClientError
-    from cloudtrain.catalog import Price
+    from cloudtrain.catalogs.catalog import Price
     pricing = session.client("pricing", region_name="us-east-1")  # the Price List's own endpoint
     spot: Dict[str, Dict[str, float]] = {}
     note = None
@@ -208,7 +208,7 @@ def priced_sagemaker(session, rows: List[Instance], date: str) -> List[Instance]
     spot training bills a discount SageMaker does not publish per type."""
     from dataclasses import replace
     from botocore.exceptions import BotoCoreError, ClientError
-    from cloudtrain.catalog import Price
+    from cloudtrain.catalogs.catalog import Price
     pricing = session.client("pricing", region_name="us-east-1")
     out = []
     failed = None
@@ -268,7 +268,7 @@ def refresh(session=None, regions: Optional[List[str]] = None, out_dir: str = CA
         import boto3
         session = boto3.session.Session()
     from botocore.exceptions import BotoCoreError, ClientError
-    from cloudtrain.errors import PlatformError
+    from cloudtrain.spec.errors import PlatformError
     try:
         rows, ml_rows = fetch(session, regions)
     except (BotoCoreError, ClientError) as exc:

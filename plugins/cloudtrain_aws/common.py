@@ -10,10 +10,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.errors import JobFileError, PlatformError
-from cloudtrain.job import JobSpec
-from cloudtrain.request import CodeUpload
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.spec.errors import JobFileError, PlatformError
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.request import CodeUpload
 
 from .render import S3_URI, require_secret_ids
 from .sdk import AwsClients, aws_credentials, no_region  # noqa: F401  (eks imports aws_credentials from here)
@@ -98,7 +98,7 @@ class AwsProvider(AwsClients, CloudProvider):
         """Every object under the ``s3://`` ``uri`` into ``dest`` (``objectstore.download``:
         paths below the prefix kept, a progress line on a terminal); the files written."""
         from pathlib import Path
-        from cloudtrain.objectstore import ObjectUrl, download
+        from cloudtrain.transfer.objectstore import ObjectUrl, download
         from .s3store import S3Store
         return download(S3Store(self.client("s3", region)), ObjectUrl.parse(uri), Path(dest))
 

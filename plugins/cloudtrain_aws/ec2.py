@@ -23,13 +23,13 @@ import time
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.cloud import timestamp
-from cloudtrain.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
-from cloudtrain.instances import Choice
-from cloudtrain.job import JobSpec
-from cloudtrain.provider import JobStatus, State
-from cloudtrain.request import Rendered, fill
-from cloudtrain.survival import at_most, checkpoint_uri, with_neutral
+from cloudtrain.providers.cloud import timestamp
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
+from cloudtrain.catalogs.instances import Choice
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.provider import JobStatus, State
+from cloudtrain.providers.request import Rendered, fill
+from cloudtrain.providers.survival import at_most, checkpoint_uri, with_neutral
 
 from .common import AwsProvider
 from .instances import EC2_RULES, efa_devices

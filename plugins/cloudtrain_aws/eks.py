@@ -20,10 +20,10 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import Field
 
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.instances import choose
-from cloudtrain.job import JobSpec
-from cloudtrain.request import CodeUpload
+from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.catalogs.instances import choose
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.request import CodeUpload
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes import render
 from cloudtrain_kubernetes.options import PodOptions, QueueSchedulerOption, TrainerOptions

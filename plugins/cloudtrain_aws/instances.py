@@ -12,8 +12,8 @@ import os
 import re
 from typing import Dict, Optional
 
-from cloudtrain.catalog import Catalog, Instance, load, package_file
-from cloudtrain.instances import InstanceRules
+from cloudtrain.catalogs.catalog import Catalog, Instance, load, package_file
+from cloudtrain.catalogs.instances import InstanceRules
 
 # EFA presets for libfabric / NCCL on EFA instances (SageMaker's and the AWS DLAMI's choices;
 # libfabric >= 1.18 turns on device RDMA by itself where the instance has it).

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 
-from cloudtrain.exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_PLATFORM  # shipped in the bundle too
+from cloudtrain.launch.exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_PLATFORM  # shipped in the bundle too
 
 
 # What an AWS Deep Learning Container's ENTRYPOINT does before `train` (aws/deep-learning-containers,

@@ -1,5 +1,5 @@
 """Registers the aws plugin's providers (entry point ``aws = "cloudtrain_aws.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

@@ -7,8 +7,8 @@ no clock (``cloudtrain render`` prints them; ``schedule`` sends them).
   filled in), the ``SendCommand`` that carries it; ``ec2_request`` builds it.
 - the helpers both use: S3 URIs, job names, secrets' ids and variable names as environment values.
 
-Placeholders are ``cloudtrain.request.Placeholder``'s (``<spec-hash>``, ``<code-digest>``),
-filled in by ``cloudtrain.request.fill`` at submit; ec2's node script also holds the values only
+Placeholders are ``cloudtrain.providers.request.Placeholder``'s (``<spec-hash>``, ``<code-digest>``),
+filled in by ``cloudtrain.providers.request.fill`` at submit; ec2's node script also holds the values only
 its instances tell (``Ec2Request.launch_values``), filled in the same way once they run.
 """
 from __future__ import annotations
@@ -19,15 +19,15 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-from cloudtrain import shipping, storage
-from cloudtrain.catalog import Instance
-from cloudtrain.errors import BadInput, JobFileError
-from cloudtrain.instances import Choice, choose, cpu_default
-from cloudtrain.job import JobSpec
+from cloudtrain.transfer import shipping, storage
+from cloudtrain.catalogs.catalog import Instance
+from cloudtrain.spec.errors import BadInput, JobFileError
+from cloudtrain.catalogs.instances import Choice, choose, cpu_default
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.launch.unpack import BOOTSTRAP, bootstrap_argv
-from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request, ShellText, fill
+from cloudtrain.providers.request import Artifact, CodeUpload, Placeholder, Request, ShellText, fill
 
 from .instances import EC2_RULES, EFA_ENV, SAGEMAKER_RULES, efa_devices, efa_env
 from .options import Ec2Options, SageMakerOptions
@@ -102,7 +102,7 @@ def env_names_variables(names: Iterable[str], limit: int = SECRET_IDS_MAX) -> Di
 def secret_reads(job: JobSpec, provider: str, ids: Mapping[str, str]) -> Optional[dict]:
     """What every node reads from Secrets Manager at start (``cloudtrain_aws.node``): the ids,
     and the values masked; None without secrets."""
-    from cloudtrain.secrets import MASK
+    from cloudtrain.input.secrets import MASK
     if not job.secrets:
         return None
     return {
@@ -323,7 +323,7 @@ def sagemaker_efa(rdma: str, row) -> bool:
 
 
 # -- EC2 ---------------------------------------------------------------------------------------
-# Filled in at submit, once the values are known (``cloudtrain.request.fill``): the job's id when
+# Filled in at submit, once the values are known (``cloudtrain.providers.request.fill``): the job's id when
 # its name is made from the spec hash; the rest once its instances run (``Ec2Request.launch_values``).
 JOB_ID = "<job-id>"
 MASTER_IP = "<master-ip>"

@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
 
-from cloudtrain.errors import PlatformError
-from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
+from cloudtrain.spec.errors import PlatformError
+from cloudtrain.transfer.objectstore import ObjectStore, ObjectUrl, Progress
 
 from .sdk import hint_for
 

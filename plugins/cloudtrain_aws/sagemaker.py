@@ -15,14 +15,14 @@ import json
 import warnings
 from typing import Any, Dict, List, Optional
 
-from cloudtrain import storage
-from cloudtrain.cloud import timestamp
-from cloudtrain.errors import CloudtrainWarning, PlatformError
-from cloudtrain.instances import Choice
-from cloudtrain.job import JobSpec
-from cloudtrain.provider import Cluster, JobStatus, State
-from cloudtrain.request import Placeholder, Rendered, fill
-from cloudtrain.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
+from cloudtrain.transfer import storage
+from cloudtrain.providers.cloud import timestamp
+from cloudtrain.spec.errors import CloudtrainWarning, PlatformError
+from cloudtrain.catalogs.instances import Choice
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.provider import Cluster, JobStatus, State
+from cloudtrain.providers.request import Placeholder, Rendered, fill
+from cloudtrain.providers.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
 from .common import AwsProvider
 from .instances import EFA_ENV, SAGEMAKER_RULES
@@ -152,7 +152,7 @@ class SageMakerProvider(AwsProvider):
     def check_limits(self, job: JobSpec, options: SageMakerOptions) -> None:
         """The request against every limit botocore's model states (``limits``): each one broken
         is an error at the job-file field that gave the value, all of them together."""
-        from cloudtrain.problems import Problems
+        from cloudtrain.spec.problems import Problems
         from .limits import request_violations
         request = fill(create_training_job(job, options, self.detectors_variable()),
                        {Placeholder.SPEC_HASH: "0" * 12, Placeholder.CODE_DIGEST: "0" * 64})
@@ -299,7 +299,7 @@ class SageMakerProvider(AwsProvider):
         (DescribeTrainingJob ``ModelArtifacts.S3ModelArtifacts``): fetch it and unpack it into ``dest``."""
         import tempfile
         from pathlib import Path
-        from cloudtrain.errors import BadInput
+        from cloudtrain.spec.errors import BadInput
         from cloudtrain.launch.unpack import unpack
         region, name = self.split_id(job_id)
         uri = (self._describe(job_id).get("ModelArtifacts") or {}).get("S3ModelArtifacts")

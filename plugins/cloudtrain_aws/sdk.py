@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from cloudtrain import __version__
-from cloudtrain.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
-from cloudtrain.job import JobSpec
+from cloudtrain.spec.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
+from cloudtrain.spec.job import JobSpec
 
 if TYPE_CHECKING:  # annotations only: render imports no SDK
     from boto3.session import Session

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from cloudtrain.errors import JobFileError
-from cloudtrain.job import JobSpec
-from cloudtrain.survival import checkpoint_uri
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.survival import checkpoint_uri
 
 from . import infiniband
 from .options import AzureOptions

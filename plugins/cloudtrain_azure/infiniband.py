@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional
 
-from cloudtrain.catalog import Catalog, load, package_file
-from cloudtrain.instances import InstanceRules
+from cloudtrain.catalogs.catalog import Catalog, load, package_file
+from cloudtrain.catalogs.instances import InstanceRules
 
 # gpus_per_node without an accelerator: the first of these with exactly that many GPUs
 # (1/2/4: NC A100 v4, 8: ND A100 v4), then T4 and V100 sizes.

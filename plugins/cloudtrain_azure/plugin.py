@@ -1,5 +1,5 @@
 """Registers the azure plugin's providers (entry point ``azure = "cloudtrain_azure.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

@@ -19,8 +19,8 @@ import urllib.request
 from dataclasses import replace
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain import catalog as cat
-from cloudtrain.catalog import Instance, Price
+from cloudtrain.catalogs import catalog as cat
+from cloudtrain.catalogs.catalog import Instance, Price
 
 API = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
@@ -73,7 +73,7 @@ def priced(row: Instance, base: str, date: str) -> Instance:
 
 def refresh(out_dir: Optional[str] = None, base: Optional[str] = None) -> List[str]:
     """``azure.json`` in ``out_dir`` (default: the user's catalogs): the shipped sizes with prices."""
-    from cloudtrain.errors import PlatformError
+    from cloudtrain.spec.errors import PlatformError
     base = base or os.environ.get("CLOUDTRAIN_AZURE_PRICES_URL") or API
     shipped = cat.load(SHIPPED)
     date = datetime.date.today().isoformat()

@@ -35,14 +35,14 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from cloudtrain import shipping
-from cloudtrain.cloud import CloudProvider, timestamp
-from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, JobNotFound
-from cloudtrain.job import JobSpec
-from cloudtrain.outputs import copy_tree
-from cloudtrain.provider import JobStatus, State
-from cloudtrain.request import Rendered
-from cloudtrain.survival import with_neutral
+from cloudtrain.transfer import shipping
+from cloudtrain.providers.cloud import CloudProvider, timestamp
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobFileError, JobNotFound
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.transfer.outputs import copy_tree
+from cloudtrain.providers.provider import JobStatus, State
+from cloudtrain.providers.request import Rendered
+from cloudtrain.providers.survival import with_neutral
 
 from . import checks, infiniband, render, sdk
 from .options import AzureOptions

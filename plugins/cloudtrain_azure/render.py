@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from cloudtrain import shipping, storage
-from cloudtrain.instances import choose
-from cloudtrain.job import JobSpec
-from cloudtrain.request import Artifact, Request
+from cloudtrain.transfer import shipping, storage
+from cloudtrain.catalogs.instances import choose
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.request import Artifact, Request
 
 from . import infiniband
 from .options import AzureOptions, DataRef

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
-from cloudtrain import yamlio
-from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
+from cloudtrain.spec import yamlio
+from cloudtrain.spec.errors import BadInput, MissingCredentials, PlatformError
 
 # What a read that found nothing tells the user by default.
 RECHECK = "re-check the name"

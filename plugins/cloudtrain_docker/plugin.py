@@ -1,5 +1,5 @@
 """Registers the ``docker`` provider (entry point ``docker = "cloudtrain_docker.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

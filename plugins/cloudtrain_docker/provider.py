@@ -12,13 +12,13 @@ import json
 import shutil
 from typing import Dict, Optional
 
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.hosted import HostedProvider, run_values
-from cloudtrain.job import JobSpec
-from cloudtrain.provider import State
-from cloudtrain.request import Rendered, fill
-from cloudtrain.store import Store, home
-from cloudtrain.survival import host_checkpoint_dir, spot_here_means_nothing
+from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.providers.hosted import HostedProvider, run_values
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.provider import State
+from cloudtrain.providers.request import Rendered, fill
+from cloudtrain.runtime.store import Store, home
+from cloudtrain.providers.survival import host_checkpoint_dir, spot_here_means_nothing
 
 from .options import DockerOptions
 from .render import LABEL, DockerRequest, build_request, use_ssh

@@ -2,22 +2,22 @@
 
 ``DockerRequest`` holds the Engine API bodies exactly as ``create_network`` and
 ``create_container_from_config`` receive them (the run's id and directory as the render's
-placeholders, ``cloudtrain.request.Placeholder.RUN_ID``), and the secrets file's names.
+placeholders, ``cloudtrain.providers.request.Placeholder.RUN_ID``), and the secrets file's names.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from cloudtrain import storage
-from cloudtrain.hosted import RUN_ID, HostedProvider, rendered_run_dir
-from cloudtrain.job import JobSpec
+from cloudtrain.transfer import storage
+from cloudtrain.providers.hosted import RUN_ID, HostedProvider, rendered_run_dir
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.launch.platform import Cluster
 from cloudtrain.launch.sshd import CLIENT_OPTIONS, SSHD_PORT
-from cloudtrain.request import Artifact, Request
-from cloudtrain.secrets import MASK
-from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir
+from cloudtrain.providers.request import Artifact, Request
+from cloudtrain.input.secrets import MASK
+from cloudtrain.providers.survival import CHECKPOINT_ENV, host_checkpoint_dir
 
 from .options import DockerOptions
 

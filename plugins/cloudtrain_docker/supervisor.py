@@ -2,7 +2,7 @@
 
 It creates the job's network and containers from the rendered Engine API bodies, pumps their
 logs, and removes everything the job created when it ends, fails or is cancelled; the generic
-part (fail fast, restarts, cancel) is ``cloudtrain.supervise.Supervisor``.
+part (fail fast, restarts, cancel) is ``cloudtrain.runtime.supervise.Supervisor``.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
-from cloudtrain.exitcodes import EXIT_KILLED
-from cloudtrain.supervise import Node, Supervisor
-from cloudtrain.codetree import working_copies
+from cloudtrain.launch.exitcodes import EXIT_KILLED
+from cloudtrain.runtime.supervise import Node, Supervisor
+from cloudtrain.transfer.codetree import working_copies
 
 from .provider import remove_labelled
 

@@ -9,10 +9,10 @@ import json
 from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from cloudtrain.accelerators import is_npu
-from cloudtrain.catalog import package_file
-from cloudtrain.instances import job_error
-from cloudtrain.job import JobSpec
+from cloudtrain.spec.accelerators import is_npu
+from cloudtrain.catalogs.catalog import package_file
+from cloudtrain.catalogs.instances import job_error
+from cloudtrain.spec.job import JobSpec
 
 GFD_LABEL = "nvidia.com/gpu.product"
 

@@ -21,7 +21,7 @@ Shipping the launcher: a ConfigMap
     and the volume's ``items`` map each key back to its path.
 
 Shipping the code: a second ConfigMap
-    ``code:`` (``cloudtrain.shipping.archive`` without the launcher: reproducible, named by its
+    ``code:`` (``cloudtrain.transfer.shipping.archive`` without the launcher: reproducible, named by its
     sha256) travels as the ConfigMap ``<name>-code`` whose ``binaryData["code.tar.gz"]`` is the
     gzip'd tar, mounted read-only at ``/opt/cloudtrain-code``; the node shell runs ``python3 -m
     cloudtrain.launch.unpack`` into the working directory before the command.  The render shows
@@ -79,11 +79,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from cloudtrain import storage
-from cloudtrain.job import JobSpec
+from cloudtrain.transfer import storage
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch.plans import SSH_WAIT
-from cloudtrain.secrets import MASK
-from cloudtrain.shipping import launcher_path
+from cloudtrain.input.secrets import MASK
+from cloudtrain.transfer.shipping import launcher_path
 
 LABEL_JOB = "cloudtrain.io/job"
 LABEL_PROVIDER = "cloudtrain.io/provider"

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cloudtrain.durations import OptionalDuration
+from cloudtrain.spec.durations import OptionalDuration
 
 from . import names
 

@@ -1,5 +1,5 @@
 """Registers the kubernetes plugin's providers (entry point ``kubernetes = "cloudtrain_kubernetes.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
-from cloudtrain.errors import PlatformError
+from cloudtrain.spec.errors import PlatformError
 
 # A pod's log can be read once its container has started.
 STARTED = ("Running", "Succeeded", "Failed")

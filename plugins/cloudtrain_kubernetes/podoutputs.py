@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.spec.errors import BadInput, PlatformError
 
 from . import manifests as m
 

@@ -1,7 +1,7 @@
 """``kubeflow``, ``volcano`` and ``kubeflow-trainer``: a job as Kubernetes objects, sent with the
 official client.
 
-``KubernetesProvider`` is a ``cloudtrain.cloud.CloudProvider`` and the shared base of every
+``KubernetesProvider`` is a ``cloudtrain.providers.cloud.CloudProvider`` and the shared base of every
 Kubernetes provider (also ``eks`` and ``modelarts-lite``); it holds the lifecycle only: what a
 job is made of is ``render`` (the typed ``KubeRequest``), its settings ``options``, the client
 and the one error translator ``sdk``.  ``submit`` (core's one pipeline): the stored code shipped
@@ -40,12 +40,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.cloud import CloudProvider, timestamp
-from cloudtrain.errors import BadInput, JobNotFound, PlatformError
-from cloudtrain.job import JobSpec
-from cloudtrain.provider import Cluster, JobStatus, Rendered, State
-from cloudtrain.request import Placeholder
-from cloudtrain.survival import checkpoint_uri, field_error
+from cloudtrain.providers.cloud import CloudProvider, timestamp
+from cloudtrain.spec.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.provider import Cluster, JobStatus, Rendered, State
+from cloudtrain.providers.request import Placeholder
+from cloudtrain.providers.survival import checkpoint_uri, field_error
 
 from . import manifests as m
 from . import names, podlogs, render, sdk, trainjob
@@ -174,7 +174,7 @@ class KubernetesProvider(CloudProvider):
     def code_archive(self, rendered: Rendered[KubeRequest]):
         """The code alone (the pods get the launcher from its ConfigMap), as the render saw it: its
         digest is in the pod spec, which the pods check."""
-        from cloudtrain import shipping
+        from cloudtrain.transfer import shipping
         data = shipping.code_archive(rendered.job)
         code = rendered.request.code
         if not isinstance(code, StoredCode) or data.sha256 != code.payload.sha256:
@@ -189,7 +189,7 @@ class KubernetesProvider(CloudProvider):
         """The code ConfigMap with the archive's bytes (base64, as ``binaryData`` takes them) in
         place of the rendered size and digest."""
         import base64
-        from cloudtrain import shipping
+        from cloudtrain.transfer import shipping
         archive = shipping.code_archive(job)
         if m.CodePayload(archive.sha256, len(archive)).placeholder != code.payload.placeholder:
             raise self.code_changed(job)
@@ -200,7 +200,7 @@ class KubernetesProvider(CloudProvider):
         """The code URL Secret with a GET URL of the shipped archive, lasting ``code.expires``."""
         if code.shipped == Placeholder.CODE_URL:
             raise ValueError("the code URL Secret has no URL: the code was not uploaded")
-        from cloudtrain.objectstore import ObjectUrl
+        from cloudtrain.transfer.objectstore import ObjectUrl
         url = self.code_store(code.upload).presign(ObjectUrl.parse(code.shipped), code.expires)
         return {**code.secret, "stringData": {m.CODE_URL_KEY: url}}
 
@@ -251,7 +251,7 @@ class KubernetesProvider(CloudProvider):
     def store(self):
         """Where the cluster (``target``) of each submitted job is remembered."""
         if self._store is None:
-            from cloudtrain.store import Store
+            from cloudtrain.runtime.store import Store
             self._store = Store()
         return self._store
 

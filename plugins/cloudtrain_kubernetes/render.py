@@ -26,9 +26,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
 
-from cloudtrain.errors import BadInput, JobFileError
-from cloudtrain.job import JobSpec
-from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request
+from cloudtrain.spec.errors import BadInput, JobFileError
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.request import Artifact, CodeUpload, Placeholder, Request
 
 from . import manifests as m
 from . import trainjob
@@ -68,7 +68,7 @@ class StoredCode:
 
     def artifact(self) -> Artifact:
         """What the render shows of the upload (``s3/PutObject``, ``obs/PutObject``)."""
-        from cloudtrain.objectstore import ObjectUrl
+        from cloudtrain.transfer.objectstore import ObjectUrl
         url = ObjectUrl.parse(self.payload.url)
         return Artifact(f"{url.scheme}/PutObject", "code", {"Bucket": url.bucket, "Key": url.key,
                                                              "ContentType": "application/gzip"})
@@ -154,9 +154,9 @@ def sized(job: JobSpec, provider: str) -> JobSpec:
     if not r.instance_type:
         return job
     import warnings
-    from cloudtrain.catalog import Catalog
-    from cloudtrain.errors import CloudtrainWarning
-    from cloudtrain.instances import InstanceRules, wanted
+    from cloudtrain.catalogs.catalog import Catalog
+    from cloudtrain.spec.errors import CloudtrainWarning
+    from cloudtrain.catalogs.instances import InstanceRules, wanted
     accelerator, count = wanted(job, InstanceRules(provider, lambda: Catalog(provider, [])))
     warnings.warn(f"resources.instance_type {r.instance_type}: {provider} does not choose a cluster's nodes by "
                   f"type; its pods ask for its {accelerator} x {count} instead (resources.accelerator, "
@@ -176,7 +176,7 @@ def code_payload(provider: "KubernetesProvider", job: JobSpec, options: "PodOpti
     """The job's archive and where it travels (None with ``code: null``); exit 2 when it cannot."""
     if job.code is None:
         return None
-    from cloudtrain import shipping
+    from cloudtrain.transfer import shipping
     try:
         data = shipping.code_archive(job)
     except FileNotFoundError:
@@ -196,7 +196,7 @@ def code_payload(provider: "KubernetesProvider", job: JobSpec, options: "PodOpti
                                      f"object store the pods can reach, e.g. {example(provider)}")
         raise too_large(provider, job, len(data))
     prefix = store_prefix(provider, job, options)
-    from cloudtrain.objectstore import code_url
+    from cloudtrain.transfer.objectstore import code_url
     return m.CodePayload(sha256, len(data), str(code_url(prefix, data)))
 
 
@@ -214,7 +214,7 @@ def too_large(provider: "KubernetesProvider", job: JobSpec, size: int, forced: b
 def store_prefix(provider: "KubernetesProvider", job: JobSpec, options: "PodOptions"):
     """``code_store`` parsed, its scheme one this provider's pods fetch from, its store (plugin
     and SDK) installed: all offline."""
-    from cloudtrain.objectstore import ObjectUrl, usable_store_class
+    from cloudtrain.transfer.objectstore import ObjectUrl, usable_store_class
     loc = ("providers", provider.name, "code_store")
     try:
         prefix = ObjectUrl.parse(options.code_store, f"providers.{provider.name}.code_store")

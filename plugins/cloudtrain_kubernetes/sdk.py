@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from cloudtrain.errors import MissingCredentials, PlatformError
+from cloudtrain.spec.errors import MissingCredentials, PlatformError
 
 # The core objects a job owns, by the suffix of their CoreV1Api calls (create_namespaced_<suffix>).
 SECRET = "secret"

@@ -37,8 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from cloudtrain.job import JobSpec
-from cloudtrain.provider import State
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.provider import State
 
 from . import manifests as m
 

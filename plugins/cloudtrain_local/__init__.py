@@ -13,6 +13,6 @@ What lives where:
   and placeholders filled in, the detached supervisor started, what a dead supervisor left released.
 - ``ports.py``: the ports the nodes bind (outside the ephemeral range; one in use named first).
 - ``netns.py``: the job's own network namespace (mpi, horovod and ray listen on every interface).
-- ``supervisor.py``: the detached supervisor's node processes (``cloudtrain.supervise``).
+- ``supervisor.py``: the detached supervisor's node processes (``cloudtrain.runtime.supervise``).
 - ``plugin.py``: the entry point's hook: registers the provider.
 """

@@ -1,5 +1,5 @@
 """Registers the ``local`` provider (entry point ``local = "cloudtrain_local.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

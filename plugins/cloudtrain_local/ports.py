@@ -8,7 +8,7 @@ import secrets as _random
 import socket
 from typing import List, Optional
 
-from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.spec.errors import BadInput, PlatformError
 
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"

@@ -15,16 +15,16 @@ import sys
 from pathlib import Path
 from typing import Dict, List
 
-from cloudtrain import procs
-from cloudtrain.errors import BadInput
-from cloudtrain.hosted import HostedProvider, run_values
-from cloudtrain.job import JobSpec
+from cloudtrain.runtime import procs
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.providers.hosted import HostedProvider, run_values
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch.parent import GROUPS_FILE
-from cloudtrain.provider import Cluster, Rendered, State
-from cloudtrain.request import fill
-from cloudtrain.store import Store
-from cloudtrain.supervise import TORCHRUN_DIR
-from cloudtrain.survival import host_checkpoint_dir, spot_here_means_nothing
+from cloudtrain.providers.provider import Cluster, Rendered, State
+from cloudtrain.providers.request import fill
+from cloudtrain.runtime.store import Store
+from cloudtrain.runtime.supervise import TORCHRUN_DIR
+from cloudtrain.providers.survival import host_checkpoint_dir, spot_here_means_nothing
 
 from .options import LocalOptions
 from .ports import bound_ports, check_ports_free, free_port_block

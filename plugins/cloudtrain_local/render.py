@@ -1,6 +1,6 @@
 """The ``local`` provider's request (pure): one process spec per node (its argv, working
 directory and environment), the run's directory and id as the render's placeholders
-(``cloudtrain.request.Placeholder.RUN_ID``)."""
+(``cloudtrain.providers.request.Placeholder.RUN_ID``)."""
 from __future__ import annotations
 
 import os
@@ -9,14 +9,14 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from cloudtrain import storage
-from cloudtrain.hosted import HostedProvider, rendered_run_dir
-from cloudtrain.job import JobSpec
+from cloudtrain.transfer import storage
+from cloudtrain.providers.hosted import HostedProvider, rendered_run_dir
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch.platform import Cluster
-from cloudtrain.provider import Provider
-from cloudtrain.request import Artifact, Request
-from cloudtrain.errors import BadInput
-from cloudtrain.survival import CHECKPOINT_ENV, host_checkpoint_dir
+from cloudtrain.providers.provider import Provider
+from cloudtrain.providers.request import Artifact, Request
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.providers.survival import CHECKPOINT_ENV, host_checkpoint_dir
 
 from .options import LocalOptions
 

@@ -1,7 +1,7 @@
 """The detached process that runs one local job: ``python -m cloudtrain_local.supervisor RUN_DIR``.
 
 Every node is ``cloudtrain launch`` in its own process group and its own copy of the code;
-the generic part (logs, fail fast, restarts, cancel) is ``cloudtrain.supervise.Supervisor``.
+the generic part (logs, fail fast, restarts, cancel) is ``cloudtrain.runtime.supervise.Supervisor``.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from cloudtrain import procs
+from cloudtrain.runtime import procs
 from cloudtrain.launch.parent import die_with_parent
-from cloudtrain.codetree import working_copies
-from cloudtrain.supervise import Node, Supervisor, TORCHRUN_DIR, scrub_torchrun_files
+from cloudtrain.transfer.codetree import working_copies
+from cloudtrain.runtime.supervise import Node, Supervisor, TORCHRUN_DIR, scrub_torchrun_files
 
 
 class ProcessNode(Node):

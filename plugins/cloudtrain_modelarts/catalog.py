@@ -14,12 +14,12 @@ import re
 import warnings
 from typing import Iterable, List, Optional
 
-from cloudtrain import catalog as cat
-from cloudtrain.accelerators import canonical
-from cloudtrain.catalog import Catalog, Instance, load, package_file
-from cloudtrain.errors import CloudtrainWarning
-from cloudtrain.instances import InstanceRules, job_error, once, wanted
-from cloudtrain.job import JobSpec
+from cloudtrain.catalogs import catalog as cat
+from cloudtrain.spec.accelerators import canonical
+from cloudtrain.catalogs.catalog import Catalog, Instance, load, package_file
+from cloudtrain.spec.errors import CloudtrainWarning
+from cloudtrain.catalogs.instances import InstanceRules, job_error, once, wanted
+from cloudtrain.spec.job import JobSpec
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
 # Dedicated-pool flavors by cards per node (the SDK's SpecResource docstring; 16 only on Snt9b23 pools).
@@ -118,7 +118,7 @@ def write(rows: Iterable[Instance], out_dir: str, date: Optional[str] = None) ->
 def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DIR) -> List[str]:
     """``modelarts.json`` from the account's public training flavors (the SDK's credentials and
     region, as for the provider)."""
-    from cloudtrain.errors import PlatformError
+    from cloudtrain.spec.errors import PlatformError
 
     from . import sdk
     if client is None:

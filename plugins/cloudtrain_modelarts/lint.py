@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.job import JobSpec
+from cloudtrain.spec.job import JobSpec
 
 # Calls that start worker processes themselves instead of being started by torchrun.
 SPAWNERS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",

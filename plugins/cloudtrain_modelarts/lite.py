@@ -40,10 +40,10 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import Field
 
-from cloudtrain.accelerators import is_npu
-from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
-from cloudtrain.job import JobSpec
-from cloudtrain.provider import Cluster
+from cloudtrain.spec.accelerators import is_npu
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.providers.provider import Cluster
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes.provider import VolcanoOptions, VolcanoProvider
 

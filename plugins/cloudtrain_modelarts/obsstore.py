@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
 
-from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
+from cloudtrain.transfer.objectstore import ObjectStore, ObjectUrl, Progress
 
 from . import sdk
 

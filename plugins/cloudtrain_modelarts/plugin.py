@@ -1,5 +1,5 @@
 """Registers the modelarts plugin's providers (entry point ``modelarts = "cloudtrain_modelarts.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

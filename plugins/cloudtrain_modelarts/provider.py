@@ -7,7 +7,7 @@ The request is ``render.ModelartsRequest`` (built by ``render.build``); core's o
 error, before the create call) and sends it with ``ModelArtsClient``.
 
 Code: ModelArts downloads a *directory* of OBS (``algorithm.code_dir``) into ``$MA_JOB_DIR`` and
-unpacks nothing.  A submit puts the job's archive (``cloudtrain.shipping``: the code and the
+unpacks nothing.  A submit puts the job's archive (``cloudtrain.transfer.shipping``: the code and the
 launcher bundle) alone in a content-addressed directory under ``providers.modelarts.code_store``
 (``<store>/cloudtrain-code/<code-digest>/code/code.tar.gz``, once: ``objectstore.upload_once``);
 every node's command unpacks it, then runs ``cloudtrain launch``.  ``code_dir`` instead names code
@@ -27,13 +27,13 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.job import JobSpec
-from cloudtrain.objectstore import ObjectUrl
-from cloudtrain.provider import JobStatus, Rendered, State
-from cloudtrain.request import CodeUpload
-from cloudtrain.secrets import Masker
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.transfer.objectstore import ObjectUrl
+from cloudtrain.providers.provider import JobStatus, Rendered, State
+from cloudtrain.providers.request import CodeUpload
+from cloudtrain.input.secrets import Masker
 
 from . import catalog, render, sdk
 from .detect import STANDARD
@@ -237,7 +237,7 @@ class ModelartsProvider(CloudProvider):
     def outputs(self, job_id: str, dest) -> List[Path]:
         """Every object under the job's ``cloudtrain_output`` channel (storage.output's OBS
         directory, which ModelArts fills from CLOUDTRAIN_OUTPUT_DIR) into ``dest``."""
-        from cloudtrain.objectstore import download
+        from cloudtrain.transfer.objectstore import download
 
         from .obsstore import ObsStore
         region, training_id, _ = split_id(job_id)

@@ -23,20 +23,20 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from cloudtrain import shipping, storage
-from cloudtrain.accelerators import is_npu
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.instances import _minimums, check_minimums, choose, smallest_cpu, wanted
-from cloudtrain.job import JobSpec
+from cloudtrain.transfer import shipping, storage
+from cloudtrain.spec.accelerators import is_npu
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.catalogs.instances import _minimums, check_minimums, choose, smallest_cpu, wanted
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch import sshd
 from cloudtrain.launch.plans import SSH_WAIT
 from cloudtrain.launch.unpack import bootstrap_argv
-from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
-from cloudtrain.provider import Provider
-from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request
-from cloudtrain.secrets import MASK
-from cloudtrain.shipping import launcher_path
-from cloudtrain.survival import checkpoint_uri, field_error
+from cloudtrain.transfer.objectstore import CODE_FOLDER, ObjectUrl
+from cloudtrain.providers.provider import Provider
+from cloudtrain.providers.request import Artifact, CodeUpload, Placeholder, Request
+from cloudtrain.input.secrets import MASK
+from cloudtrain.transfer.shipping import launcher_path
+from cloudtrain.providers.survival import checkpoint_uri, field_error
 
 from . import catalog
 from .detect import LITE, MA_JOB_DIR, ROUTED, STANDARD, TASK

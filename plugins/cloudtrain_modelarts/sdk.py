@@ -11,7 +11,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-from cloudtrain.errors import BadInput, MissingCredentials, MissingExtra, PlatformError
+from cloudtrain.spec.errors import BadInput, MissingCredentials, MissingExtra, PlatformError
 
 EXTRA = "modelarts"
 INSTALL = "pip install 'cloudtrain[modelarts]'"

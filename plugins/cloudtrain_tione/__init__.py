@@ -8,7 +8,7 @@ What lives where:
 - ``options.py``: ``TioneOptions``, the ``providers.tione`` section of a job file (pydantic).
 - ``render.py``: pure (no SDK, network, clock or credentials): ``TioneRequest``, the typed
   request (the code archive's ``cos/PutObject`` and the ``CreateTrainingTask`` body, with
-  ``cloudtrain.request.Placeholder``s that core's ``fill`` completes at submit), its builders
+  ``cloudtrain.providers.request.Placeholder``s that core's ``fill`` completes at submit), its builders
   (``request``, ``build``), ``check``/``missing`` (what TI-ONE would refuse, what a submit still
   needs) and ``emulate`` (the variables TI-ONE gives each node, for local runs).
 - ``provider.py``: ``TioneProvider``, lifecycle calls only: ``render_request``, ``code_store``

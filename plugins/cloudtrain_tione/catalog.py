@@ -23,9 +23,9 @@ import os
 import re
 from typing import Iterable, List, Optional
 
-from cloudtrain import catalog as cat
-from cloudtrain.catalog import Catalog, Instance, load, package_file
-from cloudtrain.instances import InstanceRules
+from cloudtrain.catalogs import catalog as cat
+from cloudtrain.catalogs.catalog import Catalog, Instance, load, package_file
+from cloudtrain.catalogs.instances import InstanceRules
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
 SPEC_ID = re.compile(r"^TI\.[A-Z0-9]+(\.[A-Z0-9]+)+$")
@@ -80,7 +80,7 @@ def row_of(spec: dict) -> Optional[Instance]:
     count = int(m.group("n") or 0)
     accelerator = NEUTRAL.get(card or "") if count else None
     if count and accelerator is None:
-        return None  # a card with no neutral name (cloudtrain.accelerators)
+        return None  # a card with no neutral name (cloudtrain.spec.accelerators)
     return Instance(instance_type=name, accelerator=accelerator, count=count if accelerator else 0,
                     vcpus=int(m.group("cpu")), memory_gb=int(m.group("mem")),
                     regions=tuple(sorted(spec.get("AvailableRegion") or ())))
@@ -99,7 +99,7 @@ def priced(client, rows: List[Instance], date: str, region: str) -> List[Instanc
     spec the answer leaves out, or prices at 0 (the API's "over 4.2 billion" value), says so."""
     from dataclasses import replace
     from tencentcloud.tione.v20211111 import models
-    from cloudtrain.catalog import Price
+    from cloudtrain.catalogs.catalog import Price
     request = models.DescribeBillingSpecsPriceRequest()
     request._deserialize({"SpecsParam": [{"SpecName": r.instance_type, "SpecCount": 1} for r in rows]})
     answer = client.DescribeBillingSpecsPrice(request)
@@ -128,7 +128,7 @@ def write(rows: Iterable[Instance], out_dir: str, date: Optional[str] = None, vi
 def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DIR) -> List[str]:
     """``tione.json`` from the account's DescribeBillingSpecs (TI-ONE's default credentials;
     ``CLOUDTRAIN_TIONE_ENDPOINT`` as for the provider)."""
-    from cloudtrain.errors import PlatformError
+    from cloudtrain.spec.errors import PlatformError
     from .provider import TioneProvider
     from .sdk import api_error
     region = region or os.environ.get("TENCENTCLOUD_REGION") or "ap-shanghai"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
 from urllib.parse import urlsplit
 
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.objectstore import ObjectStore, ObjectUrl, Progress
+from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.transfer.objectstore import ObjectStore, ObjectUrl, Progress
 
 from .sdk import COS_ENDPOINT_VAR, api_error, sdk_errors
 

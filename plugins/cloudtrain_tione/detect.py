@@ -2,7 +2,7 @@
 lists it per training mode).
 
 Standard library only, Python >= 3.8: ``cloudtrain launch`` imports this inside the training
-image (it is shipped with the code, see ``cloudtrain.shipping``).
+image (it is shipped with the code, see ``cloudtrain.transfer.shipping``).
 
 TI-ONE injects different variables per training mode; the mode is told apart from them:
 

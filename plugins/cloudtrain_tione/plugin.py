@@ -1,5 +1,5 @@
 """Registers the tione plugin's providers (entry point ``tione = "cloudtrain_tione.plugin"``)."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

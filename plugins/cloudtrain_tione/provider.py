@@ -17,12 +17,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from cloudtrain.cloud import CloudProvider, timestamp
-from cloudtrain.errors import BadInput
-from cloudtrain.job import JobSpec
-from cloudtrain.objectstore import ObjectUrl
-from cloudtrain.provider import JobStatus, State
-from cloudtrain.request import CodeUpload, Rendered
+from cloudtrain.providers.cloud import CloudProvider, timestamp
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.transfer.objectstore import ObjectUrl
+from cloudtrain.providers.provider import JobStatus, State
+from cloudtrain.providers.request import CodeUpload, Rendered
 
 from . import render as rq
 from .options import TioneOptions
@@ -186,7 +186,7 @@ class TioneProvider(CloudProvider):
     def outputs(self, job_id: str, dest: Path) -> List[Path]:
         """What the task's COS output (``Output``, from ``storage.output`` / ``providers.tione.output``)
         holds, into ``dest``."""
-        from cloudtrain.objectstore import download
+        from cloudtrain.transfer.objectstore import download
         detail = self._describe(job_id)
         output = detail.Output
         if output is None or not output.Bucket or not output.Paths:

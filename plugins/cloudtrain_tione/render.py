@@ -4,7 +4,7 @@ Pure: no network, no clock, no credentials, no SDK import.  ``request`` builds t
 ``TioneRequest``: the code archive's upload (``cos/PutObject``) and the ``CreateTrainingTask``
 body as the TI-ONE SDK's request model takes it (``models.CreateTrainingTaskRequest()
 ._deserialize(request.task())`` loads it without a warning), its placeholders
-(``cloudtrain.request.Placeholder``) filled in at submit by core's ``fill``; ``check`` raises
+(``cloudtrain.providers.request.Placeholder``) filled in at submit by core's ``fill``; ``check`` raises
 ``JobFileError`` for what TI-ONE would refuse or run wrongly and returns warnings; ``missing``
 lists what a submit still needs.
 """
@@ -18,16 +18,16 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from cloudtrain import storage
-from cloudtrain.errors import BadInput, JobFileError
-from cloudtrain.instances import check_minimums, choose, smallest_cpu, wanted
-from cloudtrain.job import JobSpec
+from cloudtrain.transfer import storage
+from cloudtrain.spec.errors import BadInput, JobFileError
+from cloudtrain.catalogs.instances import check_minimums, choose, smallest_cpu, wanted
+from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch.unpack import bootstrap_argv
-from cloudtrain.loading import validate_model
-from cloudtrain.objectstore import CODE_FOLDER, ObjectUrl
-from cloudtrain.request import Artifact, CodeUpload, Placeholder, Request, ShellText
-from cloudtrain.secrets import MASK
-from cloudtrain.shipping import LAUNCHER_DIR, launch_argv
+from cloudtrain.input.loading import validate_model
+from cloudtrain.transfer.objectstore import CODE_FOLDER, ObjectUrl
+from cloudtrain.providers.request import Artifact, CodeUpload, Placeholder, Request, ShellText
+from cloudtrain.input.secrets import MASK
+from cloudtrain.transfer.shipping import LAUNCHER_DIR, launch_argv
 
 from . import catalog
 from .detect import NCCL_PRESET, NODES_VAR, PLATFORMS, PORT_VAR, PS_PORT, RDMA_VAR
@@ -72,7 +72,7 @@ def roles(job: JobSpec) -> List[Tuple[str, int]]:
 def instance_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
     """The postpaid spec (None with a resource group): ``providers.tione.instance_type`` (checked
     against the job's resources when the catalog lists it), else resolved from ``resources``
-    through the catalog (``cloudtrain.instances``: another platform's instance type is translated,
+    through the catalog (``cloudtrain.catalogs.instances``: another platform's instance type is translated,
     never sent raw); a job without accelerators gets the smallest CPU spec with its
     ``cpus_per_node`` and ``memory_gb``, as SageMaker and EC2 choose one."""
     if options.resource_group:
@@ -108,7 +108,7 @@ def gpus_per_node(job: JobSpec, options: TioneOptions) -> float:
 # (tencentcloud-sdk-python-tione 3.1.191, tione/v20211111/models.py: "GpuType 卡类型，参考资源组上
 # 对应的卡类型。eg: H800,A800,A100,T4,P4,V100等 (for预付费)"; "eg ... 等" is "e.g. ... and others",
 # so providers.tione.gpu_type takes any name the group shows).  H800, A800 and P4 have no neutral
-# name (cloudtrain.accelerators), so they are reached through providers.tione.gpu_type.
+# name (cloudtrain.spec.accelerators), so they are reached through providers.tione.gpu_type.
 SDK_GPU_TYPES = ("H800", "A800", "A100", "T4", "P4", "V100")
 
 
@@ -224,7 +224,7 @@ def data_configs(job: JobSpec, options: TioneOptions) -> List[dict]:
                         **source})
     for name, uri in sorted(job.storage.inputs.items()):
         if storage.scheme(uri) not in STORAGE_SCHEMES:
-            continue  # refused at its line by Provider.validate (cloudtrain.storage.problems)
+            continue  # refused at its line by Provider.validate (cloudtrain.transfer.storage.problems)
         kind, source = parse_source(job, options, uri, ("storage", "inputs", name))
         configs.append({"MappingPath": input_path(name), "DataSourceUsage": "USER_DATA", "DataSourceType": kind,
                         **source, "ReadOnly": True})
@@ -642,7 +642,7 @@ def detectors_variable() -> str:
 def emulate(job: JobSpec, node_index: int, cluster) -> Dict[str, str]:
     """The variables TI-ONE's distributed-training guide lists for node ``node_index`` in the
     job's training mode (plus the two that the request's Envs carry for cloudtrain: the channel
-    port and the RDMA flag); ``cluster``: a ``cloudtrain.provider.Cluster``."""
+    port and the RDMA flag); ``cluster``: a ``cloudtrain.providers.provider.Cluster``."""
     options = validate_model(TioneOptions, job.providers.get(PROVIDER) or {}, job.source, opt())
     hosts, nodes = cluster.hosts, job.distribution.nodes
     gpus = job.resources.gpus_per_node

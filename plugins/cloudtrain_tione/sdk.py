@@ -13,7 +13,7 @@ import socket
 import warnings
 from typing import Any, Callable, Dict, Optional
 
-from cloudtrain.errors import BadInput, MissingCredentials, PlatformError
+from cloudtrain.spec.errors import BadInput, MissingCredentials, PlatformError
 
 SDK = "tencentcloud.tione.v20211111"
 ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"

@@ -7,11 +7,11 @@ each, as on a node where cloudtrain is installed.
 """
 import pytest
 
-from cloudtrain import plugins
+from cloudtrain.extend import plugins
 from cloudtrain.launch import detectors
-from cloudtrain.loading import job_from_dict
-from cloudtrain.provider import Cluster
-from cloudtrain.registry import builtin_providers
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.providers.provider import Cluster
+from cloudtrain.extend.registry import builtin_providers
 
 # docs/launcher.md's table: tione, azure, sagemaker, modelarts-lite, modelarts, volcano,
 # kubeflow-trainer, kubeflow, then the generic one.

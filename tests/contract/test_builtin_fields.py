@@ -1,7 +1,7 @@
 """The no-silent-drop contract (cloudtrain.testing's test_no_silent_drop.py) covers every built-in
 cloud provider: they come from cloudtrain's entry points, the test plugin and the providers that
 run the job on this machine are not among them."""
-from cloudtrain.registry import builtin_providers
+from cloudtrain.extend.registry import builtin_providers
 from cloudtrain.testing.probes import cloud_providers
 
 

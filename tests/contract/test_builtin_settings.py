@@ -1,8 +1,8 @@
 """What cloudtrain's own cloud providers need to submit, pinned: an account's role, bucket,
 workspace, cluster or region (``Provider.required``; the contract every provider passes on it is
 cloudtrain.testing's test_required_settings.py)."""
-from cloudtrain import plugins
-from cloudtrain.registry import builtin_providers
+from cloudtrain.extend import plugins
+from cloudtrain.extend.registry import builtin_providers
 
 ACCOUNT_VALUES = {"sagemaker": {"role_arn", "output_s3", "region"},
                   "ec2": {"image_id", "instance_profile", "code_s3", "region"},

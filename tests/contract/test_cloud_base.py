@@ -2,9 +2,9 @@
 (whose template no provider rewrites: cloudtrain.testing's test_cloud_template.py)."""
 import pytest
 
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.plugins import get_provider_class
-from cloudtrain.registry import builtin_providers
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.extend.plugins import get_provider_class
+from cloudtrain.extend.registry import builtin_providers
 
 ON_THIS_MACHINE = {"local", "docker"}  # they supervise processes here: not remote platforms
 

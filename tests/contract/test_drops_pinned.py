@@ -21,9 +21,9 @@ import warnings
 import botocore.session
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import job_from_dict
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import job_from_dict
 from conftest import EXAMPLES
 
 SAGEMAKER = {"role_arn": "arn:aws:iam::123456789012:role/train", "output_s3": "s3://ct-bucket/runs"}

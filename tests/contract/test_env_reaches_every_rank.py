@@ -40,13 +40,13 @@ from typing import Any, Dict, Iterator, List, Set
 
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.errors import BadInput
-from cloudtrain.job import DistributionType
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.spec.job import DistributionType
 from cloudtrain.launch import mpirank, plans
 from cloudtrain.launch.topology import Topology
-from cloudtrain.loading import job_from_dict
-from cloudtrain.registry import builtin_providers
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.registry import builtin_providers
 from cloudtrain.testing.jobs import required_settings as settings
 from cloudtrain.testing.probes import URIS, base_job, cloud_providers
 from conftest import EXAMPLES

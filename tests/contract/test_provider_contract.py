@@ -4,8 +4,8 @@ provider passes, render and round-trip, are cloudtrain.testing's test_render.py:
 ``pytest --pyargs cloudtrain.testing``)."""
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.registry import builtin_providers
+from cloudtrain.extend import plugins
+from cloudtrain.extend.registry import builtin_providers
 from platform_cases import SEMANTICS, cases_for
 
 PROVIDERS = sorted(plugins.providers())

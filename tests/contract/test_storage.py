@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
 from conftest import run_cli, write_job
 from crd_schemas import validate
 
@@ -145,8 +145,8 @@ def test_a_scheme_the_provider_cannot_take_is_exit_2_naming_what_it_takes(tmp_pa
 def test_every_built_in_provider_maps_storage():
     """Issue 17's promise: storage.inputs / storage.output map on every provider (none is left
     refusing them); a third-party provider without a mapping still refuses them at their line."""
-    from cloudtrain.plugins import get_provider_class
-    from cloudtrain.registry import builtin_providers
+    from cloudtrain.extend.plugins import get_provider_class
+    from cloudtrain.extend.registry import builtin_providers
     built_in = builtin_providers()
     assert len(built_in) >= 12
     assert [n for n in built_in if not get_provider_class(n).storage_schemes] == []

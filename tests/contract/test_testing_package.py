@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from cloudtrain.registry import builtin_providers
+from cloudtrain.extend.registry import builtin_providers
 from conftest import ROOT, SUPPORT, run_cli
 
 

@@ -27,7 +27,7 @@ def assert_one_line_error(proc, code, text):
 
 def test_help_and_render_import_no_cloud_sdk_or_torch(tmp_path):
     job = write_job(tmp_path, JOB)
-    code = ("import sys; from cloudtrain.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import sys; from cloudtrain.commands.cli import main; rc = main(sys.argv[1:]); "
             "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & set(%r)))" % (CLOUD_SDKS,))
     for args in (["--help"], ["render", "-p", "local", str(job)], ["providers"], ["validate", str(job)]):
         proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
@@ -39,14 +39,14 @@ def test_help_and_render_import_no_cloud_sdk_or_torch(tmp_path):
 
 
 def test_help_does_not_import_pydantic():
-    proc = subprocess.run([sys.executable, "-c", "import sys\nfrom cloudtrain.cli import main\n"
+    proc = subprocess.run([sys.executable, "-c", "import sys\nfrom cloudtrain.commands.cli import main\n"
                            "try: main(['--help'])\nexcept SystemExit: pass\nprint('pydantic' in sys.modules)"],
                           capture_output=True, text=True, env=cli_env())
     assert proc.stdout.strip().endswith("False")
 
 
 def test_command_help_imports_no_cloud_sdk_nor_pydantic():
-    code = ("import sys\nfrom cloudtrain.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n"
+    code = ("import sys\nfrom cloudtrain.commands.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n"
             "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & set(%r + ('pydantic',))))" % (CLOUD_SDKS,))
     for args in (["--help"], ["stage", "--help"], ["submit", "--help"]):
         proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=cli_env())

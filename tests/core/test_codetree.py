@@ -1,7 +1,7 @@
 """Which files of the code directory travel, and the nodes' working copies."""
 import os
 
-from cloudtrain.codetree import CodeSelection, working_copies
+from cloudtrain.transfer.codetree import CodeSelection, working_copies
 
 
 def tree(root, files):
@@ -57,7 +57,7 @@ def test_the_credential_rules_mean_the_same_with_and_without_an_ignore_file():
     """Without an ignore file the rules are matched by codetree itself (no pathspec import on a
     local job's start); with one, as .gitignore lines before the user's: the same paths."""
     import pathspec
-    from cloudtrain.codetree import _RULES, is_credential
+    from cloudtrain.transfer.codetree import _RULES, is_credential
     spec = pathspec.GitIgnoreSpec.from_lines([rule.gitignore for rule in _RULES])
     paths = [".env", "a/.env.prod", ".envrc", "environment.yml", ".aws/credentials", "x/.aws/config", ".aws",
              ".ssh/id_rsa.pub", "id_rsa", "keys/id_ed25519", "k/server.pem", "a.key", "keyboard.py", ".netrc",
@@ -83,7 +83,7 @@ def test_a_bang_line_ships_one_credential_file_and_the_rest_stay(tmp_path):
 
 
 def test_a_directory_cloudtrain_outputs_downloaded_into_never_ships(tmp_path):
-    from cloudtrain.codetree import OUTPUTS_MARKER
+    from cloudtrain.transfer.codetree import OUTPUTS_MARKER
     root = tree(tmp_path / "c", {"train.py": "", "results/run1/model.bin": "", "results/run1/" + OUTPUTS_MARKER: "",
                                  "outputs/x/y.bin": "", "results/notes.md": ""})
     assert selected(root) == ["results/notes.md", "train.py"]
@@ -91,6 +91,6 @@ def test_a_directory_cloudtrain_outputs_downloaded_into_never_ships(tmp_path):
 
 def test_the_docs_list_every_credential_rule():
     from pathlib import Path
-    from cloudtrain.codetree import CREDENTIALS
+    from cloudtrain.transfer.codetree import CREDENTIALS
     page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     assert [p for p, _ in CREDENTIALS if f"| `{p}` |" not in page] == []

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from cloudtrain.api import render, validate
-from cloudtrain.config import Settings
-from cloudtrain.errors import BadInput, JobFileError
+from cloudtrain.input.config import Settings
+from cloudtrain.spec.errors import BadInput, JobFileError
 from conftest import EXAMPLES, run_cli, write_job
 
 JOB = """
@@ -113,7 +113,7 @@ def test_precedence_defaults_config_project_profile_job_set(tmp_path, account, m
 
     def options(profile=None, overrides=()):
         from cloudtrain.api import load_job
-        from cloudtrain.plugins import get_provider
+        from cloudtrain.extend.plugins import get_provider
         loaded = load_job(job, list(overrides), provider="sagemaker", profile=profile)
         return get_provider("sagemaker").options(loaded)
 
@@ -335,7 +335,7 @@ def test_a_providers_own_check_points_at_the_settings_file_that_gave_the_value(t
                                       "an s3://bucket/prefix URI")
     with pytest.raises(JobFileError) as info:
         from cloudtrain.api import load_job
-        from cloudtrain.plugins import get_provider
+        from cloudtrain.extend.plugins import get_provider
         get_provider("sagemaker").validate(load_job(job, ["providers.sagemaker.output_s3=s3://x"], provider="sagemaker"),
                                            submit=True)
     assert str(info.value).startswith("--set providers.sagemaker.output_s3=s3://x: providers.sagemaker.output_s3: ")

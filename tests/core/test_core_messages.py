@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from cloudtrain import plugins
+from cloudtrain.extend import plugins
 from cloudtrain.api import validate
-from cloudtrain.errors import BadInput
-from cloudtrain.loading import job_from_dict
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.input.loading import job_from_dict
 from conftest import run_cli, write_job
 
 JOB = "name: digits\ncommand: python train.py\n"

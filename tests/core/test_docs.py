@@ -1,7 +1,7 @@
 """The documentation builds, and it keeps up with the code.
 
 - the mkdocs site builds with ``--strict`` (broken links and anchors fail);
-- every hook in ``cloudtrain.hookspecs`` has its own heading in docs/plugins.md;
+- every hook in ``cloudtrain.extend.hookspecs`` has its own heading in docs/plugins.md;
 - the job-file reference generated from the JSON Schema is up to date;
 - every variable the launcher exports (and every ``CLOUDTRAIN_*`` name it reads) is in
   docs/launcher.md.
@@ -29,7 +29,7 @@ def test_site_builds_strict(tmp_path):
 
 
 def hook_names():
-    from cloudtrain import hookspecs
+    from cloudtrain.extend import hookspecs
     return sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
                   if name.startswith("cloudtrain_"))
 

@@ -211,7 +211,7 @@ def test_every_offline_example_prints_what_the_page_shows(page, tmp_path):
 
 
 def test_the_emulate_list_of_getting_started_names_every_provider():
-    from cloudtrain.plugins import providers
+    from cloudtrain.extend.plugins import providers
     text = (DOCS / "getting-started.md").read_text(encoding="utf-8")
     sentence = re.search(r"that is every one: (.*?)\.\s", text, re.S).group(1)
     listed = set(re.findall(r"`([a-z0-9-]+)`", sentence))
@@ -219,7 +219,7 @@ def test_the_emulate_list_of_getting_started_names_every_provider():
 
 
 def test_every_status_json_example_has_every_field_status_prints():
-    from cloudtrain.provider import JobStatus, State
+    from cloudtrain.providers.provider import JobStatus, State
     fields = set(JobStatus(handle="local://x", state=State.RUNNING).to_dict())
     shown = [(page, line) for page in sorted(DOCS.rglob("*.md")) for line in page.read_text(encoding="utf-8").splitlines()
              if line.startswith('{"handle": ')]

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import threading
 
-from cloudtrain import doorbell
-from cloudtrain.hosted import follow_file
+from cloudtrain.runtime import doorbell
+from cloudtrain.providers.hosted import follow_file
 from conftest import run_cli
 
 

@@ -1,7 +1,7 @@
 """homedir: the store's companion files are narrowed, never made, and may vanish meanwhile."""
 import os
 
-from cloudtrain.homedir import narrow_if_present
+from cloudtrain.input.homedir import narrow_if_present
 
 
 def test_a_missing_companion_file_is_neither_an_error_nor_created(tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cloudtrain.images import is_docker_hub, registry_host
+from cloudtrain.providers.images import is_docker_hub, registry_host
 from conftest import run_cli, write_job
 
 HUB = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import warnings
 
-from cloudtrain.catalog import Catalog, Instance
-from cloudtrain.instances import InstanceRules, choose
-from cloudtrain.job import JobSpec
+from cloudtrain.catalogs.catalog import Catalog, Instance
+from cloudtrain.catalogs.instances import InstanceRules, choose
+from cloudtrain.spec.job import JobSpec
 
 ROWS = [Instance("small-a100", "A100", 8, vcpus=96), Instance("big-h100", "H100", 8, vcpus=192)]
 RULES = InstanceRules("testcloud", lambda: Catalog("testcloud", ROWS), defaults=("A100",))

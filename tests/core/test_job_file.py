@@ -5,9 +5,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cloudtrain.errors import BadInput, JobFileError
-from cloudtrain.loading import JobFileProblems, load_job, parse_override
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import BadInput, JobFileError
+from cloudtrain.input.loading import JobFileProblems, load_job, parse_override
+from cloudtrain.extend.plugins import get_provider
 from conftest import EXAMPLES, run_cli, write_job
 
 GOOD = """
@@ -95,7 +95,7 @@ def test_override_errors_name_the_override(tmp_path):
 
 
 def test_overrides_do_not_leak_into_the_caller(tmp_path):
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     data = {"name": "x", "command": "c", "distribution": {"nodes": 1}}
     job_from_dict(data, overrides={"distribution.nodes": 3})
     assert data["distribution"]["nodes"] == 1
@@ -118,7 +118,7 @@ def test_schema_is_valid_and_accepts_every_example():
 
 def test_rdma_on_and_off_unquoted_mean_what_they_say(tmp_path):
     # YAML 1.1 reads bare on/off as booleans; the job file takes them as the words
-    from cloudtrain.loading import load_job
+    from cloudtrain.input.loading import load_job
     for word in ("on", "off", "auto"):
         path = write_job(tmp_path / word, f"name: r\ncommand: python t.py\nnetwork: {{rdma: {word}}}\n")
         assert load_job(path).network.rdma == word

@@ -7,8 +7,8 @@ from typing import Iterator
 from conftest import run_cli, write_job
 
 import cloudtrain
-from cloudtrain.plugins import get_provider_class
-from cloudtrain.provider import log_lines
+from cloudtrain.extend.plugins import get_provider_class
+from cloudtrain.providers.provider import log_lines
 
 
 def test_chunks_become_lines_each_ending_with_one_newline():

@@ -173,7 +173,7 @@ def test_init_without_a_script_asks_for_one(tmp_path):
 
 # -- prune -----------------------------------------------------------------------------------
 def test_prune_removes_old_finished_runs_and_never_a_running_one(tmp_path, home):
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     job = write_job(tmp_path, 'name: quick\ncommand: [python, -c, "print(1)"]\ndistribution: {type: none}\n')
     finished = run_cli("submit", job, "--detach", check=0).stdout.strip()
     assert run_cli("wait", finished).returncode == 0

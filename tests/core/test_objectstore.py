@@ -1,4 +1,4 @@
-"""cloudtrain.objectstore: the parts every provider's code upload and output download share.
+"""cloudtrain.transfer.objectstore: the parts every provider's code upload and output download share.
 
 The store here keeps objects in a dict: what is tested is core's logic (which objects are sent,
 where files land, what a missing plugin says), not a platform; the real SDKs are tested against
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudtrain import objectstore
-from cloudtrain.errors import BadInput
-from cloudtrain.objectstore import ObjectStore, ObjectUrl
+from cloudtrain.transfer import objectstore
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.transfer.objectstore import ObjectStore, ObjectUrl
 
 
 class DictStore(ObjectStore):
@@ -112,7 +112,7 @@ def test_an_object_named_to_escape_the_destination_is_refused(tmp_path):
 
 
 def test_a_scheme_no_plugin_registers_names_the_install():
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     plugins.disable("tione")  # its plugin blocked: cos:// has no store, the built-in table the hint
     try:
         assert "cos" not in objectstore.stores()
@@ -130,7 +130,7 @@ def test_the_aws_plugin_registers_s3_without_importing_boto3():
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k != "CLOUDTRAIN_PLUGINS"}  # the built-in plugins only
-    code = ("import sys; from cloudtrain import objectstore; "
+    code = ("import sys; from cloudtrain.transfer import objectstore; "
             "print(objectstore.stores()['s3'][0]); print('boto3' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr

@@ -5,9 +5,10 @@ from pathlib import Path
 import pluggy
 import pytest
 
-from cloudtrain import hookimpl, plugins
-from cloudtrain.errors import UnknownProvider
-from cloudtrain.provider import NoOptions
+from cloudtrain import hookimpl
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import UnknownProvider
+from cloudtrain.providers.provider import NoOptions
 from cloudtrain_local.provider import LocalProvider
 
 
@@ -72,8 +73,8 @@ def test_validate_hook_problems_stop_the_job(fresh_manager, tmp_path):
                 return ["policy: local jobs may use one node only"]
 
     plugins.register_plugin(Policy(), name="policy")
-    from cloudtrain.errors import BadInput
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.spec.errors import BadInput
+    from cloudtrain.input.loading import job_from_dict
     job = job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}})
     from cloudtrain import api
     with pytest.raises(BadInput, match="policy: local jobs may use one node only"):
@@ -92,7 +93,7 @@ def test_amend_hook_changes_what_is_shown(fresh_manager):
                 a.content["env"]["TEAM"] = "vision"
 
     plugins.register_plugin(Labels(), name="labels")
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     from cloudtrain import api
     provider = plugins.get_provider("local")
     rendered = api.render(job_from_dict({"name": "p", "command": "c", "distribution": {"nodes": 2}}), provider)
@@ -106,7 +107,7 @@ def test_amend_hook_changes_what_is_shown(fresh_manager):
 
 
 def test_a_missing_sdk_names_the_extra_to_install():
-    from cloudtrain.errors import MissingExtra
+    from cloudtrain.spec.errors import MissingExtra
     fake = type("P", (LocalProvider,), {"name": "p", "extra": "pextra"})
     with pytest.raises(MissingExtra, match=r"provider 'p' needs the 'no_such_sdk_xyz' package, which is not "
                                            r"installed; install it with: pip install 'cloudtrain\[pextra\]'"):
@@ -118,7 +119,7 @@ def test_a_missing_sdk_names_the_extra_to_install():
 
 def test_list_goes_on_past_a_provider_that_cannot_list(fresh_manager, home):
     from cloudtrain.api import list_jobs
-    from cloudtrain.errors import MissingExtra
+    from cloudtrain.spec.errors import MissingExtra
 
     class Broken(LocalProvider):
         name = "broken"
@@ -147,7 +148,7 @@ def test_plugins_named_in_the_environment_load_once(fresh_manager, monkeypatch):
 def test_a_provider_registered_by_name_is_imported_only_when_used():
     import subprocess
     from conftest import cli_env
-    code = ("import sys; from cloudtrain import plugins; assert 'docker' in plugins.providers(); "
+    code = ("import sys; from cloudtrain.extend import plugins; assert 'docker' in plugins.providers(); "
             "plugins.get_provider_class('local'); print(sorted(m for m in sys.modules if m.endswith('.provider')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env()).stdout
     assert "cloudtrain_local.provider" in out and "cloudtrain_docker.provider" not in out

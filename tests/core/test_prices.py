@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import job_from_dict
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import job_from_dict
 from conftest import run_cli, write_job
 
 EC2 = {"region": "us-east-1", "subnet_id": "subnet-1", "image_id": "ami-0123456789abcdef0",
@@ -100,7 +100,7 @@ def test_max_hourly_cost_without_a_known_price_is_refused():
     job = job_from_dict({"name": "x", "command": "c", "distribution": {"nodes": 1},
                          "resources": {"accelerator": "A100", "gpus_per_node": 8}, "max_hourly_cost": 1000,
                          "providers": {"ec2": {**EC2, "region": "sa-east-1"}}})
-    from cloudtrain.prices import check_max_hourly_cost, estimate
+    from cloudtrain.catalogs.prices import check_max_hourly_cost, estimate
     est = estimate(job, "ec2")
     assert est.instance_type == "p4d.24xlarge" and est.rate is None
     with pytest.raises(JobFileError, match="has no price for this job"):
@@ -108,7 +108,7 @@ def test_max_hourly_cost_without_a_known_price_is_refused():
 
 
 def test_spot_uses_the_spot_rate():
-    from cloudtrain.prices import estimate
+    from cloudtrain.catalogs.prices import estimate
     # p5e: the source has a spot price but no on-demand one (us-east-2: 14.4663, the lowest zone's)
     spec = {"name": "x", "command": "c", "spot": True, "distribution": {"nodes": 3},
             "resources": {"accelerator": "H200", "gpus_per_node": 8}, "providers": {"ec2": {**EC2, "region": "us-east-2"}}}
@@ -119,7 +119,7 @@ def test_spot_uses_the_spot_rate():
     # the H200 candidates are partly priced (p5en is, p5e has no on-demand rate): the choice stays by
     # size, and a partly priced family never makes a bigger type look cheaper: g6.2xlarge is priced in
     # the snapshot, g6.xlarge (smaller) is not, and L4 x 1 stays g6.xlarge
-    from cloudtrain.instances import choose
+    from cloudtrain.catalogs.instances import choose
     job = job_from_dict({"name": "x", "command": "c", "resources": {"accelerator": "L4", "gpus_per_node": 1},
                          "providers": {"ec2": dict(EC2)}})
     assert choose(job, plugins.get_provider_class("ec2").instance_rules(), None).instance_type == "g6.xlarge"
@@ -132,7 +132,7 @@ def test_a_type_not_offered_in_the_region_is_refused_when_resolved_and_warned_wh
     assert "resources.accelerator: ec2 offers no A100 x 8 in eu-west-3" in proc.stderr and "us-east-1" in proc.stderr
     job = job_from_dict({"name": "x", "command": "c", "resources": {"gpus_per_node": 8},
                          "providers": {"ec2": {**EC2, "region": "eu-west-3", "instance_type": "p4d.24xlarge"}}})
-    from cloudtrain.instances import choose
+    from cloudtrain.catalogs.instances import choose
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         choice = choose(job, plugins.get_provider_class("ec2").instance_rules(), "p4d.24xlarge")
@@ -142,7 +142,7 @@ def test_a_type_not_offered_in_the_region_is_refused_when_resolved_and_warned_wh
 
 def test_azure_never_picks_a_retired_ncv3_size(home):
     # Microsoft (MicrosoftDocs azure-docs, NCv3 retirement): NC6s/12s/24s_v3 and NC24rs_v3 retired 2025-09-30
-    from cloudtrain.instances import choose
+    from cloudtrain.catalogs.instances import choose
     rules = plugins.get_provider_class("azure").instance_rules()
     job = job_from_dict({"name": "x", "command": "c", "resources": {"accelerator": "V100", "gpus_per_node": 4}})
     with pytest.raises(JobFileError, match="azure offers no V100 "):
@@ -167,7 +167,7 @@ def test_v100_and_the_newer_types_are_in_the_aws_catalogs():
     # g7e / g7: EC2 GpuInfo "RTX PRO Server 6000" (96 GB) / "RTX PRO 4500" (moto 5.2.5's recorded EC2 data)
     assert (ec2.get("g7e.48xlarge").accelerator, ec2.get("g7e.48xlarge").count) == ("RTX-PRO-6000", 8)
     assert sm.get("ml.g7.48xlarge").accelerator == "RTX-PRO-4500" and "ml.g7e.2xlarge" in enum
-    from cloudtrain.accelerators import canonical
+    from cloudtrain.spec.accelerators import canonical
     assert canonical("rtx pro 6000") == "RTX-PRO-6000"
 
 
@@ -291,7 +291,7 @@ def test_spot_prices_read_describe_spot_price_history_through_boto3_and_keep_the
 
 def test_the_ec2_refresh_prices_each_row_per_region_from_both_sources(replay):
     import boto3
-    from cloudtrain.catalog import Instance
+    from cloudtrain.catalogs.catalog import Instance
     from cloudtrain_aws.catalog_refresh import priced
     url = f"http://127.0.0.1:{replay.server_address[1]}"
 
@@ -321,7 +321,7 @@ def test_the_ec2_refresh_prices_each_row_per_region_from_both_sources(replay):
 
 def test_the_sagemaker_refresh_prices_training_instances_and_takes_their_regions_from_the_price_list(replay):
     import boto3
-    from cloudtrain.catalog import Instance
+    from cloudtrain.catalogs.catalog import Instance
     from cloudtrain_aws.catalog_refresh import priced_sagemaker
     url = f"http://127.0.0.1:{replay.server_address[1]}"
 

@@ -1,8 +1,8 @@
 """Feedback while waiting: a live status line on a terminal, plain lines otherwise."""
 import io
 
-from cloudtrain.progress import StatusLine, describe
-from cloudtrain.provider import JobStatus, State
+from cloudtrain.commands.progress import StatusLine, describe
+from cloudtrain.providers.provider import JobStatus, State
 
 
 def status(state, up=2, message=""):

@@ -1,8 +1,8 @@
-"""cloudtrain.rdma_check: was RDMA used, from NCCL's NCCL_DEBUG=INFO lines (any provider's logs)."""
+"""cloudtrain.commands.rdma_check: was RDMA used, from NCCL's NCCL_DEBUG=INFO lines (any provider's logs)."""
 import pytest
 
-from cloudtrain import cli
-from cloudtrain.rdma_check import analyse
+from cloudtrain.commands import cli
+from cloudtrain.commands.rdma_check import analyse
 
 # Line shapes as NCCL prints them (host:pid:tid [dev] NCCL INFO ...), with the prefixes that
 # torchrun --tee ([default0]:) and the local provider ([node1/rank3]) put in front.

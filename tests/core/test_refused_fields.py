@@ -2,8 +2,8 @@
 (issue 28 item 5: never dropped in silence); its default is no problem."""
 import pytest
 
-from cloudtrain.errors import BadInput
-from cloudtrain.loading import load_job
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.input.loading import load_job
 from cloudtrain_local.provider import LocalProvider
 
 

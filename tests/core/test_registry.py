@@ -1,4 +1,4 @@
-"""The one registry (cloudtrain.registry): a table per kind of "module:attr" strings with the extra
+"""The one registry (cloudtrain.extend.registry): a table per kind of "module:attr" strings with the extra
 that provides each; a duplicate name is an error naming both plugins; the built-in lists and the
 install hints come from the cloudtrain distribution's own entry points; nothing is imported
 until it is used."""
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import cli_env
 
-from cloudtrain import hookimpl, plugins, registry
-from cloudtrain.errors import BadInput
+from cloudtrain import hookimpl
+from cloudtrain.extend import plugins, registry
+from cloudtrain.spec.errors import BadInput
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -45,7 +46,7 @@ def test_builtin_providers_are_exactly_what_the_entry_points_plugins_register():
 
 
 def test_builtin_providers_is_what_job_files_may_name_without_the_plugin():
-    from cloudtrain import job
+    from cloudtrain.spec import job
     assert list(job.BUILTIN_PROVIDERS) == registry.builtin_providers()
 
 
@@ -98,7 +99,7 @@ def test_installed_providers_carry_their_extra_without_importing_their_class(fre
 
 
 def test_the_registry_imports_no_provider_store_or_sdk_module():
-    code = ("import sys; from cloudtrain import plugins, registry; plugins.tables(); registry.builtin_providers(); "
+    code = ("import sys; from cloudtrain.extend import plugins, registry; plugins.tables(); registry.builtin_providers(); "
             "print(sorted(m for m in sys.modules if (m.startswith('cloudtrain_') and '.' in m "
             "and not m.endswith('.plugin')) or m.split('.')[0] in ('boto3', 'kubernetes', 'docker', 'azure')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(plugins=False))
@@ -108,7 +109,7 @@ def test_the_registry_imports_no_provider_store_or_sdk_module():
 
 def test_hookspecs_are_typed_and_documented():
     import inspect
-    from cloudtrain import hookspecs
+    from cloudtrain.extend import hookspecs
     hooks = [fn for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("cloudtrain_")]
     assert len(hooks) >= 7
     for fn in hooks:

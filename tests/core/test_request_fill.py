@@ -1,10 +1,10 @@
-"""``cloudtrain.request.fill``: the one way every provider fills a render's placeholders at submit."""
+"""``cloudtrain.providers.request.fill``: the one way every provider fills a render's placeholders at submit."""
 import json
 import shlex
 import subprocess
 from dataclasses import dataclass
 
-from cloudtrain.request import JsonText, Placeholder, ShellText, fill
+from cloudtrain.providers.request import JsonText, Placeholder, ShellText, fill
 
 HOSTILE = "a b'; touch /tmp/pwned-$(id -u) #\"\n`x`"
 

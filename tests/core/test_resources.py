@@ -7,11 +7,12 @@ import warnings
 
 import pytest
 
-from cloudtrain import catalog, plugins
-from cloudtrain.accelerators import canonical
-from cloudtrain.errors import JobFileError
-from cloudtrain.instances import nearest_with_network
-from cloudtrain.loading import job_from_dict
+from cloudtrain.catalogs import catalog
+from cloudtrain.extend import plugins
+from cloudtrain.spec.accelerators import canonical
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.catalogs.instances import nearest_with_network
+from cloudtrain.input.loading import job_from_dict
 from conftest import EXAMPLES, run_cli, write_job
 
 # AWS: EC2 DescribeInstanceTypes (p4d = 8 x A100 40 GB, 4 EFA; p5 = 8 x H100, 32 EFA);

@@ -13,7 +13,7 @@ SLEEPER = 'name: sleeper\ncommand: [python, -c, "import time; time.sleep(300)"]\
 
 
 def _store(home):
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     return Store(home / "state.db")
 
 
@@ -64,7 +64,7 @@ def test_a_local_submit_removes_the_runs_the_default_rule_lets_go_and_never_a_ru
 
 
 def test_the_rule_is_applied_at_most_hourly_and_off_disables_it(tmp_path, home, monkeypatch):
-    from cloudtrain.prune import apply_retention
+    from cloudtrain.commands.prune import apply_retention
     config = tmp_path / "user-config.yaml"
     monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(config))
     config.write_text("runs: {keep_days: 7, keep_last: 0}\n")
@@ -82,7 +82,7 @@ def test_the_rule_is_applied_at_most_hourly_and_off_disables_it(tmp_path, home, 
 
 
 def test_pruning_a_run_keeps_its_ledger_record(tmp_path, home):
-    from cloudtrain import ledger
+    from cloudtrain.orchestrate import ledger
     job = write_job(tmp_path, QUICK)
     submitted = run_cli("submit", job, "--detach", check=0).stdout.strip()  # through the ledger
     assert run_cli("wait", submitted).returncode == 0
@@ -148,7 +148,7 @@ def test_config_set_takes_the_rule_and_refuses_what_it_could_not_apply(tmp_path)
     config = tmp_path / "user-config.yaml"
     proc = run_cli("config", "set", "runs.keep_days=14", "runs.keep_last=3", env=env, check=0)
     assert "runs.keep_days set" in proc.stdout
-    from cloudtrain import yamlio
+    from cloudtrain.spec import yamlio
     assert yamlio.read(config.read_text()).data == {"runs": {"keep_days": 14, "keep_last": 3}}
     for item in ("runs.keep_days=soon", "runs.keep_days=-3", "runs.keep_last=1.5", "runs.keep_dayz=3"):
         proc = run_cli("config", "set", item, env=env)
@@ -176,7 +176,7 @@ def test_config_set_takes_the_rule_and_refuses_what_it_could_not_apply(tmp_path)
 def test_the_automatic_rule_keeps_what_a_job_produced_and_prune_removes_it_when_asked(tmp_path, home, monkeypatch):
     """A run whose output/ holds files loses its working copies, not its results: the job stays in
     ``list`` and ``cloudtrain outputs`` still copies them; ``cloudtrain prune`` removes it whole."""
-    from cloudtrain.prune import apply_retention
+    from cloudtrain.commands.prune import apply_retention
     monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(tmp_path / "user-config.yaml"))
     (tmp_path / "user-config.yaml").write_text("runs: {keep_days: 7, keep_last: 0}\n")
     handle, run_dir = ended_run(home, "trained", 8)

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.errors import JobFileError
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import JobFileError
 from cloudtrain.launch import setup as node_setup
-from cloudtrain.loading import job_from_dict, load_job
+from cloudtrain.input.loading import job_from_dict, load_job
 from conftest import EXAMPLES, write_job
 
 PROVIDERS = sorted(set(plugins.providers()) - {"fakeone"})  # fakeone (tests/support) starts no launcher

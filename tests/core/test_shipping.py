@@ -5,8 +5,8 @@ import subprocess
 import sys
 import tarfile
 
-from cloudtrain import shipping
-from cloudtrain.loading import load_job
+from cloudtrain.transfer import shipping
+from cloudtrain.input.loading import load_job
 from conftest import write_job
 
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 from conftest import cli_env
 
-from cloudtrain import exitcodes
-from cloudtrain.errors import BadInput, PlatformError
+from cloudtrain.launch import exitcodes
+from cloudtrain.spec.errors import BadInput, PlatformError
 from cloudtrain.launch.bundle import write_bundle
-from cloudtrain.states import TERMINAL, State
-from cloudtrain.store import Store
+from cloudtrain.spec.states import TERMINAL, State
+from cloudtrain.runtime.store import Store
 
 
 def test_the_modules_that_run_without_pydantic_import_none():
-    modules = ["cloudtrain.states", "cloudtrain.exitcodes", "cloudtrain.supervise", "cloudtrain.store",
+    modules = ["cloudtrain.spec.states", "cloudtrain.launch.exitcodes", "cloudtrain.runtime.supervise", "cloudtrain.runtime.store",
                "cloudtrain.launch.main", "cloudtrain_local.supervisor"]
     code = "import importlib, sys\nfor m in %r: importlib.import_module(m)\nprint(sorted(" \
            "{m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'pluggy'}))" % (modules,)
@@ -24,13 +24,13 @@ def test_the_modules_that_run_without_pydantic_import_none():
 
 
 def test_every_module_of_a_bundle_imports_from_the_bundle_alone(tmp_path):
-    """The launcher imports ``cloudtrain.exitcodes``; a bundle without it fails on the node.
+    """The launcher imports ``cloudtrain.launch.exitcodes``; a bundle without it fails on the node.
     AWS ships its node module (``cloudtrain_aws.common.NODE_MODULE``) in the bundle too."""
     from cloudtrain.launch import platform as platforms
     bundle = write_bundle(tmp_path / "b", [platforms.find("sagemaker"), "cloudtrain_aws.node:main"])
     modules = sorted(".".join(p.relative_to(bundle).with_suffix("").parts).replace(".__init__", "")
                      for p in bundle.rglob("*.py") if p.name != "__main__.py")
-    assert "cloudtrain.exitcodes" in modules and "cloudtrain_aws.node" in modules
+    assert "cloudtrain.launch.exitcodes" in modules and "cloudtrain_aws.node" in modules
     code = "import importlib\nfor m in %r: importlib.import_module(m)\nprint('ok')" % (modules,)
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(bundle)})

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from cloudtrain.store import Store
-from cloudtrain.supervise import Node, Supervisor
+from cloudtrain.runtime.store import Store
+from cloudtrain.runtime.supervise import Node, Supervisor
 
 
 class FakeNode(Node):

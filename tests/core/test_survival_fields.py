@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from cloudtrain.durations import format_duration, parse_duration
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.progress import describe, describe_restarts
-from cloudtrain.provider import JobStatus, State
-from cloudtrain.store import Store
-from cloudtrain.survival import provider_setting
+from cloudtrain.spec.durations import format_duration, parse_duration
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.commands.progress import describe, describe_restarts
+from cloudtrain.providers.provider import JobStatus, State
+from cloudtrain.runtime.store import Store
+from cloudtrain.providers.survival import provider_setting
 from conftest import run_cli, write_job
 
 from test_supervise import FakeNode, FakeSupervisor

@@ -2,7 +2,7 @@
 import pytest
 import yaml
 
-from cloudtrain import yamlio
+from cloudtrain.spec import yamlio
 
 TRICKY = [
     "#!/bin/sh\nset -eu\necho hi\n",

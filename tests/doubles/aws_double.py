@@ -95,7 +95,7 @@ class AwsDouble(MotoDouble):
         ``instance_profile``; the calls that made those are not counted."""
         import cloudtrain_aws.common as common
         self.reset()
-        from cloudtrain.objectstore import forget_uploads
+        from cloudtrain.transfer.objectstore import forget_uploads
         forget_uploads()
         common._efa.clear()
         monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")

@@ -7,7 +7,7 @@ transport, and short poll intervals.
 """
 import os
 
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 from cloudtrain_azure.provider import AzureProvider
 from doubles.azure_double import FakeCredential, LoopbackTransport
 

@@ -25,7 +25,7 @@ no_double("fakeone", "the test plugin: its jobs are local processes (tests/core)
 
 
 def job(name: str, options: Dict[str, object], code: str = str(EXAMPLE)):
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     return job_from_dict({"name": "contract-life", "code": code, "command": "python train.py --epochs 1",
                           "image": "registry.example/train:1", "distribution": {"type": "ddp", "nodes": 2},
                           "providers": {name: options}})
@@ -65,8 +65,8 @@ def tione(request):
 # -- ModelArts (Standard): its API (modelarts_double) and OBS (obs_double) ------------------------
 @double("modelarts")
 def modelarts(request):
-    from cloudtrain import objectstore
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.transfer import objectstore
+    from cloudtrain.extend.plugins import get_provider
     from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
     from doubles.obs_double import ObsDouble
     objectstore.forget_uploads()
@@ -108,7 +108,7 @@ def aws_server(request):
 
 @double("sagemaker")
 def sagemaker(request):
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     aws = aws_server(request).fresh(request.getfixturevalue("monkeypatch"), "ct-bucket")
     provider = plugins.get_provider("sagemaker", poll=0, **aws.clients())
 
@@ -130,7 +130,7 @@ def sagemaker(request):
 # -- Azure ML: the loopback transport into azure_double -----------------------------------------
 @double("azure")
 def azure(request):
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     from doubles.azure_double import FakeAzure, FakeCredential
     sub, rg, ws = "00000000-0000-0000-0000-000000000000", "rg", "ws"
     fake = FakeAzure(sub, rg, ws).start()
@@ -159,7 +159,7 @@ def azure(request):
 # -- Kubernetes (kubeflow, volcano, kubeflow-trainer, modelarts-lite with a kubeconfig, eks): the
 #    loopback API server (kube_double); eks finds it through DescribeCluster (moto) --------------
 def kube_double(name: str, request, make_provider=None, token=None, options=None):
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     from doubles.kube_double import TOKEN, FakeKube
     tmp = request.getfixturevalue("tmp_path")
     env({"CLOUDTRAIN_POLL_SECONDS": "0", "CLOUDTRAIN_HOME": str(tmp / "ct-home")}, request)

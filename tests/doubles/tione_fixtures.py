@@ -3,7 +3,7 @@
 A test module takes them with ``from doubles import cos, fake  # noqa: F401``."""
 import pytest
 
-from cloudtrain import objectstore
+from cloudtrain.transfer import objectstore
 from doubles.cos_double import CosDouble
 from doubles.tione_double import FakeTione
 

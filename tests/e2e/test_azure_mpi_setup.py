@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_azure.detect import node_environment
 
 pytestmark = pytest.mark.e2e

@@ -120,7 +120,7 @@ def test_cloudtrain_home_inside_the_code_directory(home, tmp_path):
 
 def test_python_api_takes_a_path_and_refuses_another_providers_render(tmp_path, home):
     import cloudtrain
-    from cloudtrain.errors import BadInput
+    from cloudtrain.spec.errors import BadInput
     job = write_job(tmp_path, "name: api\ncommand: python -c 'print(1)'\ndistribution: {type: none}\n")
     rendered = cloudtrain.render(str(job), provider="local")
     assert rendered.provider == "local" and rendered.job.name == "api"

@@ -27,8 +27,8 @@ from typing import Dict, NamedTuple
 import pytest
 import yaml
 
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_aws.eks import EksProvider
 from conftest import EXAMPLES
 from doubles.kube_double import TOKEN, FakeKube

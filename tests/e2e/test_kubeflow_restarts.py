@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from cloudtrain_kubernetes import manifests
 from helpers import wait_for
 from processes import processes_under

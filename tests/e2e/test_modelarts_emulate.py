@@ -46,11 +46,11 @@ def test_digits_ddp_trains_under_modelarts_lite_with_renumbered_ranks(home):
 def test_digits_ddp_trains_from_the_code_submit_shipped_to_obs(tmp_path, monkeypatch):
     from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
     from doubles.obs_double import ObsDouble
-    from cloudtrain import objectstore
+    from cloudtrain.transfer import objectstore
     from cloudtrain.launch.platform import Cluster
-    from cloudtrain.loading import load_job
-    from cloudtrain.objectstore import ObjectUrl, download
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.input.loading import load_job
+    from cloudtrain.transfer.objectstore import ObjectUrl, download
+    from cloudtrain.extend.plugins import get_provider
     from cloudtrain_local.ports import free_port_block
     from cloudtrain_modelarts.obsstore import ObsStore
 

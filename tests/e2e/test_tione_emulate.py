@@ -63,9 +63,9 @@ def test_digits_trains_from_the_code_package_submit_uploaded(tmp_path, home):
     from doubles.cos_double import CosDouble
     from doubles.tione_double import SECRET_ID, SECRET_KEY, FakeTione
     from tencentcloud.common.credential import Credential
-    from cloudtrain.loading import load_job
-    from cloudtrain.objectstore import ObjectUrl
-    from cloudtrain.provider import Cluster
+    from cloudtrain.input.loading import load_job
+    from cloudtrain.transfer.objectstore import ObjectUrl
+    from cloudtrain.providers.provider import Cluster
     from cloudtrain_tione.cosstore import CosStore
     from cloudtrain_tione.provider import TioneProvider
     from cloudtrain_tione.render import decode_start_commands

@@ -37,7 +37,7 @@ def spawn_with_pid(pid, signals_file):
 
 
 def scenario(job_file, signals_file, report_file):
-    from cloudtrain.store import Store, home
+    from cloudtrain.runtime.store import Store, home
     handle = cli("submit", job_file, "--detach").stdout.strip()
     job_id = handle.split("://", 1)[1]
     store = Store()

@@ -84,7 +84,7 @@ def test_a_broken_store_is_moved_aside_and_rebuilt_with_the_running_job(tmp_path
 WRITER = """
 import sys, time
 from pathlib import Path
-from cloudtrain.store import Store
+from cloudtrain.runtime.store import Store
 home, me, jobs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 store = Store()
 for i in range(jobs):

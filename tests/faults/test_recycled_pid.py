@@ -77,7 +77,7 @@ def test_a_job_whose_supervisor_never_started_fails_and_wait_returns(tmp_path, h
     """A row with no supervisor PID (what an interrupted submit of an older cloudtrain left):
     ``wait`` does not hang on it; the job is FAILED with the reason."""
     import time
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     (home / "runs" / "never-000001").mkdir(parents=True)
     store = Store(home / "state.db")
     store.add_job(id="never-000001", provider="local", name="never", nodes=1,

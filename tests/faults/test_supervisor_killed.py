@@ -17,7 +17,7 @@ BOUND = 10.0  # seconds, from the SIGKILL
 
 
 def _submit_and_kill(tmp_path, home, *extra, up="up"):
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     handle = run_cli("submit", sleeper_job(tmp_path / "job", nodes=2), "--detach", *extra, check=0).stdout.strip()
     job_id = handle.split("://", 1)[1]
     log = home / "runs" / job_id / "job.log"
@@ -50,7 +50,7 @@ command: python -c "import ray, time; ray.init(); print('ray up', flush=True); t
 distribution: {{type: ray, nodes: 2}}
 env: {{OMP_NUM_THREADS: "1"}}
 """)
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     handle = run_cli("submit", job / "job.yaml", "--detach", check=0).stdout.strip()
     job_id = handle.split("://", 1)[1]
     log = home / "runs" / job_id / "job.log"

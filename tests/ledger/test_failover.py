@@ -145,8 +145,8 @@ def test_the_code_table_reads_each_sdks_own_exception():
     from botocore.exceptions import ClientError
     from huaweicloudsdkcore.exceptions.exceptions import ClientRequestException, SdkError
     from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
-    from cloudtrain.errors import PlatformError
-    from cloudtrain.failover import is_capacity_refusal
+    from cloudtrain.spec.errors import PlatformError
+    from cloudtrain.orchestrate.failover import is_capacity_refusal
 
     def wrapped(sdk_error):
         try:

@@ -1,5 +1,5 @@
 """issue 31 item 3: the ledger of every submission on every provider, read by a plain
-``cloudtrain list`` (and ``cloudtrain.ledger`` / ``cloudtrain.jobs``): real local jobs and jobs
+``cloudtrain list`` (and ``cloudtrain.orchestrate.ledger`` / ``cloudtrain.jobs``): real local jobs and jobs
 of the SageMaker double (moto) side by side; filters; stale cloud rows read again; an older
 state.db keeps working."""
 import json
@@ -84,7 +84,8 @@ def test_a_plain_list_shows_local_and_cloud_jobs_with_where_and_how_they_ran(aws
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
 
     # the Python API returns the same rows
-    from cloudtrain import jobs, ledger
+    from cloudtrain import jobs
+    from cloudtrain.orchestrate import ledger
     assert [e.handle for e in ledger.entries()] == [cloud_handle, local_handle]
     assert ledger.entry(cloud_handle).instance_type == cj["instance_type"]
     assert [e.handle for e in jobs(providers=["local"])] == [local_handle]
@@ -97,7 +98,7 @@ def test_a_stale_cloud_row_is_read_again_by_a_plain_list(aws, tmp_path, home):
     name = handle.rsplit("/", 1)[1]
     aws.set_training(name, "Completed", "Completed")
     assert listed(env=env)[handle]["state"] in ("PENDING", "STARTING")  # read a moment ago: as stored
-    from cloudtrain.store import Store
+    from cloudtrain.runtime.store import Store
     Store(home / "state.db").ledger_update(handle, refreshed_at=time.time() - 3600)
     row = listed(env=env)[handle]
     assert row["state"] == "SUCCEEDED" and row["ended_at"] is not None
@@ -105,8 +106,8 @@ def test_a_stale_cloud_row_is_read_again_by_a_plain_list(aws, tmp_path, home):
 
 
 def test_cost_so_far_is_rate_times_nodes_times_hours(tmp_path):
-    from cloudtrain import ledger
-    from cloudtrain.store import Store
+    from cloudtrain.orchestrate import ledger
+    from cloudtrain.runtime.store import Store
     store = Store(tmp_path / "state.db")
     now = time.time()
     store.ledger_put({"handle": "azure://s/r/w/j", "provider": "azure", "job_id": "s/r/w/j", "nodes": 4,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudtrain import shipping
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
+from cloudtrain.transfer import shipping
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
 from test_node_shell_corpus import SH, base_job
 
 # The image's python3: the real interpreter, except for the launcher (its call is recorded)

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
 from test_node_shell_corpus import PROVIDERS, base_job, node_runs
 
 SHAPES = {

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudtrain.errors import BadInput, JobFileError
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider, get_provider_class
+from cloudtrain.spec.errors import BadInput, JobFileError
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider, get_provider_class
 from doubles.kubelet_double import kubelet_expand
 
 SH = shutil.which("dash") or "/bin/sh"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudtrain.store import SCHEMA
+from cloudtrain.runtime.store import SCHEMA
 from conftest import run_cli, write_job
 
 from e2e.helpers import assert_nothing_left, handle_from, run_dir, wait_for  # noqa: E402
@@ -406,8 +406,8 @@ def test_a_kubernetes_name_at_the_limit_passes_and_one_past_it_is_refused(tmp_pa
 def test_the_log_sink_masks_a_multi_line_secret_split_over_mpi_writes(tmp_path):
     """mpirun tags every write, so a rank's line arrives in pieces (``[1,3]<stdout>:ra``), and a
     key arrives a line at a time: nothing of it reaches a log file."""
-    from cloudtrain.secrets import Masker
-    from cloudtrain.supervise import LogSink
+    from cloudtrain.input.secrets import Masker
+    from cloudtrain.runtime.supervise import LogSink
     key = pem_key()
     sink = LogSink(tmp_path, nodes=1, nproc=2, distribution="mpi", mask=Masker([key, "short-one"]))
     text = f"loaded {key} (and short-one)\n"
@@ -425,8 +425,8 @@ def test_the_log_sink_masks_a_multi_line_secret_split_over_mpi_writes(tmp_path):
 def test_scrubbing_torchrun_files_follows_no_link(tmp_path):
     """A link in torchrun's directory (the job may make one) is not followed: what it reaches
     is neither read nor removed."""
-    from cloudtrain.secrets import Masker
-    from cloudtrain.supervise import scrub_torchrun_files
+    from cloudtrain.input.secrets import Masker
+    from cloudtrain.runtime.supervise import scrub_torchrun_files
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.log").write_text("mine\n")
@@ -445,9 +445,9 @@ def test_scrubbing_torchrun_files_follows_no_link(tmp_path):
 def test_a_platform_error_that_quotes_the_request_has_its_secrets_masked(tmp_path, home):
     """A platform's refusal may quote what it was sent, secrets filled in (the request's
     environment): submit masks them in the error, whatever its kind."""
-    from cloudtrain.errors import PlatformError
-    from cloudtrain.loading import load_job
-    from cloudtrain.plugins import get_provider_class
+    from cloudtrain.spec.errors import PlatformError
+    from cloudtrain.input.loading import load_job
+    from cloudtrain.extend.plugins import get_provider_class
     key = pem_key()
 
     class Refusing(get_provider_class("local")):

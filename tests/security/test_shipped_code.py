@@ -24,9 +24,9 @@ from doubles.aws_double import CREDENTIALS, REGION, AwsDouble  # noqa: E402
 from doubles.tione_fixtures import cos, fake  # noqa: E402,F401
 from doubles.obs_double import AK, SK, ObsDouble  # noqa: E402
 
-from cloudtrain import objectstore, shipping  # noqa: E402
-from cloudtrain.loading import load_job  # noqa: E402
-from cloudtrain.plugins import get_provider  # noqa: E402
+from cloudtrain.transfer import objectstore, shipping  # noqa: E402
+from cloudtrain.input.loading import load_job  # noqa: E402
+from cloudtrain.extend.plugins import get_provider  # noqa: E402
 from conftest import cli_env, run_cli, write_job  # noqa: E402
 from doubles.kube_double import FakeKube  # noqa: E402
 
@@ -136,7 +136,7 @@ def test_s3_gets_the_links_never_their_targets_and_no_credential_file(tmp_path, 
 def test_cos_gets_the_same_copy_through_tione(tmp_path, monkeypatch, fake, cos):
     hostile_code(tmp_path, monkeypatch)
     from tencentcloud.common.credential import Credential
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     from cloudtrain_tione.provider import TioneProvider
     from doubles.tione_double import SECRET_ID, SECRET_KEY
     job = job_from_dict({"name": "hostile", "code": str(tmp_path / "code"), "command": "python train.py",
@@ -154,7 +154,7 @@ def test_cos_gets_the_same_copy_through_tione(tmp_path, monkeypatch, fake, cos):
 @pytest.mark.timeout(120)
 def test_obs_gets_the_same_copy(tmp_path, monkeypatch):
     hostile_code(tmp_path, monkeypatch)
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     from cloudtrain_modelarts.obsstore import ObsStore
     job = job_from_dict({"name": "hostile", "code": str(tmp_path / "code"), "command": "python train.py"})
     with ObsDouble() as obs:
@@ -189,7 +189,7 @@ def test_the_configmap_gets_the_same_copy(tmp_path, monkeypatch, home):
 @pytest.mark.timeout(120)
 def test_a_re_included_credential_ships_and_only_that_one(tmp_path, monkeypatch):
     code = hostile_code(tmp_path, monkeypatch, fifo=False, extra_ignore="!.aws/credentials\n")
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     job = job_from_dict({"name": "hostile", "code": str(code), "command": "python train.py"})
     found = members(shipping.archive(job, launcher=False).read_bytes())
     assert ".aws/credentials" in found and "public.pem" in found
@@ -236,8 +236,8 @@ def test_render_with_a_fifo_finishes_and_names_what_it_left_out(tmp_path, monkey
 # count the parent's pages the child held between fork and exec (Linux keeps the maximum across exec).
 PACK_AND_MEASURE = textwrap.dedent("""
     import sys
-    from cloudtrain import shipping
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.transfer import shipping
+    from cloudtrain.input.loading import job_from_dict
     job = job_from_dict({"name": "big", "code": sys.argv[1], "command": "python t.py"})
     archive = shipping.archive(job)
     digest = shipping.code_digest(job)
@@ -312,7 +312,7 @@ def test_the_staged_directory_azure_uploads_holds_no_link_out_of_it(tmp_path, mo
     link stays only where it leads to a staged file."""
     code = hostile_code(tmp_path, monkeypatch, fifo=False)
     os.symlink(".aws/credentials", code / "inner-creds")  # inside the tree, to a file kept home
-    from cloudtrain.loading import job_from_dict
+    from cloudtrain.input.loading import job_from_dict
     staged = shipping.stage(job_from_dict({"name": "h", "code": str(code), "command": "python train.py"}),
                             tmp_path / "staged")
     links = {str(p.relative_to(staged)): os.readlink(p) for p in staged.rglob("*") if p.is_symlink()}

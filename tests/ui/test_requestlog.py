@@ -28,7 +28,7 @@ def test_the_kept_request_is_the_render_with_secrets_masked_and_private(tmp_path
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
     assert SECRET not in files[0].read_text()
 
-    from cloudtrain import requestlog
+    from cloudtrain.runtime import requestlog
     kept = requestlog.read(handle)
     assert kept["handle"] == handle and kept["provider"] == "local"
     assert kept["artifacts"][0]["kind"] == "local/process"

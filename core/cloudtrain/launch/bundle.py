@@ -27,7 +27,7 @@ exec "$@"
 
 # Modules of cloudtrain outside ``cloudtrain.launch`` that the launcher (or a platform's node
 # module) imports: standard library only as well.
-SHARED = ("cloudtrain.exitcodes",)
+SHARED = ("cloudtrain.launch.exitcodes",)
 
 
 def _sources(module: str) -> List[tuple]:

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import List, Optional
 
-from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
+from .exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED, EXIT_OK, killed_by
 from . import detectors, failure, liveness, netif, plans, setup, sshd
 from .parent import GROUPS_FILE, die_with_parent
 from .topology import Topology

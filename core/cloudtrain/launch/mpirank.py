@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Dict, List, Mapping, Optional
 
-from ..exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED
+from .exitcodes import EXIT_BAD_INPUT, EXIT_COMMAND_NOT_FOUND, EXIT_JOB_FAILED
 from . import setup
 
 SOURCES = {

@@ -2,7 +2,7 @@
 library only, Python 3.8+, with or without ``tarfile``'s extraction filters).
 
 ``python3 -m cloudtrain.launch.unpack [--sha256 HEX] ARCHIVE [DEST]`` extracts
-``cloudtrain.shipping``'s gzip'd tar into ``DEST`` (default: the current directory).  With
+``cloudtrain.transfer.shipping``'s gzip'd tar into ``DEST`` (default: the current directory).  With
 ``--sha256`` the archive's digest is checked first: a different archive writes nothing.
 
 ``python3 -m cloudtrain.launch.unpack --url-file FILE --sha256 HEX [DEST]``: the archive is in an
@@ -41,7 +41,7 @@ import time
 from typing import List, Optional, Tuple
 
 try:
-    from ..exitcodes import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
+    from .exitcodes import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 except ImportError:  # run from a checked archive by BOOTSTRAP: no package around this file
     EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -51,15 +51,15 @@ ENV_PROVIDERS = "CLOUDTRAIN_TEST_PROVIDERS"
 
 
 def builtin_providers() -> List[str]:
-    """The sorted names of cloudtrain's built-in providers (``cloudtrain.registry``: those of the
+    """The sorted names of cloudtrain's built-in providers (``cloudtrain.extend.registry``: those of the
     plugins cloudtrain's own distribution names as entry points)."""
-    from cloudtrain.registry import builtin_providers as from_entry_points
+    from cloudtrain.extend.registry import builtin_providers as from_entry_points
     return from_entry_points()
 
 
 def installed_providers() -> List[str]:
     """Every provider the plugin manager knows (built-in, third-party and test plugins)."""
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     return sorted(plugins.providers())
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from cloudtrain import plugins
-from cloudtrain.loading import job_from_dict
+from cloudtrain.extend import plugins
+from cloudtrain.input.loading import job_from_dict
 
 SECRET_VALUE = "s3cr3t-contract-value-7f9a"
 SECRET_SOURCE = "CT_CONTRACT_SECRET"

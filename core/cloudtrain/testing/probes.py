@@ -8,11 +8,11 @@ from typing import Any, Dict, Iterable, List, Tuple
 
 from pydantic import BaseModel
 
-from cloudtrain import plugins
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.errors import BadInput
-from cloudtrain.job import JobSpec
-from cloudtrain.loading import job_from_dict
+from cloudtrain.extend import plugins
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.spec.job import JobSpec
+from cloudtrain.input.loading import job_from_dict
 
 def cloud_providers(names: Iterable[str]) -> List[str]:
     """Those of ``names`` that run on a remote platform (``CloudProvider``: local and docker run
@@ -117,7 +117,7 @@ def refuses(error: BadInput, fields) -> bool:
 
 
 def cost_cap(job, provider: str) -> None:
-    from cloudtrain.prices import check_max_hourly_cost, estimate
+    from cloudtrain.catalogs.prices import check_max_hourly_cost, estimate
     check_max_hourly_cost(job, estimate(job, provider))
 
 

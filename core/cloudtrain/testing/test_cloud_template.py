@@ -3,8 +3,8 @@ find, create; one status cache; idempotent cancel; the log-follow loop) is writt
 the provider fills in the platform's calls and overrides none of the template's steps."""
 import inspect
 
-from cloudtrain import plugins
-from cloudtrain.cloud import CloudProvider
+from cloudtrain.extend import plugins
+from cloudtrain.providers.cloud import CloudProvider
 
 TEMPLATE = ("status", "fresh_status", "logs", "_remember")
 PLATFORM_CALLS = ("_create", "_describe", "_to_status", "_stop")

@@ -3,10 +3,10 @@ from what the node sees alone (no ``CLOUDTRAIN_DETECTORS`` from a request), by t
 plugins' detectors, with the right rank and node count, for each distribution type it renders."""
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.errors import BadInput
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import BadInput
 from cloudtrain.launch import detectors
-from cloudtrain.provider import Cluster
+from cloudtrain.providers.provider import Cluster
 from cloudtrain.testing.jobs import contract_job, required_settings
 
 GENERIC = {"pytorch"}  # the plain-PyTorch guess: a platform's node must be recognised as more than that

@@ -4,7 +4,7 @@ cancel is idempotent and ends the job, every raw state of the provider's ``state
 its neutral state (and a raw state the table lacks to UNKNOWN), and logs are well-formed lines."""
 import pytest
 
-from cloudtrain.provider import State
+from cloudtrain.providers.provider import State
 from cloudtrain.testing import lifecycle_providers
 
 UNHEARD_OF = "CT-NO-SUCH-STATE"

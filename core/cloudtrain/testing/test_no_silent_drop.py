@@ -1,7 +1,7 @@
 """No neutral field is dropped in silence (docs/job-file.md: a field is rendered, or the job is
 refused saying why).
 
-Every field of the neutral job model (``cloudtrain.job.JobSpec`` and its parts, walked from the
+Every field of the neutral job model (``cloudtrain.spec.job.JobSpec`` and its parts, walked from the
 model itself, so a field added there fails ``test_every_neutral_field_has_a_probe`` until it has a
 probe in probes.py) is set to a value other than its default and rendered on every cloud provider
 under test (every ``CloudProvider``; local and docker run the job themselves).  Each outcome must be

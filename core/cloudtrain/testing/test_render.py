@@ -6,11 +6,11 @@ import re
 import pytest
 import yaml
 
-from cloudtrain import plugins
-from cloudtrain.errors import JobFileError
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import JobFileError
 from cloudtrain.launch import detectors
-from cloudtrain.loading import load_job
-from cloudtrain.provider import Cluster, Provider, State
+from cloudtrain.input.loading import load_job
+from cloudtrain.providers.provider import Cluster, Provider, State
 from cloudtrain.testing.jobs import SECRET_SOURCE, SECRET_VALUE, contract_job
 
 KIND = re.compile(r"^[a-z0-9-]+/[A-Za-z0-9-]+$")

@@ -4,9 +4,9 @@ at the job file, names every missing one in one run, and passes once a settings 
 import pytest
 import yaml
 
-from cloudtrain import plugins
+from cloudtrain.extend import plugins
 from cloudtrain.api import validate
-from cloudtrain.errors import BadInput
+from cloudtrain.spec.errors import BadInput
 from cloudtrain.testing.jobs import required_settings
 
 JOB = "name: needs\ncode: .\ncommand: python train.py\nimage: example/train:1\n"

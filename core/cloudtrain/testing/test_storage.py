@@ -3,9 +3,9 @@
 a provider that declares none refuses every storage URI at its line."""
 import pytest
 
-from cloudtrain import plugins
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
 from cloudtrain.testing.jobs import required_settings
 
 SCHEMES = ("s3", "gs", "obs", "cos", "azureml", "pvc", "file", "hdfs")

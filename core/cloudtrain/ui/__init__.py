@@ -15,7 +15,7 @@ import socket
 import sys
 from typing import Optional
 
-from ..errors import BadInput
+from ..spec.errors import BadInput
 
 EXTRA_HINT = "cloudtrain ui needs the ui extra: pip install 'cloudtrain[ui]'"
 

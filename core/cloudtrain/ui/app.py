@@ -127,7 +127,7 @@ def _page_headers() -> Dict[str, str]:
 
 
 async def _error(request: Request, exc: Exception) -> Response:
-    from ..errors import CloudtrainError
+    from ..spec.errors import CloudtrainError
     if isinstance(exc, CloudtrainError):  # our one-line messages (bad input, a platform's refusal)
         return JSONResponse({"error": str(exc)}, status_code=400 if exc.exit_code == 2 else 502)
     return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)

@@ -12,7 +12,9 @@ import time
 from collections import defaultdict
 from typing import Dict, Iterator, List, Optional
 
-from .. import api, ledger, requestlog
+from .. import api
+from ..orchestrate import ledger
+from ..runtime import requestlog
 
 
 def jobs(*, providers: Optional[List[str]] = None, states: Optional[List[str]] = None, since: Optional[str] = None,
@@ -29,7 +31,7 @@ def jobs(*, providers: Optional[List[str]] = None, states: Optional[List[str]] =
 
 def _providers() -> List[str]:
     """Every provider installed here, for the filter (listing them imports none)."""
-    from ..plugins import providers
+    from ..extend.plugins import providers
     return sorted(providers())
 
 
@@ -51,7 +53,7 @@ def job(handle: str) -> Optional[dict]:
     now = time.time()
     restarts: List[dict] = []
     if e.local:  # the store has each restart's time and reason
-        from ..store import Store
+        from ..runtime.store import Store
         restarts = Store().get_restarts(e.job_id)
     events = [{"at": e.submitted_at, "what": "submitted"}]
     if e.started_at:
@@ -85,7 +87,7 @@ def outputs(handle: str) -> dict:
 def resources(*, accelerator: Optional[str] = None, gpus: Optional[int] = None,
               provider: Optional[str] = None) -> dict:
     """The catalog rows that match, across providers (``cloudtrain resources -o json``)."""
-    from .. import resources as res
+    from ..catalogs import resources as res
     return {"rows": json.loads(res.rows_json(res.matching(accelerator, gpus, provider)))}
 
 

@@ -15,10 +15,10 @@ import pytest
 
 import cloudtrain
 from doubles.aws_double import AwsDouble, outputs_of, validate_request
-from cloudtrain import plugins
-from cloudtrain.errors import BadInput, JobFileError, PlatformError
-from cloudtrain.loading import job_from_dict
-from cloudtrain.provider import State
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import BadInput, JobFileError, PlatformError
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.providers.provider import State
 from conftest import EXAMPLES, run_cli
 
 BUCKET = "ct-code"

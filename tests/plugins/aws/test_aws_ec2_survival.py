@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from doubles.aws_double import validate_request
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
 from conftest import write_job
 from test_aws_ec2 import artifacts, filled, job
 
@@ -35,7 +35,7 @@ def test_spot_and_max_runtime_are_the_instances_market_and_the_scripts_timeout()
 def test_max_runtime_beyond_what_ssm_runs_is_refused(tmp_path):
     # SSM's AWS-RunShellScript document, parameter executionTimeout: "Maximum is 172800 (48 hours)"
     path = write_job(tmp_path, "name: e\ncommand: python t.py\nmax_runtime: 3d\n")
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     with pytest.raises(JobFileError) as info:
         plugins.get_provider("ec2").render(load_job(path))
     assert str(info.value).startswith(f"{path}:3: max_runtime: 3d is longer than the 2d SSM allows a node's script")
@@ -77,6 +77,6 @@ def test_the_node_script_brings_back_the_last_checkpoint_and_saves_the_new_one(t
 
 def test_a_checkpoint_outside_s3_is_refused(tmp_path):
     path = write_job(tmp_path, "name: e\ncommand: python t.py\nstorage: {checkpoint: 'pvc://c/x'}\n")
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     with pytest.raises(JobFileError, match=r"job.yaml:3: storage.checkpoint: ec2 keeps checkpoints under s3://"):
         plugins.get_provider("ec2").render(load_job(path))

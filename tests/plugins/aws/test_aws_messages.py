@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import load_job
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import load_job
 from cloudtrain_aws.common import AwsProvider, no_region
 from cloudtrain_aws.ec2 import Ec2Provider
 from cloudtrain_aws.instances import ec2_catalog, sagemaker_catalog

@@ -12,7 +12,7 @@ import pytest
 
 import cloudtrain
 from doubles.aws_double import AwsDouble, outputs_of
-from cloudtrain import plugins
+from cloudtrain.extend import plugins
 from conftest import EXAMPLES
 
 VENV_PATH = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
@@ -101,7 +101,7 @@ def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_p
     write resourceconfig.json, and run ContainerEntrypoint + ContainerArguments as sent."""
     import cloudtrain_aws.common as common
     from cloudtrain_local.ports import free_port_block
-    from cloudtrain.objectstore import forget_uploads
+    from cloudtrain.transfer.objectstore import forget_uploads
     forget_uploads()
     monkeypatch.setenv("CLOUDTRAIN_POLL_SECONDS", "0")
     aws.client("s3").create_bucket(Bucket="ct-node-bucket")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.provider import Provider, State
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.providers.provider import Provider, State
 from doubles.aws_double import AwsDouble
 from test_aws_ec2 import BUCKET, command_of, digits, job, job_instances, provider
 
@@ -47,7 +47,7 @@ def test_the_ec2_node_template_passes_shellcheck_as_it_is():
 
 def test_ec2_job_values_reach_the_script_as_one_quoted_word(tmp_path):
     """A workdir and a Python with spaces and `$`: fill quotes each one as a shell word."""
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     rendered = get_provider("ec2").render(job(options={"workdir": "/opt/my work/$HOME",
                                                        "python": "/opt/py env/python3"}))
     script = rendered.request.node_script
@@ -61,7 +61,7 @@ def test_ec2_job_values_reach_the_script_as_one_quoted_word(tmp_path):
 
 
 def test_the_render_is_the_typed_request_submit_reads():
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     from cloudtrain_aws.render import Ec2Request, SageMakerRequest
     ec2 = get_provider("ec2").render(job())
     assert isinstance(ec2.request, Ec2Request)
@@ -121,7 +121,7 @@ def test_cancel_terminates_the_instances_an_ended_job_kept(aws):
 def test_a_value_holding_a_slot_of_the_template_is_refused_at_its_line(option, value):
     """The template's slots are filled one after another: a workdir holding ``@python@`` would get
     the Python's quoted word inside its own quotes.  Such a value is exit 2 at its option."""
-    from cloudtrain.errors import JobFileError
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.spec.errors import JobFileError
+    from cloudtrain.extend.plugins import get_provider
     with pytest.raises(JobFileError, match=f"providers.ec2.{option}: holds @"):
         get_provider("ec2").render(job(options={option: value, "python": "a;b" if option == "workdir" else value}))

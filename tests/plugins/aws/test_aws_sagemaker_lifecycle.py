@@ -13,9 +13,9 @@ import pytest
 
 import cloudtrain
 from doubles.aws_double import AwsDouble, validate_request
-from cloudtrain import plugins
-from cloudtrain.errors import JobFileError, JobNotFound, PlatformError
-from cloudtrain.provider import State
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import JobFileError, JobNotFound, PlatformError
+from cloudtrain.providers.provider import State
 from conftest import EXAMPLES, run_cli
 
 ROLE = "arn:aws:iam::123456789012:role/train"
@@ -365,7 +365,7 @@ def test_an_input_folder_means_the_same_keys_on_sagemaker_as_on_ec2(aws):
 def test_an_input_s3_will_not_answer_about_goes_as_written_with_a_warning(aws):
     """HeadObject without read permission is 403 whether or not the key exists (S3): the URI is
     sent as written and the warning says how to make it a folder."""
-    from cloudtrain.errors import CloudtrainWarning
+    from cloudtrain.spec.errors import CloudtrainWarning
     p = provider(aws)
     p.submit(digits())  # the code archive is uploaded (and looked up) once per process
     aws.fail("S3.HEAD", "forbidden", times=10)

@@ -14,8 +14,8 @@ import pytest
 
 import cloudtrain
 from doubles.aws_double import AwsDouble, validate_request
-from cloudtrain import plugins
-from cloudtrain.errors import JobFileError
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import JobFileError
 from conftest import EXAMPLES, run_cli, write_job
 from test_aws_node import clean_env
 

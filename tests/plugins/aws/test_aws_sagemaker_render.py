@@ -10,10 +10,10 @@ import warnings
 import pytest
 
 from doubles.aws_double import validate_request
-from cloudtrain import plugins
-from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
-from cloudtrain.loading import job_from_dict, load_job
-from cloudtrain.provider import Cluster
+from cloudtrain.extend import plugins
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.providers.provider import Cluster
 from conftest import EXAMPLES, cli_env, run_cli, write_job
 
 ROLE = "arn:aws:iam::123456789012:role/train"
@@ -283,7 +283,7 @@ def test_emulated_nodes_sharing_an_address_know_their_rank():
 
 def test_map_state_reads_the_secondary_status():
     cls = plugins.get_provider_class("sagemaker")
-    from cloudtrain.provider import State
+    from cloudtrain.providers.provider import State
     assert cls.map_state("InProgress/Starting") is State.STARTING
     assert cls.map_state("InProgress/Downloading") is State.STARTING
     assert cls.map_state("InProgress/Training") is State.RUNNING

@@ -4,8 +4,8 @@ ships it (the StoppingCondition documentation in the sagemaker service model).""
 import pytest
 
 from doubles.aws_double import validate_request
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
 from conftest import run_cli, write_job
 from test_aws_sagemaker_render import as_sent, job, render
 
@@ -44,7 +44,7 @@ def test_the_neutral_fields_and_the_old_options_agree_or_the_job_is_refused(tmp_
         providers:
           sagemaker: {checkpoint_s3: s3://b/other}
     """)
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     with pytest.raises(JobFileError) as info:
         plugins.get_provider("sagemaker").render(load_job(path))
     assert str(info.value).startswith(f"{path}:6: providers.sagemaker.checkpoint_s3: s3://b/other disagrees with "
@@ -54,7 +54,7 @@ def test_the_neutral_fields_and_the_old_options_agree_or_the_job_is_refused(tmp_
 def test_max_runtime_beyond_28_days_is_refused_as_sagemaker_says(tmp_path):
     # botocore's service model, StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days."
     assert "The maximum value is 28 days." in sagemaker_docs("StoppingCondition", "MaxRuntimeInSeconds")
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     plugins.get_provider("sagemaker").render(job(max_runtime="28d"))
     path = write_job(tmp_path, "name: sm\ncommand: python t.py\nimage: img\nmax_runtime: 29d\n")
     with pytest.raises(JobFileError) as info:
@@ -66,7 +66,7 @@ def test_a_checkpoint_outside_s3_is_refused_at_its_line(tmp_path):
     # botocore's service model: CheckpointConfig.S3Uri, "the S3 path where you want SageMaker to store checkpoints"
     assert "S3 path" in sagemaker_docs("CheckpointConfig", "S3Uri")
     path = write_job(tmp_path, "name: sm\ncommand: python t.py\nimage: img\nstorage: {checkpoint: 'gs://b/ckpt'}\n")
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     with pytest.raises(JobFileError) as info:
         plugins.get_provider("sagemaker").render(load_job(path))
     assert str(info.value).startswith(f"{path}:4: storage.checkpoint: SageMaker keeps checkpoints under s3://, "
@@ -79,7 +79,7 @@ def test_status_counts_sagemakers_own_restarts_from_the_secondary_status_transit
     import datetime
     assert "managed spot training instances were interrupted" in sagemaker_docs("DescribeTrainingJobResponse",
                                                                                  "SecondaryStatus")
-    from cloudtrain import plugins
+    from cloudtrain.extend import plugins
     at = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     transitions = [{"Status": s, "StartTime": at, "StatusMessage": m} for s, m in (
         ("Starting", "Preparing the instances"), ("Training", "Training image download completed"),
@@ -105,7 +105,7 @@ def test_max_restarts_says_at_validate_that_sagemaker_retries_only_its_own_inter
     said = [line for line in proc.stderr.splitlines() if ": max_restarts: " in line]  # (the tmp path has the word too)
     assert len(said) == 1 and f"{path}:4: max_restarts: " in said[0], proc.stderr
     assert "InternalServerError" in said[0] and "not restarted" in said[0]
-    from cloudtrain.errors import CloudtrainWarning
+    from cloudtrain.spec.errors import CloudtrainWarning
     with pytest.warns(CloudtrainWarning, match="InternalServerError"):
         request = render(load_job(path))["sagemaker/CreateTrainingJob"]
     assert request["RetryStrategy"] == {"MaximumRetryAttempts": 2}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from doubles.aws_double import AwsDouble
-from cloudtrain import catalog
+from cloudtrain.catalogs import catalog
 from cloudtrain_aws import catalog_refresh
 from cloudtrain_aws.instances import ec2_catalog, sagemaker_catalog
 from conftest import run_cli

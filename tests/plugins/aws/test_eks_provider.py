@@ -8,10 +8,10 @@ import pytest
 
 from doubles.aws_double import REGION, AwsDouble, session
 from doubles.aws_double import eks_token_ok as token_ok
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
+from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
 from cloudtrain_aws.eks import EksProvider, eks_token
 from conftest import run_cli, write_job
 from crd_schemas import validate

@@ -6,9 +6,9 @@ import urllib.request
 import pytest
 
 from doubles.aws_double import AwsDouble
-from cloudtrain import objectstore
-from cloudtrain.errors import PlatformError
-from cloudtrain.objectstore import ObjectUrl
+from cloudtrain.transfer import objectstore
+from cloudtrain.spec.errors import PlatformError
+from cloudtrain.transfer.objectstore import ObjectUrl
 
 BUCKET = "ct-store"
 

@@ -10,8 +10,8 @@ import pytest
 
 from cloudtrain.launch import detectors
 from cloudtrain.launch.main import main as launch_main
-from cloudtrain.loading import job_from_dict
-from cloudtrain.provider import Cluster
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.providers.provider import Cluster
 from cloudtrain_azure import detect as azure_detect
 from cloudtrain_azure.provider import AzureProvider
 
@@ -111,7 +111,7 @@ def test_the_detector_is_stdlib_only_python38():
 
 
 def test_the_shipped_bundle_carries_the_detector(tmp_path):
-    from cloudtrain import shipping
+    from cloudtrain.transfer import shipping
     spec = job_from_dict({"name": "ship", "code": ".", "command": "python t.py"}, path=tmp_path / "job.yaml")
     (tmp_path / "t.py").write_text("print(1)\n")
     staged = shipping.stage(spec, tmp_path / "staged", [AzureProvider.node_platform()])

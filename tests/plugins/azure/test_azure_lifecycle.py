@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cloudtrain.errors import BadInput, JobFileError, JobNotFound, PlatformError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
+from cloudtrain.spec.errors import BadInput, JobFileError, JobNotFound, PlatformError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
 from conftest import ROOT, run_cli, write_job
 from doubles.azure_double import ARM, FakeAzure, FakeCredential
 

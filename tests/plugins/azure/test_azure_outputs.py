@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from cloudtrain.errors import BadInput
+from cloudtrain.spec.errors import BadInput
 from conftest import ROOT, run_cli
 from doubles.azure_double import STORE_HOST
 from test_azure_lifecycle import HERE, RG, SUB, WSNAME, fake, job_puts, loopback_only, make_job, provider  # noqa: F401

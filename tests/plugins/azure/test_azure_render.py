@@ -10,9 +10,9 @@ import sys
 import pytest
 import yaml
 
-from cloudtrain.errors import BadInput, CloudtrainWarning, JobFileError
-from cloudtrain.loading import job_from_dict, load_job as load_ct_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import job_from_dict, load_job as load_ct_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_azure import render as render_builders
 from conftest import cli_env, run_cli, write_job
 
@@ -393,7 +393,7 @@ def test_render_of_another_provider_does_not_import_azure(tmp_path):
         distribution: {type: ddp, nodes: 2}
         """)
     code = ("import sys, io, contextlib\n"
-            "from cloudtrain.cli import main\n"
+            "from cloudtrain.commands.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             f"    assert main(['render', '-p', 'local', {str(path)!r}]) == 0\n"
             "print(sorted(m for m in sys.modules if m.startswith('azure')))\n")

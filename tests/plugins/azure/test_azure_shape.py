@@ -13,9 +13,9 @@ from azure.ai.ml.exceptions import ErrorCategory, ErrorTarget, ValidationExcepti
 from azure.core.exceptions import (ClientAuthenticationError, HttpResponseError, ResourceNotFoundError,
                                    ServiceRequestError)
 
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.errors import BadInput, JobNotFound, PlatformError
-from cloudtrain.plugins import get_provider
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.spec.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_azure import render as azure_render
 from cloudtrain_azure import sdk
 from cloudtrain_azure.provider import AzureProvider

@@ -23,9 +23,9 @@ import warnings
 
 import pytest
 
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import load_job as load_ct_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import load_job as load_ct_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import write_job
 from test_azure_render import make_job, render, sdk_round_trip
 
@@ -146,7 +146,7 @@ def test_a_node_running_the_rendered_command_reads_its_input_and_writes_its_outp
     Only the substitution and the mounts (two local directories) are this test's own."""
     import subprocess
     import sys
-    from cloudtrain import shipping
+    from cloudtrain.transfer import shipping
     from cloudtrain_azure.detect import node_environment
 
     job = make_job(tmp_path, distribution={"type": "none", "nodes": 1}, storage={"inputs": {"train": DATA}, "output": OUT})

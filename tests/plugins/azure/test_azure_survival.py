@@ -2,8 +2,8 @@
 loaded back with ``azure.ai.ml.load_job`` and turned into the REST body MLClient sends."""
 import pytest
 
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job as load_ct_job
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job as load_ct_job
 from conftest import write_job
 from test_azure_render import make_job, render, sdk_round_trip
 
@@ -45,7 +45,7 @@ def test_the_checkpoint_output_sits_next_to_the_jobs_own_outputs(tmp_path):
 ])
 def test_what_azure_cannot_take_is_refused_at_its_line(tmp_path, text, message):
     path = write_job(tmp_path, "name: az\ncommand: python t.py\nimage: img\n" + text + "\n")
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.extend.plugins import get_provider
     with pytest.raises(JobFileError) as info:
         get_provider("azure").render(load_ct_job(path))
     assert str(info.value).startswith(f"{path}:") and message in str(info.value), str(info.value)

@@ -27,11 +27,11 @@ import yaml
 
 from doubles.aws_double import CREDENTIALS, REGION, AwsDouble  # noqa: E402
 
-from cloudtrain import shipping  # noqa: E402
-from cloudtrain.errors import BadInput  # noqa: E402
+from cloudtrain.transfer import shipping  # noqa: E402
+from cloudtrain.spec.errors import BadInput  # noqa: E402
 from cloudtrain.launch import unpack as unpacking  # noqa: E402
-from cloudtrain.loading import load_job  # noqa: E402
-from cloudtrain.plugins import get_provider  # noqa: E402
+from cloudtrain.input.loading import load_job  # noqa: E402
+from cloudtrain.extend.plugins import get_provider  # noqa: E402
 from cloudtrain_kubernetes import manifests as m  # noqa: E402
 from conftest import cli_env, run_cli, write_job  # noqa: E402
 from crd_schemas import validate  # noqa: E402
@@ -147,7 +147,7 @@ def test_an_s3_store_without_boto3_is_exit_2_with_the_install_command(tmp_path, 
 def test_render_imports_no_sdk_and_shows_no_signed_url(tmp_path):
     big_code(tmp_path)
     path = job_yaml(tmp_path, code_store=STORE)
-    script = ("import sys; from cloudtrain.loading import load_job; from cloudtrain.plugins import get_provider; "
+    script = ("import sys; from cloudtrain.input.loading import load_job; from cloudtrain.extend.plugins import get_provider; "
               f"print(get_provider('kubeflow').render(load_job({str(path)!r})).to_yaml()); "
               "assert not {'boto3', 'botocore'} & set(sys.modules), sorted(sys.modules)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=cli_env(), timeout=120)
@@ -210,7 +210,7 @@ def test_submit_uploads_once_and_the_pod_fetches_the_archive_through_the_secrets
     assert (work / "train.py").read_text() == "print('trained')\n" and (work / "pkg" / "util.py").read_text() == "X = 1\n"
     assert (work / "weights.bin").read_bytes() == (tmp_path / "code" / "weights.bin").read_bytes()
     # the same code again (a new process's memory, another job): found in the store, not sent again
-    from cloudtrain.objectstore import forget_uploads
+    from cloudtrain.transfer.objectstore import forget_uploads
     forget_uploads()
     with FakeKube() as kube:
         cfg = kube.kubeconfig(tmp_path / "kubeconfig")

@@ -5,7 +5,7 @@ and every such pod also requests cpu or memory, which Kubernetes requires ("Huge
 or memory", kubernetes pkg/apis/core/validation/validation.go ValidateResourceRequirements)."""
 import pytest
 
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from cloudtrain_aws.eks import EksProvider
 from crd_schemas import validate
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_kubernetes.gpu_products import GFD_LABEL, products
 from conftest import write_job
 from crd_schemas import validate

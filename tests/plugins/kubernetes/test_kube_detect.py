@@ -7,8 +7,8 @@ import pytest
 
 from cloudtrain_kubernetes.detect import (detect_kubeflow, detect_volcano, kubeflow_environment,
                                           operator_hosts, parse_hostfile, volcano_environment)
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_kubernetes.trainer_detect import detect_kubeflow_trainer, jobset_hosts
 
 

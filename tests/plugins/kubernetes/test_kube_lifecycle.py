@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from cloudtrain.errors import EXIT_PLATFORM, JobNotFound, PlatformError
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider, get_provider_class
-from cloudtrain.provider import State
-from cloudtrain.store import Store
+from cloudtrain.spec.errors import EXIT_PLATFORM, JobNotFound, PlatformError
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider, get_provider_class
+from cloudtrain.providers.provider import State
+from cloudtrain.runtime.store import Store
 from conftest import run_cli, write_job
 from doubles.kube_double import FakeKube
 

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from cloudtrain.errors import EXIT_BAD_INPUT
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import EXIT_BAD_INPUT
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import run_cli, write_job
 from doubles.kube_double import FakeKube
 from cloudtrain_kubernetes import podoutputs

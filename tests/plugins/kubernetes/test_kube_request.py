@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from cloudtrain import shipping
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.request import Placeholder, fill
+from cloudtrain.transfer import shipping
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.request import Placeholder, fill
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes.render import InlineCode, KubeRequest, StoredCode
 from conftest import write_job

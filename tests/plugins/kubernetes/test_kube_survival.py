@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_kubernetes import manifests as m
 from conftest import write_job
 from crd_schemas import validate

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from conftest import EXAMPLES
 from cloudtrain_kubernetes import manifests as m
 from conftest import EXAMPLES

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from conftest import EXAMPLES
 from cloudtrain_kubernetes.provider import KubeflowProvider
 

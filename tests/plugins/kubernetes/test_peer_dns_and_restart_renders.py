@@ -1,6 +1,6 @@
 """Issue 28 #1 and #3: what the Kubernetes renders say about peers' DNS records and restarts,
 each pinned to the upstream source that makes it necessary."""
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from cloudtrain_kubernetes import manifests as m
 from conftest import EXAMPLES
 
@@ -62,8 +62,8 @@ def test_max_restarts_where_a_restarted_pod_cannot_rejoin_is_refused_at_its_line
     ps-worker, whose restarted pod would rejoin nothing; Volcano restarts the whole job
     (``RestartJob``) for every type."""
     import pytest
-    from cloudtrain.errors import JobFileError
-    from cloudtrain.plugins import get_provider
+    from cloudtrain.spec.errors import JobFileError
+    from cloudtrain.extend.plugins import get_provider
     from conftest import write_job
     for type_ in ("deepspeed", "ray", "none", "ps-worker"):
         path = write_job(tmp_path, f"""
@@ -74,7 +74,7 @@ def test_max_restarts_where_a_restarted_pod_cannot_rejoin_is_refused_at_its_line
             distribution: {{type: {type_}, nodes: 2}}
             max_restarts: 2
         """)
-        from cloudtrain.loading import load_job
+        from cloudtrain.input.loading import load_job
         for provider in ("kubeflow", "eks"):
             with pytest.raises(JobFileError) as refused:
                 get_provider(provider).render(load_job(path, ["providers.eks.cluster=c"], provider=provider))

@@ -5,9 +5,9 @@ Volcano's Job spec.queue and spec.priorityClassName (batch.volcano.sh_jobs.yaml)
 modelarts-lite."""
 import pytest
 
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
 from cloudtrain_kubernetes.provider import KubeflowProvider
 from conftest import write_job
 from crd_schemas import validate

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from cloudtrain_kubernetes import trainjob as tj
 from cloudtrain_kubernetes import trainer_detect as td
 from conftest import EXAMPLES

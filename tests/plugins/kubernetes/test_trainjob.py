@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cloudtrain.errors import EXIT_BAD_INPUT
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import EXIT_BAD_INPUT
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_kubernetes import manifests as m
 from cloudtrain_kubernetes import trainjob as tj
 from conftest import run_cli, write_job

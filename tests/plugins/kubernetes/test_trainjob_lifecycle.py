@@ -8,11 +8,11 @@ from urllib.parse import unquote
 
 import pytest
 
-from cloudtrain.errors import PlatformError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
-from cloudtrain.store import Store
+from cloudtrain.spec.errors import PlatformError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
+from cloudtrain.runtime.store import Store
 from conftest import run_cli
 from test_kube_lifecycle import SECRET, job_file, kube  # noqa: F401 (the fake API server fixture)
 

@@ -4,7 +4,7 @@ unsuspends it"); nothing else resumes it, so on a cluster whose API discovery li
 ``kueue.x-k8s.io`` group the submit stops before creating anything."""
 import pytest
 
-from cloudtrain.errors import PlatformError
+from cloudtrain.spec.errors import PlatformError
 from test_kube_lifecycle import kube  # noqa: F401 (the fake API server fixture)
 from test_trainjob_lifecycle import submit
 

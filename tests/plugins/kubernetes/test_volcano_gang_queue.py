@@ -5,7 +5,7 @@ gets MinMember from minAvailable, Queue from queue (default "default"), Priority
 priorityClass); the CRDs (/work/shared/schemas/crds) hold these fields for every kind."""
 import pytest
 
-from cloudtrain.errors import EXIT_BAD_INPUT
+from cloudtrain.spec.errors import EXIT_BAD_INPUT
 from conftest import run_cli, write_job
 from crd_schemas import crd_validators, validate
 from test_manifests import make_job

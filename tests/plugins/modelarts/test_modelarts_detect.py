@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cloudtrain.launch import detectors
-from cloudtrain.loading import job_from_dict
+from cloudtrain.input.loading import job_from_dict
 from cloudtrain_modelarts import detect
 from cloudtrain_modelarts.lite import LiteOptions
 from cloudtrain_modelarts.render import start_line

@@ -9,11 +9,11 @@ import time
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
-from cloudtrain import objectstore, shipping
-from cloudtrain.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, MissingCredentials, PlatformError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
+from cloudtrain.transfer import objectstore, shipping
+from cloudtrain.spec.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, MissingCredentials, PlatformError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
 from cloudtrain_modelarts import sdk
 from conftest import EXAMPLES, run_cli, write_job
 from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts

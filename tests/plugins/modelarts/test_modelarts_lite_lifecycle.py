@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from cloudtrain.errors import PlatformError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
+from cloudtrain.spec.errors import PlatformError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
 from conftest import write_job
 from doubles.kube_double import FakeKube
 from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts

@@ -7,9 +7,9 @@ import warnings
 import pytest
 import yaml
 
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import job_from_dict, load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import EXAMPLES, run_cli, write_job
 from crd_schemas import validate as validate_object  # the upstream CRDs, strict (tests/data/crds)
 from doubles.kubelet_double import kubelet_expand

@@ -9,9 +9,9 @@ import urllib.request
 import pytest
 
 import cloudtrain_modelarts.obsstore as obsstore
-from cloudtrain import objectstore
-from cloudtrain.errors import EXIT_PLATFORM, BadInput, PlatformError
-from cloudtrain.objectstore import ObjectUrl, download, upload_once
+from cloudtrain.transfer import objectstore
+from cloudtrain.spec.errors import EXIT_PLATFORM, BadInput, PlatformError
+from cloudtrain.transfer.objectstore import ObjectUrl, download, upload_once
 from cloudtrain_modelarts.obsstore import ObsStore, endpoint_for
 from doubles.obs_double import AK, SK, ObsDouble
 

@@ -13,10 +13,10 @@ import warnings
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
-from cloudtrain import shipping
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import job_from_dict, load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.transfer import shipping
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_modelarts import sdk
 from cloudtrain_modelarts.render import KIND, UPLOAD_KIND
 from conftest import EXAMPLES, cli_env, run_cli, write_job
@@ -331,7 +331,7 @@ def test_render_imports_no_sdk(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("name: pure\ncode: .\ncommand: python t.py\nimage: i\nstorage: {output: obs://b/runs/}\n"
                    "providers: {modelarts: {code_store: obs://b/team}}\n")
-    code = ("import sys\nfrom cloudtrain.cli import main\nmain(sys.argv[1:])\n"
+    code = ("import sys\nfrom cloudtrain.commands.cli import main\nmain(sys.argv[1:])\n"
             "print('LOADED', sorted(m for m in sys.modules if m == 'obs' or m.startswith(('obs.', 'huaweicloud'))))")
     proc = subprocess.run([sys.executable, "-c", code, "render", "-p", "modelarts", str(job)], capture_output=True,
                           text=True, env=cli_env(), timeout=60)
@@ -389,7 +389,7 @@ def test_the_command_passes_shellcheck(options):
     """``algorithm.command`` with the code's digest filled in, as ModelArts runs it (``/bin/sh -c``):
     clean POSIX shell, the job's own arguments quoted."""
     import subprocess
-    from cloudtrain.request import Placeholder, fill
+    from cloudtrain.providers.request import Placeholder, fill
     rendered = get_provider("modelarts").render(job_from_dict({
         "name": "sc", "code": str(EXAMPLES / "digits-ddp"), "image": "swr.cn-north-4.myhuaweicloud.com/o/pt:2",
         "command": "python train.py --tag 'a b; c'", "distribution": {"type": "ddp", "nodes": 2},

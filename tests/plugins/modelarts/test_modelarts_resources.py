@@ -9,10 +9,10 @@ import warnings
 import pytest
 from huaweicloudsdkmodelarts.v1.model import spec_resource
 
-from cloudtrain import catalog
-from cloudtrain.errors import CloudtrainWarning, JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.catalogs import catalog
+from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_modelarts.catalog import POOL_FLAVORS
 from conftest import run_cli, write_job
 from doubles.modelarts_double import AK, PROJECT, SK, FakeModelArts
@@ -110,7 +110,7 @@ def test_refresh_through_show_training_job_flavors(tmp_path, monkeypatch):
 def test_a_refused_refresh_carries_the_services_code_request_id_and_fix(tmp_path, monkeypatch):
     """The refresh's errors are worded as every ModelArts call's (sdk.api_errors): the error code, the
     message, the request id and what to do, exit 3; the catalog is left as it was."""
-    from cloudtrain.errors import PlatformError
+    from cloudtrain.spec.errors import PlatformError
     from cloudtrain_modelarts import catalog as modelarts_catalog
     with FakeModelArts() as fake:
         monkeypatch.setenv("HOME", str(tmp_path))

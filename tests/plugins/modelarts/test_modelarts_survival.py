@@ -4,9 +4,9 @@ the model cannot say is refused (exit 2), citing the model."""
 import pytest
 
 import huaweicloudsdkmodelarts.v1 as v1
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import write_job
 from test_modelarts_render import build, render
 

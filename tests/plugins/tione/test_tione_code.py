@@ -22,16 +22,16 @@ import pytest
 from tencentcloud.common.credential import Credential
 from tencentcloud.tione.v20211111 import models
 
-from cloudtrain import objectstore
-from cloudtrain.errors import BadInput, JobFileError, PlatformError
-from cloudtrain.loading import job_from_dict, load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.transfer import objectstore
+from cloudtrain.spec.errors import BadInput, JobFileError, PlatformError
+from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import cli_env as base_env, run_cli, write_job
 from doubles.tione_fixtures import cos, fake  # noqa: F401
 from doubles.tione_double import SECRET_ID, SECRET_KEY
 
-from cloudtrain.cloud import CloudProvider
-from cloudtrain.request import CodeUpload, Placeholder, fill
+from cloudtrain.providers.cloud import CloudProvider
+from cloudtrain.providers.request import CodeUpload, Placeholder, fill
 from cloudtrain_tione.provider import TioneProvider
 from cloudtrain_tione.render import TioneRequest, decode_start_commands
 
@@ -160,7 +160,7 @@ def test_neither_code_store_nor_code_source_is_exit_2_naming_code_store(tmp_path
 
 def test_render_with_a_code_store_imports_no_sdk(tmp_path):
     path = job_file(tmp_path, f'{{region: ap-shanghai, instance_type: TI.S.LARGE.POST, code_store: "{STORE}"}}')
-    code = ("import sys; from cloudtrain.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import sys; from cloudtrain.commands.cli import main; rc = main(sys.argv[1:]); "
             "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & {'tencentcloud', 'qcloud_cos'}))")
     proc = subprocess.run([sys.executable, "-c", code, "render", "-p", "tione", str(path)], capture_output=True,
                           text=True, env=base_env())

@@ -5,9 +5,9 @@ import urllib.request
 import pytest
 from tencentcloud.common.credential import Credential
 
-from cloudtrain import objectstore
-from cloudtrain.errors import BadInput, PlatformError
-from cloudtrain.objectstore import ObjectUrl, code_url, download, upload_once
+from cloudtrain.transfer import objectstore
+from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.transfer.objectstore import ObjectUrl, code_url, download, upload_once
 from doubles.cos_double import REGION, SECRET_ID, SECRET_KEY, CosDouble
 
 from cloudtrain_tione.cosstore import CosStore, endpoint_settings

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from cloudtrain.launch import detectors
-from cloudtrain.loading import job_from_dict
-from cloudtrain.provider import Cluster
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.providers.provider import Cluster
 from conftest import SUPPORT
 
 from cloudtrain_tione import detect as td

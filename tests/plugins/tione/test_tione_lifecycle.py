@@ -7,10 +7,10 @@ import re
 import pytest
 from tencentcloud.common.credential import Credential
 
-from cloudtrain.errors import BadInput, EXIT_PLATFORM, PlatformError
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
-from cloudtrain.provider import State
+from cloudtrain.spec.errors import BadInput, EXIT_PLATFORM, PlatformError
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
+from cloudtrain.providers.provider import State
 from conftest import run_cli, write_job
 from doubles.tione_fixtures import fake  # noqa: F401
 from doubles.tione_double import SECRET_ID, SECRET_KEY

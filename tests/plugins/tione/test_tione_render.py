@@ -11,9 +11,9 @@ import warnings
 
 import pytest
 
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import job_from_dict, load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import EXAMPLES, run_cli, write_job
 from tencentcloud.tione.v20211111 import models
 

@@ -9,10 +9,10 @@ import re
 import pytest
 from tencentcloud.tione.v20211111 import models
 
-from cloudtrain import catalog
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.catalogs import catalog
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from cloudtrain_tione.catalog import GPU_TYPES, tione_catalog
 from conftest import run_cli, write_job
 from doubles.tione_double import SECRET_ID, SECRET_KEY, FakeTione

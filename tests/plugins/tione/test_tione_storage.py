@@ -17,9 +17,9 @@ import pytest
 from tencentcloud.common.credential import Credential
 from tencentcloud.tione.v20211111 import models
 
-from cloudtrain.errors import BadInput
-from cloudtrain.loading import job_from_dict
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import BadInput
+from cloudtrain.input.loading import job_from_dict
+from cloudtrain.extend.plugins import get_provider
 from conftest import run_cli, write_job
 from doubles.tione_fixtures import cos, fake  # noqa: F401
 from doubles.tione_double import SECRET_ID, SECRET_KEY

@@ -5,9 +5,9 @@ import inspect
 
 import pytest
 
-from cloudtrain.errors import JobFileError
-from cloudtrain.loading import load_job
-from cloudtrain.plugins import get_provider
+from cloudtrain.spec.errors import JobFileError
+from cloudtrain.input.loading import load_job
+from cloudtrain.extend.plugins import get_provider
 from conftest import write_job
 from test_tione_render import envs, render
 

@@ -1,5 +1,5 @@
 """Registers the ``fakeone`` provider; the class is imported only when the provider is used."""
-from cloudtrain.hookspecs import hookimpl
+from cloudtrain.extend.hookspecs import hookimpl
 
 
 @hookimpl

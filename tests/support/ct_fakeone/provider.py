@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, List
 
-from cloudtrain.provider import Artifact, JobStatus, Provider, State
-from cloudtrain.request import Request
+from cloudtrain.providers.provider import Artifact, JobStatus, Provider, State
+from cloudtrain.providers.request import Request
 
 
 @dataclass(frozen=True)

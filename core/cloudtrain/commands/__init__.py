@@ -1,0 +1,2 @@
+"""The ``cloudtrain`` command line: argparse, its own commands, completion, colour and progress on
+a terminal."""

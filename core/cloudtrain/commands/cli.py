@@ -1,0 +1,641 @@
+"""The ``cloudtrain`` command line.  argparse only: ``--help`` imports no SDK and no pydantic."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from queue import Empty, Queue
+from typing import List, Optional
+
+from .. import __version__
+from ..spec.errors import CloudtrainError
+from ..launch.exitcodes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_JOB_FAILED
+
+PROVIDER_HELP = ("provider name (default: the config's `provider`, $CLOUDTRAIN_PROVIDER, else local); "
+                 "cloudtrain providers lists them")
+PROFILE_HELP = "settings profile of the config files (default: $CLOUDTRAIN_PROFILE); cloudtrain config show lists them"
+
+
+def _profile_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
+
+
+def _job_args(p: argparse.ArgumentParser, emulate: bool = True) -> None:
+    p.add_argument("-p", "--provider", help=PROVIDER_HELP)
+    _profile_arg(p)
+    p.add_argument("job", help="path to job.yaml")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
+    if emulate:
+        p.add_argument("--emulate", metavar="PLATFORM",
+                       help="local/docker: inject PLATFORM's node environment (e.g. tione)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cloudtrain",
+        description="Run one provider-neutral distributed training job on any platform.")
+    parser.add_argument("--version", action="version", version=f"cloudtrain {__version__}")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    p = sub.add_parser("submit", help="render and submit a job, then follow it (unless --detach)")
+    _job_args(p)
+    p.add_argument("--detach", action="store_true", help="print the handle and return at once")
+    p.add_argument("--dry-run", action="store_true", help="print the rendered request; send nothing")
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="--dry-run format")
+
+    p = sub.add_parser("render", help="print the exact platform request (pure, offline)")
+    _job_args(p)
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+    p = sub.add_parser("validate", help="every check submit makes before it sends anything; all problems at once")
+    _job_args(p)
+
+    p = sub.add_parser("stage", help="upload the job's code where the provider's nodes read it; send no job")
+    _job_args(p, emulate=False)
+
+    p = sub.add_parser("config", help="the settings files: merged settings and their sources, path, set")
+    p.add_argument("action", nargs="?", choices=("show", "path", "set"), default="show",
+                   help="show (default): a provider's merged settings and where each came from; path: the user "
+                        "config's path; set KEY=VALUE ...: write settings to the user config")
+    p.add_argument("items", nargs="*", metavar="JOB.yaml | KEY=VALUE",
+                   help="show: a job file whose providers.<name> and --set count too; set: KEY=VALUE, an option of "
+                        "-p's provider, or provider=NAME (the default provider)")
+    p.add_argument("-p", "--provider", help=PROVIDER_HELP)
+    _profile_arg(p)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="show: a job field override, as submit takes it")
+    p.add_argument("--project", action="store_true", help="set: write the project file (.cloudtrain.yaml) "
+                   "found from the current directory (or a new one here) instead of the user config")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+    for name, text in (("status", "show a job's state"), ("cancel", "cancel a job (idempotent)"),
+                       ("wait", "wait for a job to end; exit code follows its outcome")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("handle", help="PROVIDER://ID")
+        _profile_arg(p)
+        if name != "cancel":
+            p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+        if name == "wait":
+            p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 1)")
+
+    p = sub.add_parser("outputs", help="download a job's output (what its nodes wrote to CLOUDTRAIN_OUTPUT_DIR)")
+    p.add_argument("handle", help="PROVIDER://ID")
+    p.add_argument("--dest", metavar="DIR", help="where to put the files (default: ./outputs/<id>)")
+    p.add_argument("-o", "--output", metavar="DIR", help="the older spelling of --dest")
+    _profile_arg(p)
+
+    p = sub.add_parser("logs", help="print a job's logs")
+    p.add_argument("handle", help="PROVIDER://ID")
+    p.add_argument("-f", "--follow", action="store_true", help="keep following until the job ends")
+    _profile_arg(p)
+    p.add_argument("--check-rdma", action="store_true",
+                   help="read NCCL's log lines and say whether RDMA was used (exit 0 yes, 1 no or unknown)")
+
+    _list_args(sub.add_parser("list", help="every job submitted from here, on every provider (the ledger)"))
+
+    p = sub.add_parser("providers", help="installed plugins, their providers, whether each SDK is present")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("resources", help="instance types that match, across installed providers (their catalogs)")
+    p.add_argument("--accelerator", help="a neutral accelerator name, e.g. A100, H100, L4, Ascend-910B")
+    p.add_argument("--gpus", type=int, help="accelerators per instance")
+    p.add_argument("-p", "--provider", help="only this provider's catalog")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument("--refresh", action="store_true", help="rebuild -p's catalog from the platform's API (its SDK)")
+    p.add_argument("--out", help="--refresh: directory to write the catalog to (default: the plugin's own)")
+    _price_options(p)
+    _catalog_parser(sub)
+
+    sub.add_parser("schema", help="print the JSON Schema of job.yaml")
+
+    p = sub.add_parser("ui", help="every job on every provider in one web page, on 127.0.0.1 (token in the URL)")
+    p.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
+    sub.add_parser("launch", help="inside a node: resolve the topology and exec the launcher",
+                   add_help=False)
+    _add_own_module_commands(sub)
+    return parser
+
+
+# Commands that live in a module of their own: ``add_parser(sub)`` and ``run(args)`` each.
+OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune"}
+
+
+def _add_own_module_commands(sub) -> None:
+    import importlib
+    for module in OWN_MODULE_COMMANDS.values():
+        importlib.import_module(f"{__package__}.{module}").add_parser(sub)
+
+
+def _own_module_command(name: str):
+    def run(args) -> int:
+        import importlib
+        return importlib.import_module(f"{__package__}.{OWN_MODULE_COMMANDS[name]}").run(args)
+    return run
+
+
+def _load(args):
+    """The job with the settings of its provider (``-p``, else the settings' default)."""
+    from ..input.config import Settings
+    from ..input.loading import load_job
+    overrides = list(args.overrides)
+    settings = Settings.load(args.job, args.profile)
+    provider = args.provider or settings.default_provider()
+    if getattr(args, "emulate", None):
+        from ..input.loading import emulate_override
+        overrides.append(emulate_override(provider, args.emulate))
+    return load_job(args.job, overrides, provider=provider, settings=settings), provider
+
+
+def _load_each(args) -> list:
+    """``[(job, provider)]`` for each failover candidate, in order: ``-p a,b,c``, else the
+    profile's ``providers: [a, b, c]``, else the one provider ``_load`` would use."""
+    from ..input.config import Settings
+    from ..orchestrate.failover import candidates
+    from ..input.loading import load_job
+    settings = Settings.load(args.job, args.profile)
+    names = candidates(args.provider) or settings.failover() or [settings.default_provider()]
+    out = []
+    for provider in names:
+        overrides = list(args.overrides)
+        if getattr(args, "emulate", None):
+            from ..input.loading import emulate_override
+            overrides.append(emulate_override(provider, args.emulate))
+        out.append((load_job(args.job, overrides, provider=provider, settings=settings), provider))
+    return out
+
+
+def _print_each(rendered: list, output: str) -> None:
+    """One candidate as ``_print_rendered``; several: a JSON list, or YAML documents in order."""
+    if len(rendered) == 1:
+        _print_rendered(rendered[0], output)
+    elif output == "json":
+        print(json.dumps([r.envelope() for r in rendered], indent=2, ensure_ascii=False))
+    else:
+        print("---\n".join(f"# provider: {r.provider}\n{r.to_yaml()}" for r in rendered), end="")
+
+
+def _print_rendered(rendered, output: str) -> None:
+    print(rendered.to_json() if output == "json" else rendered.to_yaml(), end="" if output == "yaml" else "\n")
+
+
+def cmd_render(args) -> int:
+    from ..api import render
+    _print_each([render(job, provider) for job, provider in _load_each(args)], args.output)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    """Every candidate in order (failover): the problems of each, the worst exit code."""
+    from ..spec.credentials import mask_text
+    from ..extend.plugins import get_provider
+    worst = 0
+    for job, provider in _load_each(args):
+        try:
+            _estimate(job, provider)
+            from ..api import validate
+            validate(job, get_provider(provider))
+        except CloudtrainError as exc:
+            for line in str(exc).splitlines() or [""]:
+                print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
+              f"{job.procs_per_node} process(es))")
+    return worst
+
+
+def cmd_stage(args) -> int:
+    from ..api import stage
+    job, provider = _load(args)
+    for url in stage(job, provider):
+        print(url)
+    return 0
+
+
+def cmd_submit(args) -> int:
+    # From here on no instant of submit is left to a KeyboardInterrupt: one while the job file
+    # is read (pydantic turns it into a SchemaError) stops before anything is sent.
+    interrupts = Interrupts()
+    try:
+        from ..api import render_with_hooks, submit_first
+        from ..extend.plugins import get_provider
+        rendered = []
+        for job, provider in _load_each(args):
+            _estimate(job, provider)
+            rendered.append(render_with_hooks(get_provider(provider), job, submit=True))
+        if args.dry_run:
+            interrupts.restore()
+            _print_each(rendered, args.output)
+            return 0
+        if interrupts.pending is not None:
+            interrupts.restore()
+            print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on)
+    except BaseException:
+        interrupts.restore()
+        raise
+    if args.detach:  # a detached job is never cancelled by this process ending
+        interrupts.restore()
+        print(run.handle)
+        if interrupts.pending:
+            print(f"interrupted: {run.handle} keeps running (--detach); cloudtrain cancel {run.handle} stops it",
+                  file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        return 0
+    print(f"submitted {run.handle}", file=sys.stderr, flush=True)
+    return follow(run, interrupts)
+
+
+def _moved_on(reason: str) -> None:
+    print(f"cloudtrain: {reason}; trying the next provider", file=sys.stderr, flush=True)
+
+
+class Interrupts:
+    """SIGINT and SIGTERM while ``submit`` makes the job are held (``pending``) instead of
+    raising half-way through; once the job is followed (``arm``) they raise KeyboardInterrupt,
+    and a signal held until then raises at once, so the job is cancelled."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.pending: Optional[int] = None
+        self.armed = False
+        self.previous = {}
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's and a background shell's stay ignored
+                self.previous[sig] = signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.armed:
+            self.armed = False  # one at a time: a second Ctrl-C does not cut the cancel short
+            raise KeyboardInterrupt
+        self.pending = signum
+
+    def arm(self) -> None:
+        self.armed = True
+        if self.pending is not None:
+            self.armed = False
+            raise KeyboardInterrupt
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def follow(run, interrupts: Optional[Interrupts] = None) -> int:
+    """Stream the job's logs and a status line until it ends; Ctrl-C (or SIGTERM, or one held
+    since submit began) cancels it, reason ``interrupted`` (exit 130)."""
+    try:
+        if interrupts is not None:
+            interrupts.arm()
+        return _follow(run)
+    except KeyboardInterrupt:
+        if interrupts is not None:
+            interrupts.disarm()
+        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
+        if run.provider.local_state:
+            run.provider.cancel(run.id, reason="interrupted")
+        else:
+            run.cancel()
+        return EXIT_INTERRUPTED
+    finally:
+        if interrupts is not None:
+            interrupts.restore()
+
+
+def _follow(run) -> int:
+    from .progress import StatusLine
+    line = StatusLine()
+    lines: Queue = Queue()
+
+    def pump():
+        try:
+            for item in run.logs(follow=True):
+                lines.put(item)
+        finally:
+            lines.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        status = run.status()
+        next_poll = 0.0
+        logs_done = False
+        while True:
+            try:
+                item = lines.get(timeout=0.05 if logs_done else 1.0)
+                if item is None:
+                    logs_done = True
+                    next_poll = 0.0  # the log ended with the job: read the final state now
+                else:
+                    line.log(item)
+                    continue
+            except Empty:
+                pass
+            if time.monotonic() >= next_poll:
+                status = run.status()
+                line.update(status)
+                # A supervisor here writes its last log line, then the final state: once the log
+                # has ended, look again soon.  Until then the line (a clock in seconds) needs no
+                # more than one read a second; clouds keep their own pace.
+                soon = logs_done and run.provider.local_state
+                next_poll = time.monotonic() + (0.02 if soon else max(run.provider.status_poll, 1.0))
+            if status.terminal and (logs_done or not reader.is_alive()):
+                break
+    except KeyboardInterrupt:
+        line.close()
+        raise
+    final = run.status()
+    line.update(final)
+    line.close()
+    return final.state.exit_code if final.state.exit_code is not None else EXIT_JOB_FAILED
+
+
+def _print_status(status, output: str) -> None:
+    if output == "json":
+        print(json.dumps(status.to_dict()))
+    else:
+        from .progress import describe, describe_restarts
+        print("\n".join([describe(status), *describe_restarts(status)]))
+
+
+def cmd_status(args) -> int:
+    from ..api import status
+    _print_status(status(args.handle, profile=args.profile), args.output)
+    return 0
+
+
+def cmd_wait(args) -> int:
+    from ..api import attach
+    from .progress import StatusLine
+    run = attach(args.handle, profile=args.profile)
+    line = StatusLine()
+    try:
+        final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None)
+    except TimeoutError as exc:
+        line.close()
+        print(f"cloudtrain: {exc}", file=sys.stderr)
+        return EXIT_JOB_FAILED
+    line.close()
+    if args.output == "json" or line.live:
+        _print_status(final, args.output)
+    return final.state.exit_code
+
+
+def cmd_cancel(args) -> int:
+    from ..api import cancel
+    _print_status(cancel(args.handle, profile=args.profile), "text")
+    return 0
+
+
+def cmd_outputs(args) -> int:
+    from ..api import outputs
+    from ..transfer.outputs import destination
+    dest = str(destination(args.handle, args.dest, args.output))
+    files = outputs(args.handle, dest, profile=args.profile)
+    print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} to {dest}")
+    return 0
+
+
+def cmd_logs(args) -> int:
+    from ..api import attach
+    if args.check_rdma:
+        from .rdma_check import analyse
+        report = analyse(attach(args.handle, profile=args.profile).logs(follow=args.follow))
+        print(report.summary())
+        for line in report.evidence:
+            print(f"  {line}")
+        return 0 if report.ok else 1
+    for line in attach(args.handle, profile=args.profile).logs(follow=args.follow):
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    return 0
+
+
+def _list_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--provider", metavar="P[,P...]", help="only these providers' jobs; a cloud provider "
+                   "named here is also asked for its jobs (those not submitted from here too)")
+    p.add_argument("--state", metavar="S[,S...]", help="only jobs in these states, e.g. RUNNING,FAILED")
+    p.add_argument("--since", metavar="WHEN", help="only jobs submitted since: 90m, 12h, 7d, 2w, or a date 2026-11-20")
+    p.add_argument("--refresh", action="store_true", help="read every cloud job still running from its platform "
+                   "(without it: those last read more than a minute ago)")
+    _profile_arg(p)
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+def _names(text: Optional[str]) -> Optional[List[str]]:
+    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+
+
+def cmd_list(args) -> int:
+    """The ledger, read from the store; a platform is asked only for stale rows, with
+    ``--refresh``, or for a cloud provider named by ``-p`` (cloudtrain.api.jobs)."""
+    from ..orchestrate import ledger
+    providers, states = _names(args.provider), _names(args.state)
+    if states:
+        from ..spec.errors import BadInput
+        from ..spec.states import State
+        known = [s.value for s in State]
+        for s in states:
+            if s.upper() not in known:
+                raise BadInput(f"--state {s!r}: one of {', '.join(known)}")
+    since = ledger.since(args.since) if args.since else None
+    found = ledger.entries(since, providers, states)
+    if args.refresh or providers or any(e.stale() for e in found):
+        from ..api import jobs
+
+        def warn(what, exc):
+            print(f"cloudtrain: warning: cannot read {what} from its platform (shown as last read): {exc}",
+                  file=sys.stderr)
+        found = jobs(since, providers, states, refresh=args.refresh, profile=args.profile,
+                     on_error=None if providers else warn)
+    if args.output == "json":
+        now = time.time()
+        print(json.dumps([e.to_dict(now) for e in found], indent=2))
+        return 0
+    _table(ledger.table(found))
+    return 0
+
+
+def cmd_providers(args) -> int:
+    from ..extend.plugins import providers
+    infos = providers().values()
+    data = [{"provider": i.name, "plugin": i.plugin, "extra": i.extra, "sdk_missing": i.sdk_missing(),
+             "install": i.cls.install_hint(), "description": i.cls.description} for i in infos]
+    if args.output == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    rows = [("PROVIDER", "PLUGIN", "EXTRA", "SDK")]
+    for d in data:
+        sdk = "installed" if not d["sdk_missing"] else f"missing: {d['install']}"
+        rows.append((d["provider"], d["plugin"], d["extra"], sdk))
+    _table(rows)
+    return 0
+
+
+def _price_options(p) -> None:
+    p.add_argument("--region", help="rows offered in this region, priced there")
+    p.add_argument("--max-price", type=float, help="rows whose on-demand rate per instance-hour is known and at most this")
+
+
+def _catalog_parser(sub) -> None:
+    p = sub.add_parser("catalog", help="the instance catalogs: refresh rebuilds your copy of one (types, regions, prices)")
+    p.add_argument("action", choices=("refresh",))
+    p.add_argument("-p", "--provider", required=True, help="the provider whose catalog to rebuild")
+
+
+def cmd_catalog(args) -> int:
+    """``cloudtrain catalog refresh -p P``: the user's copy under $CLOUDTRAIN_HOME/catalogs/."""
+    from ..catalogs import resources
+    from ..catalogs.catalog import user_dir
+    from ..input.homedir import private_dir
+    for path in resources.refresh(args.provider, str(private_dir(user_dir()))):
+        print(path)
+    return 0
+
+
+def _estimate(job, provider: str) -> None:
+    """The job's cost estimate on stderr, before the checks (``max_hourly_cost`` among them, in
+    ``Provider.validate``) and before anything is sent; a job whose instance does not resolve
+    prints none here: validate says why, with its other problems."""
+    from ..spec.errors import BadInput
+    from ..catalogs.prices import announce
+    try:
+        announce(job, provider, sys.stderr, check=False)
+    except BadInput:
+        pass
+
+
+def cmd_resources(args) -> int:
+    from ..catalogs import resources
+    if args.refresh:
+        for path in resources.refresh(args.provider, args.out):
+            print(path)
+        return 0
+    found = resources.matching(args.accelerator, args.gpus, args.provider, args.region, args.max_price)
+    if args.output == "json":
+        print(resources.rows_json(found, args.region))
+    elif found:
+        _table(resources.rows_table(found, args.region))
+    else:
+        gone = resources.retired_matches(args.accelerator, args.gpus, args.provider)
+        why = "; retired: " + ", ".join(f"{p} {r.instance_type} ({r.retired})" for p, r in gone) if gone else ""
+        print(f"no instance type matches{why}; cloudtrain resources (no options) lists every one", file=sys.stderr)
+    return 0
+
+
+def cmd_config(args) -> int:
+    from . import configcmd
+    return configcmd.run(args)
+
+
+def cmd_ui(args) -> int:
+    from ..ui import main
+    return main(args.port, args.no_browser)
+
+
+def cmd_schema(args) -> int:
+    from .schema import job_schema
+    print(json.dumps(job_schema(), indent=2))
+    return 0
+
+
+def _table(rows) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
+            "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "ui": cmd_ui, "config": cmd_config,
+            "stage": cmd_stage, "catalog": cmd_catalog}
+COMMANDS.update({name: _own_module_command(name) for name in OWN_MODULE_COMMANDS})
+
+
+def entry() -> None:
+    """The ``cloudtrain`` console script: ``main`` then an immediate exit.  A one-shot command
+    has nothing to clean up that the OS does not, and interpreter shutdown (module teardown,
+    pydantic's caches) costs ~35 ms of every command."""
+    code = main()
+    shipping = sys.modules.get("cloudtrain.transfer.shipping")
+    if shipping is not None:  # the archives packed for this command (no atexit after os._exit)
+        shipping.remove_spool()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    os._exit(code)
+
+
+def _print_warnings() -> None:
+    """Show every ``CloudtrainWarning`` as one ``cloudtrain: warning: ...`` line on stderr."""
+    import warnings
+    from ..spec.errors import CloudtrainWarning
+    shown = warnings.showwarning
+    if getattr(shown, "cloudtrain", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CloudtrainWarning):
+            from ..spec.credentials import mask_text
+            from .colour import warn
+            print(f"cloudtrain: {warn('warning:', sys.stderr)} {mask_text(str(message))}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    show.cloudtrain = True
+    warnings.simplefilter("always", CloudtrainWarning)
+    warnings.showwarning = show
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "launch":
+        from ..launch.main import main as launch_main
+        return launch_main(argv[1:])
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        from ..spec.suggest import did_you_mean
+        hint = did_you_mean(argv[0], [*COMMANDS, "launch"]) or "; cloudtrain --help lists the commands"
+        print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
+        parser.parse_args(argv)  # argparse's own error for what it does not know
+    if extra:  # `config set -p P KEY=VALUE`: words after an option (argparse takes positionals once)
+        args.items += extra
+    _print_warnings()
+    if not args.cmd:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return COMMANDS[args.cmd](args)
+    except CloudtrainError as exc:
+        from ..spec.credentials import mask_text
+        from .colour import bad
+        for line in str(exc).splitlines() or [""]:  # several problems: one line each; no token, no password
+            print(f"cloudtrain: {bad('error:', sys.stderr)} {mask_text(line)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`cloudtrain list | head -1`): as SIGPIPE would
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        from ..runtime.diskspace import full, is_full
+        if not is_full(exc):
+            raise
+        error = full(exc.filename or os.environ.get("CLOUDTRAIN_HOME") or os.getcwd())
+        print(f"cloudtrain: error: {error}", file=sys.stderr)
+        return error.exit_code
