@@ -13,12 +13,22 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# The public API: what scripts (``load_job`` ... ``stage``) and third-party plugins import, from
+# ``cloudtrain`` itself.  The modules behind it (``cloudtrain.spec``, ``cloudtrain.providers``, ...,
+# see docs/plugins.md "What a plugin imports") are core's layers and may move; these names stay.
 _API = {
     "load_job": "api", "render": "api", "submit": "api", "validate": "api", "attach": "api",
     "status": "api", "cancel": "api", "list_jobs": "api", "jobs": "api", "stage": "api",
-    "JobSpec": "spec.job", "Provider": "providers.provider", "Rendered": "providers.provider", "Artifact": "providers.provider",
-    "Run": "providers.provider", "JobStatus": "providers.provider", "State": "spec.states", "Cluster": "providers.provider",
-    "hookimpl": "extend.hookspecs", "CloudtrainError": "spec.errors", "BadInput": "spec.errors", "PlatformError": "spec.errors",
+    "JobSpec": "spec.job", "State": "spec.states", "job_from_dict": "input.loading",
+    "CloudtrainError": "spec.errors", "BadInput": "spec.errors", "PlatformError": "spec.errors",
+    "JobFileError": "spec.errors", "JobNotFound": "spec.errors", "MissingExtra": "spec.errors",
+    "hookimpl": "extend.hookspecs",
+    "ObjectStore": "transfer.objectstore",
+    "Provider": "providers.provider", "Run": "providers.provider", "JobStatus": "providers.provider",
+    "Cluster": "providers.provider", "CloudProvider": "providers.cloud",
+    "Request": "providers.request", "Rendered": "providers.request", "Artifact": "providers.request",
+    "CodeUpload": "providers.request", "Placeholder": "providers.request", "ShellText": "providers.request",
+    "JsonText": "providers.request", "fill": "providers.request",
 }
 __all__ = sorted(_API)
 
