@@ -33,12 +33,9 @@ LAYERS = [
 ]
 ROOT_MODULES = {"api": "api", "__main__": "__main__"}  # modules that stay at the package's top
 
-# Edges that other work removes (issue 29): the registry (extend.plugins) still imports the
-# object stores to register them, and the object stores look themselves up in the registry.
-# Each entry must still be in the graph: delete it when its edge goes.
-PENDING = {
-    ("cloudtrain.extend.plugins", "cloudtrain.transfer.objectstore"),
-}
+# Edges allowed for now, each with why; each entry must still be in the graph (delete it when its
+# edge goes).  None: every module imports only from its own layer and the ones below.
+PENDING: set = set()
 
 
 def modules() -> Dict[str, Path]:

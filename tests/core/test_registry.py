@@ -45,11 +45,6 @@ def test_builtin_providers_are_exactly_what_the_entry_points_plugins_register():
     assert len(expected) >= 12 and expected == sorted(set(expected))
 
 
-def test_builtin_providers_is_what_job_files_may_name_without_the_plugin():
-    from cloudtrain.spec import job
-    assert list(job.BUILTIN_PROVIDERS) == registry.builtin_providers()
-
-
 def test_each_entry_point_is_named_after_the_extra_that_carries_its_sdks():
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert set(PYPROJECT["project"]["entry-points"]["cloudtrain"]) <= set(extras)

@@ -64,7 +64,7 @@ def test_a_local_submit_removes_the_runs_the_default_rule_lets_go_and_never_a_ru
 
 
 def test_the_rule_is_applied_at_most_hourly_and_off_disables_it(tmp_path, home, monkeypatch):
-    from cloudtrain.commands.prune import apply_retention
+    from cloudtrain.providers.retention import apply_retention
     config = tmp_path / "user-config.yaml"
     monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(config))
     config.write_text("runs: {keep_days: 7, keep_last: 0}\n")
@@ -176,7 +176,7 @@ def test_config_set_takes_the_rule_and_refuses_what_it_could_not_apply(tmp_path)
 def test_the_automatic_rule_keeps_what_a_job_produced_and_prune_removes_it_when_asked(tmp_path, home, monkeypatch):
     """A run whose output/ holds files loses its working copies, not its results: the job stays in
     ``list`` and ``cloudtrain outputs`` still copies them; ``cloudtrain prune`` removes it whole."""
-    from cloudtrain.commands.prune import apply_retention
+    from cloudtrain.providers.retention import apply_retention
     monkeypatch.setenv("CLOUDTRAIN_CONFIG", str(tmp_path / "user-config.yaml"))
     (tmp_path / "user-config.yaml").write_text("runs: {keep_days: 7, keep_last: 0}\n")
     handle, run_dir = ended_run(home, "trained", 8)

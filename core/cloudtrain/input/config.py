@@ -184,7 +184,7 @@ class SettingsFile:
         return (options, at + ("providers", provider)) if options else None
 
 
-# -- the retention of local runs (``cloudtrain.commands.prune``) -------------------------------------------
+# -- the retention of local runs (``cloudtrain.providers.retention``) -------------------------------------------
 DEFAULT_KEEP_DAYS = 30   # a finished local/docker run's directory is removed this long after it ended
 DEFAULT_KEEP_LAST = 10   # ... except the newest this many finished runs, whatever their age
 RUNS_KEYS = ("keep_days", "keep_last")

@@ -153,11 +153,11 @@ class HostedProvider(Provider):
 
     @staticmethod
     def _apply_run_retention() -> None:
-        """The user config's retention of finished runs (``cloudtrain.commands.prune.apply_retention``: at
+        """The user config's retention of finished runs (``cloudtrain.providers.retention.apply_retention``: at
         most hourly, a few seconds at most, one stderr line when it removed some); a problem
         there never fails the submit."""
         try:
-            from ..commands.prune import apply_retention
+            from .retention import apply_retention
             apply_retention()
         except Exception:  # noqa: BLE001 -- the run is what the user asked for, not the clean-up
             pass

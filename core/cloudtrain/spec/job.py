@@ -19,17 +19,6 @@ from .errors import JobFileError
 
 
 
-def __getattr__(name: str) -> Any:
-    """``BUILTIN_PROVIDERS``: the providers cloudtrain's own plugins register, derived from the
-    distribution's entry points (``cloudtrain.extend.registry.builtin_providers``) when first asked
-    for.  A job file may carry a section for any of them (a team's file serves users with
-    different plugins installed); a section named after none of them, and after no installed
-    provider, is a misspelling."""
-    if name == "BUILTIN_PROVIDERS":
-        from ..extend.registry import builtin_providers
-        return tuple(builtin_providers())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
