@@ -82,10 +82,11 @@ def test_the_render_is_the_typed_request_submit_reads():
 def test_no_aws_provider_overrides_a_step_of_the_submit_pipeline():
     from cloudtrain_aws.ec2 import Ec2Provider
     from cloudtrain_aws.sagemaker import SageMakerProvider
-    template = ("schedule", "submit", "ship", "ship_code", "cancel", "status", "logs", "artifacts")
+    template = ("schedule", "submit", "ship", "ship_code", "cancel", "status", "logs")
     for cls in (SageMakerProvider, Ec2Provider):
         for step in template:
             assert getattr(cls, step) is getattr(CloudProvider, step, getattr(Provider, step, None)), (cls, step)
+        assert not hasattr(cls, "artifacts")  # the request is typed: render_request, its artifacts derived
 
 
 def test_ec2_stage_ships_the_code_where_the_nodes_then_fetch_it(aws):
