@@ -25,7 +25,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 DOCS = Path(__file__).resolve().parent
 JOB_FILE_PAGE = DOCS / "job-file.md"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, run_cli
+from conftest import EXAMPLES, run_cli
 from helpers import assert_nothing_left, handle_from, metrics, run_dir
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,6 @@ import os
 import signal
 import sqlite3
 import stat
-import sys
 from pathlib import Path
 
 import pytest

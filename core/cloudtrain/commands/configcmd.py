@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..spec import yamlio
 from ..input.config import (PROJECT_NAME, Layer, home, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,

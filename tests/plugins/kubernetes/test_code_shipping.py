@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from cloudtrain.launch.unpack import UnsafeArchive, unpack
-from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.input.loading import load_job
 from cloudtrain.extend.plugins import get_provider
 from cloudtrain_kubernetes import manifests as m
 from conftest import run_cli, write_job

@@ -1,7 +1,5 @@
 """The kubernetes plugin's manifests validate against the upstream CRD schemas (../shared/schemas/crds)."""
-import itertools
 import json
-import re
 
 import pytest
 
