@@ -34,7 +34,7 @@ def fill(home: Path, jobs: int) -> None:
     os.environ["CLOUDTRAIN_HOME"] = str(home)
     try:
         from cloudtrain.runtime.store import Store
-        store = Store(home / "state.db")
+        Store(home / "state.db")  # creates the database
     finally:
         if env_home is None:
             os.environ.pop("CLOUDTRAIN_HOME", None)

@@ -78,7 +78,8 @@ def once(job: JobSpec, key: tuple, compute: Callable[[], Any]) -> Any:
     with _found_lock:
         entry = _found.get(id(job))
         if entry is None or entry[0]() is not job:
-            ref = weakref.ref(job, lambda dead, ident=id(job): _forget(ident, dead))
+            ident = id(job)
+            ref = weakref.ref(job, lambda dead, ident=ident: _forget(ident, dead))
             entry = _found[id(job)] = (ref, {})
     results = entry[1]
     if key not in results:

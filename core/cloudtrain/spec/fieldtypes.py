@@ -77,7 +77,7 @@ def field_names(model: type, loc: tuple) -> Optional[List[str]]:
             if part in fields:
                 annotation = fields[part].annotation
                 continue
-            named = _member(annotation, lambda m: getattr(m, "__name__", None) == part)
+            named = _member(annotation, lambda m, part=part: getattr(m, "__name__", None) == part)
             if named is not None:  # pydantic names the union member it tried
                 annotation = named
                 continue
