@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     samples = measure(args.rounds, args.jobs)
     for name, values in samples.items():
-        print(f"{name:22} median {statistics.median(values):.3f} s  ({min(values):.3f}-{max(values):.3f}, n={len(values)})")
+        print(f"{name:22} median {statistics.median(values):.3f} s  "
+              f"({min(values):.3f}-{max(values):.3f}, n={len(values)})")
     ratio = statistics.median(samples["list"]) / statistics.median(samples["render (cold start)"])
     print(f"list / cold start: {ratio:.2f} x (goal <= {GOAL} x): {'PASS' if ratio <= GOAL else 'MISS'}")
     return 0

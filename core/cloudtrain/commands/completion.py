@@ -79,7 +79,8 @@ def bash() -> str:
         "        return 0",
         "    fi",
         "    case \"$prev\" in",
-        f"        -p|--provider|--emulate) mapfile -t COMPREPLY < <(compgen -W {_words(names)} -- \"$cur\"); return 0 ;;",
+        f"        -p|--provider|--emulate) mapfile -t COMPREPLY < <(compgen -W {_words(names)} -- \"$cur\"); "
+        "return 0 ;;",
         "    esac",
         "    case \"$cmd\" in",
     ]
@@ -89,20 +90,22 @@ def bash() -> str:
         if valued:
             lines.append("            case \"$prev\" in")
             for flags, choices in valued:
-                lines.append(f"                {'|'.join(flags)}) mapfile -t COMPREPLY < <(compgen -W {_words(choices)} "
-                             "-- \"$cur\"); return 0 ;;")
+                lines.append(f"                {'|'.join(flags)}) "
+                             f"mapfile -t COMPREPLY < <(compgen -W {_words(choices)} -- \"$cur\"); return 0 ;;")
             lines.append("            esac")
         lines.append("            if [[ \"$cur\" == -* ]]; then")
         lines.append(f"                mapfile -t COMPREPLY < <(compgen -W {_words(c.flags())} -- \"$cur\")")
         if c.positional_choices:
             lines.append("            else")
-            lines.append(f"                mapfile -t COMPREPLY < <(compgen -W {_words(c.positional_choices)} -- \"$cur\")")
+            words = _words(c.positional_choices)
+            lines.append(f"                mapfile -t COMPREPLY < <(compgen -W {words} -- \"$cur\")")
         else:
             lines.append("            else")
             lines.append("                mapfile -t COMPREPLY < <(compgen -f -- \"$cur\")")
         lines.append("            fi")
         lines.append("            ;;")
-    lines += ["    esac", "    return 0", "}", "complete -o filenames -o bashdefault -F _cloudtrain_complete cloudtrain", ""]
+    lines += ["    esac", "    return 0", "}",
+              "complete -o filenames -o bashdefault -F _cloudtrain_complete cloudtrain", ""]
     return "\n".join(lines)
 
 

@@ -29,7 +29,8 @@ def describe(status, now: Optional[float] = None) -> str:
 
 def describe_restarts(status) -> List[str]:
     """One line per restart of the whole job: when and why."""
-    return [f"  restart {r['attempt']}" + (f" at {time.strftime('%H:%M:%S', time.localtime(r['at']))}" if r.get("at") is not None else "")
+    return [f"  restart {r['attempt']}"
+            + (f" at {time.strftime('%H:%M:%S', time.localtime(r['at']))}" if r.get("at") is not None else "")
             + f": {r['reason']}" for r in status.restarts]
 
 

@@ -50,7 +50,8 @@ def run(args) -> int:
             continue
         done += 1
         freed += size
-        print(f"{'would remove' if args.dry_run else 'removed'} {candidate.handle} ({_human(size)}, {candidate.run_dir})")
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb} {candidate.handle} ({_human(size)}, {candidate.run_dir})")
     for candidate in refused:
         print(f"left {candidate.handle} alone: {candidate.run_dir} is not a run directory of its own "
               "(a link, a file, or a running job's); remove it yourself if it is not needed")

@@ -306,8 +306,9 @@ class Settings:
         if profile and not any(profile in f.profiles() for f in files):
             names = sorted({n for f in files for n in f.profiles()})
             where = " or ".join(str(p) for p in self.looked_in) or "no settings file"
-            hint = did_you_mean(profile, names) or (f"; the profiles are: {', '.join(names)}" if names else
-                                                    f"; add it: profiles: {{{profile}: {{provider: ..., providers: ...}}}}")
+            hint = did_you_mean(profile, names) or (
+                f"; the profiles are: {', '.join(names)}" if names
+                else f"; add it: profiles: {{{profile}: {{provider: ..., providers: ...}}}}")
             raise BadInput(f"no profile {profile!r} in {where}{hint}")
 
     @classmethod

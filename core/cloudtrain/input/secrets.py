@@ -57,7 +57,8 @@ def _resolve(job, environ, values: Dict[str, str]) -> List[JobFileError]:
     for name in [n for n, v in values.items() if "\x00" in v]:
         problems.append(JobFileError("its value holds a NUL byte, which no environment variable can carry: fix "
                                      "the secret's source", file=filename,
-                                     line=source.line_of(("secrets", name)) if source else None, field=f"secrets.{name}"))
+                                     line=source.line_of(("secrets", name)) if source else None,
+                                     field=f"secrets.{name}"))
         del values[name]
     return problems
 

@@ -244,7 +244,8 @@ class Provider(abc.ABC):
         for problem in self.sdk_problems():
             problems.add(problem)
         for option, example in self.required.items():
-            if getattr(options, option, None) in (None, "") and not problems.collect(self.fallback, option, job, options):
+            unset = getattr(options, option, None) in (None, "")
+            if unset and not problems.collect(self.fallback, option, job, options):
                 problems.add(self.not_set(job, option, example))
         if job.code is not None and not job.code_path.is_dir():
             problems.add(self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix "
@@ -274,7 +275,8 @@ class Provider(abc.ABC):
         help = self.required_help.get(option)
         error = self.job_error(job, ("providers", self.name, option),
                                f"is not set; {self.name} needs it to submit{': ' + help if help else ''}: set it with "
-                               f"cloudtrain config set -p {self.name} {option}={example} (or in the job file, or --set)")
+                               f"cloudtrain config set -p {self.name} {option}={example} "
+                               "(or in the job file, or --set)")
         source = job.source
         if source is not None and ("providers", self.name) not in source.lines and error.file == str(source.path):
             error = type(error)(error.detail, file=error.file, field=error.field)  # nowhere in the file: no line
