@@ -43,7 +43,7 @@ def commands() -> List[Command]:
     from .cli import build_parser
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps: Dict[str, str] = {c.dest: c.help for c in sub._choices_actions}
+    helps: Dict[str, str] = {c.dest: c.help or "" for c in sub._choices_actions}
     return [Command(name, helps.get(name, ""), p) for name, p in sub.choices.items() if name != "launch"]
 
 

@@ -44,7 +44,7 @@ class StatusLine:
         self.stream, self.out = stream, out
         self.live = stream.isatty() if live is None else live
         self._shown = ""
-        self._last_key = None
+        self._last_key: Optional[tuple] = None
         self.closed_pipes = 0
 
     def _write(self, which: str, text: str) -> None:

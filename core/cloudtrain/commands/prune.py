@@ -31,7 +31,7 @@ def run(args) -> int:
         age_text, keep_last = args.older_than, args.keep_last or 0
     else:
         rule = retention()
-        if rule.off:
+        if rule.keep_days is None:  # rule.off
             print(f"retention is off (runs.keep_days in {user_config_path()}); nothing removed: "
                   "give --older-than AGE to prune now")
             return 0

@@ -289,7 +289,7 @@ def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[di
     parsed = _overrides(overrides)
     data = copy.deepcopy(data)
     texts = dict(texts or {})
-    origins = {}
+    origins: Dict[Tuple[str, ...], Any] = {}
     if provider is not None and settings is not None:
         from .config import merge
         given, origins = merge(data, provider, settings.layers(provider))

@@ -247,7 +247,7 @@ class Provider(abc.ABC):
             unset = getattr(options, option, None) in (None, "")
             if unset and not problems.collect(self.fallback, option, job, options):
                 problems.add(self.not_set(job, option, example))
-        if job.code is not None and not job.code_path.is_dir():
+        if job.code_path is not None and not job.code_path.is_dir():  # code_path is None iff code is
             problems.add(self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix "
                                                         "`code` (relative to the job file)"))
         for problem in secret_problems(job):

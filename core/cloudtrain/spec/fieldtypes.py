@@ -109,7 +109,7 @@ def _is_model(m: Any) -> bool:
     return isinstance(m, type) and issubclass(m, BaseModel)
 
 
-def _fields(model: type) -> Dict[str, Any]:
+def _fields(model: Any) -> Dict[str, Any]:
     """Fields by the name the data uses (the alias, when there is one)."""
     return {(f.alias or name): f for name, f in model.model_fields.items()}
 

@@ -184,7 +184,7 @@ class CodeSelection:
 
     def _excluded_dirs(self) -> set:
         """``$CLOUDTRAIN_HOME`` (resolved) when it is inside the code directory."""
-        out = set()
+        out: set = set()
         try:
             root = self.root.resolve()
             home = _home().resolve()

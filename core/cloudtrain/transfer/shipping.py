@@ -84,7 +84,7 @@ def warn_about_code(job: JobSpec) -> List[str]:
     """Name, as warnings (once a process), the credential files kept home, the links that will
     dangle on the nodes and the special files left out (``codetree.warn_about``)."""
     from .codetree import warn_about
-    if job.code is None or not job.code_path.is_dir():
+    if job.code_path is None or not job.code_path.is_dir():  # code_path is None iff code is
         return []
     return warn_about(selection(job.code_path))
 
