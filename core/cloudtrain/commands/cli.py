@@ -596,7 +596,7 @@ def _print_warnings() -> None:
             print(f"cloudtrain: {warn('warning:', sys.stderr)} {mask_text(str(message))}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
-    show.cloudtrain = True
+    show.cloudtrain = True  # type: ignore[attr-defined]  # a mark on the function (mypy does not model those)
     warnings.simplefilter("always", CloudtrainWarning)
     warnings.showwarning = show
 

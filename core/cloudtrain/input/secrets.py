@@ -46,6 +46,7 @@ def _resolve(job, environ, values: Dict[str, str]) -> List[JobFileError]:
             else:
                 values[name] = environ[ref.from_env]
         else:
+            assert ref.from_file is not None  # SecretRef holds exactly one of from_env and from_file
             path = Path(ref.from_file).expanduser()
             if not path.is_absolute() and source and source.path:
                 path = source.path.parent / path

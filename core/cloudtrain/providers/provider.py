@@ -68,7 +68,7 @@ def _yielding_lines(logs: Callable[..., Iterable[str]]) -> Callable[..., Iterato
     @functools.wraps(logs)
     def wrapper(self, job_id: str, follow: bool = False) -> Iterator[str]:
         return log_lines(logs(self, job_id, follow=follow))
-    wrapper.yields_lines = True
+    wrapper.yields_lines = True  # type: ignore[attr-defined]  # a mark on the function (mypy does not model those)
     return wrapper
 
 
@@ -161,7 +161,7 @@ class Provider(abc.ABC):
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("logs")
         if callable(own) and not getattr(own, "yields_lines", False):
-            cls.logs = _yielding_lines(own)
+            cls.logs = _yielding_lines(own)  # type: ignore[method-assign]  # wrapping the subclass's own method
 
     # -- validation and rendering (pure) -----------------------------------------------
     @classmethod

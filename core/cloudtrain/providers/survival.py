@@ -72,8 +72,10 @@ def host_checkpoint_dir(job: JobSpec, provider: str) -> Optional[Path]:
                                                f"{uri!r}; give a path or a file:// URI "
                                                f"(e.g. --set storage.checkpoint=./checkpoints)")
     source = job.source
-    from_file = source is not None and source.path is not None and source.override_of(CHECKPOINT_LOC) is None
-    base = source.path.parent if from_file else Path.cwd()
+    if source is not None and source.path is not None and source.override_of(CHECKPOINT_LOC) is None:
+        base = source.path.parent  # from the file
+    else:
+        base = Path.cwd()
     return (base / Path(uri).expanduser()).resolve()
 
 

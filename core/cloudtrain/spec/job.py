@@ -40,7 +40,10 @@ class Strict(BaseModel):
 class Distribution(Strict):
     """How the job is spread over nodes and processes."""
 
-    type: DistributionType = Field("ddp", description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
+    # the default stays the plain string: pydantic does not validate defaults and dumps it as it is (a str enum
+    # compares equal to it)
+    type: DistributionType = Field("ddp",  # type: ignore[assignment]
+                                   description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
     nodes: int = Field(1, ge=1, description="number of nodes (machines, containers, pods)")
     min_nodes: Optional[int] = Field(None, ge=1, description="elastic: the job may start with this many nodes (ddp)")
     procs_per_node: Optional[int] = Field(None, ge=1,
@@ -240,8 +243,10 @@ class JobSpec(Strict):
         if self.code is None:
             return None
         source = self._source
-        from_file = source is not None and source.path is not None and source.override_of(("code",)) is None
-        base = source.path.parent if from_file else Path.cwd()
+        if source is not None and source.path is not None and source.override_of(("code",)) is None:
+            base = source.path.parent  # from the file
+        else:
+            base = Path.cwd()
         return (base / self.code).resolve()
 
     @property
