@@ -342,9 +342,10 @@ class Settings:
 
     def default_provider_with_source(self) -> Tuple[str, str]:
         """``(provider, where it was named)``."""
-        if self.profile and self.failover() and not any(
+        failover = self.failover()
+        if self.profile and failover and not any(
                 (f.profiles().get(self.profile) or {}).get("provider") for f in self.files):
-            return self.failover()[0], f"profile {self.profile}'s providers"
+            return failover[0], f"profile {self.profile}'s providers"
         if self.profile:
             for f in reversed(self.files):
                 named = (f.profiles().get(self.profile) or {}).get("provider")
