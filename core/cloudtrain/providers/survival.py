@@ -26,13 +26,6 @@ def field_error(job: JobSpec, loc: tuple, message: str) -> JobFileError:
     return JobFileError(message, field=".".join(str(p) for p in loc))
 
 
-def no_spot(job: JobSpec, platform: str, why: str) -> None:
-    """Refuse ``spot: true`` on a platform without spot training (exit 2), saying why."""
-    if job.spot:
-        raise field_error(job, ("spot",), f"{platform} has no spot (preemptible) training: {why}; "
-                                          "drop `spot` or set it to false for this provider (--set spot=false)")
-
-
 def spot_here_means_nothing(job: JobSpec, provider: str) -> None:
     """local and docker run on this machine: ``spot`` is a request for elsewhere; say so once."""
     if job.spot:
