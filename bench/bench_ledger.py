@@ -34,7 +34,7 @@ def fill(home: Path, jobs: int) -> None:
     os.environ["CLOUDTRAIN_HOME"] = str(home)
     try:
         from cloudtrain.runtime.store import Store
-        store = Store(home / "state.db")
+        Store(home / "state.db")  # creates the database
     finally:
         if env_home is None:
             os.environ.pop("CLOUDTRAIN_HOME", None)
@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     samples = measure(args.rounds, args.jobs)
     for name, values in samples.items():
-        print(f"{name:22} median {statistics.median(values):.3f} s  ({min(values):.3f}-{max(values):.3f}, n={len(values)})")
+        print(f"{name:22} median {statistics.median(values):.3f} s  "
+              f"({min(values):.3f}-{max(values):.3f}, n={len(values)})")
     ratio = statistics.median(samples["list"]) / statistics.median(samples["render (cold start)"])
     print(f"list / cold start: {ratio:.2f} x (goal <= {GOAL} x): {'PASS' if ratio <= GOAL else 'MISS'}")
     return 0

@@ -142,7 +142,8 @@ def main() -> int:
         m = measure(Path(tmp), args.gb, args.rounds)
     ours, theirs = statistics.median(m["ours"]), statistics.median(m["theirs"])
     print(f"{m['bytes'] / 1e9:.2f} GB tree, median of {args.rounds}: cloudtrain {ours:.2f} s, tar czf {theirs:.2f} s, "
-          f"ratio {ours / theirs:.3f}; peak RSS {max(m['peaks']):.0f} MB; archive {m['sizes']['cloudtrain'] / 1e6:.0f} MB "
+          f"ratio {ours / theirs:.3f}; peak RSS {max(m['peaks']):.0f} MB; "
+          f"archive {m['sizes']['cloudtrain'] / 1e6:.0f} MB "
           f"(tar czf {m['sizes']['tar'] / 1e6:.0f} MB)")
     return 0
 

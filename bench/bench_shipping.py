@@ -209,9 +209,11 @@ def main(argv=None) -> int:
         packed = shipping.archive(job_from_dict({"name": "ship", "code": str(code), "command": "python t.py"}))
         pack_s = time.perf_counter() - start
         files = sum(1 for p in code.rglob("*") if p.is_file())
-        print(f"tree: {size / 1e6:.1f} MB in {files} files; archive: {len(packed) / 1e6:.1f} MB, packed in {pack_s:.2f} s")
+        print(f"tree: {size / 1e6:.1f} MB in {files} files; "
+              f"archive: {len(packed) / 1e6:.1f} MB, packed in {pack_s:.2f} s")
         print(f"inline (kubeflow ConfigMap): {inline(code)}\n")
-        print("| path | cloudtrain first submit | second submit | file by file (cp -r) | again | bytes sent, first / second |")
+        print("| path | cloudtrain first submit | second submit | file by file (cp -r) | again "
+              "| bytes sent, first / second |")
         print("|---|---|---|---|---|---|")
         for make in PATHS.values():
             for name, ship, alt in make(stack, code):
@@ -230,7 +232,8 @@ def main(argv=None) -> int:
                       f"{med(seconds):.2f} s, {seconds[0][1] / 1e6:.1f} MB in {seconds[0][2]} PUT | "
                       f"{med(alts):.2f} s, {alts[0][1] / 1e6:.1f} MB in {alts[0][2]} PUTs | "
                       f"{med(agains):.2f} s, {agains[0][1] / 1e6:.1f} MB | "
-                      f"{first[1] / max(alts[0][1], 1):.2f}× / {seconds[0][1] / max(agains[0][1], 1):.2f}× the file-by-file bytes |")
+                      f"{first[1] / max(alts[0][1], 1):.2f}× / "
+                      f"{seconds[0][1] / max(agains[0][1], 1):.2f}× the file-by-file bytes |")
     return 0
 
 

@@ -126,7 +126,8 @@ def run(ctx) -> List[Row]:
             ["(same run)"], Stats([creates / n], "calls/job"), ratio=creates / n, goal="= 1 create per job",
             passed=creates == n and created == n and distinct == n,
             note=f"{creates} creates for {n} submits, {created} jobs in the double, {distinct} distinct handles; "
-                 f"all calls: {sum(calls.values())} ({per_job:.3f} per job): sagemaker:CreateTrainingJob {creates}{other}"),
+                 f"all calls: {sum(calls.values())} ({per_job:.3f} per job): "
+                 f"sagemaker:CreateTrainingJob {creates}{other}"),
         Row("sagemaker-submit", "API calls per job: DescribeTrainingJob (and any other SageMaker Describe) while "
             "submitting", ["(same run)"], Stats([describes / n], "calls/job"), ratio=describes / n,
             goal="0 (no redundant describes)", passed=describes == 0),

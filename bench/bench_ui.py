@@ -54,7 +54,8 @@ def seed(home: Path, n: int) -> None:
                      submitted, started, ended, state, rng.randrange(3), now))  # read just now: not stale
     with store._connect() as db:
         db.execute("BEGIN")
-        db.executemany("INSERT INTO ledger (handle, provider, job_id, name, instance_type, nodes, spot, rate, currency, "
+        db.executemany("INSERT INTO ledger (handle, provider, job_id, name, instance_type, nodes, spot, rate, "
+                       "currency, "
                        "submitted_at, started_at, ended_at, state, restarts, refreshed_at) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         db.execute("COMMIT")
@@ -87,7 +88,8 @@ def first_rows(url: str, rounds: int) -> list:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 found = driver.execute_script(
-                    "const m = performance.getEntriesByName('cloudtrain-first-rows'); return m.length ? m[0].startTime : null;")
+                    "const m = performance.getEntriesByName('cloudtrain-first-rows'); "
+                    "return m.length ? m[0].startTime : null;")
                 if found is not None:
                     times.append(found / 1000)
                     break
@@ -108,7 +110,8 @@ def main() -> int:
     ui = subprocess.Popen([sys.executable, "-m", "cloudtrain", "ui", "--no-browser"], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        url = next(m.group(0) for line in ui.stdout for m in [re.search(r"http://127\.0\.0\.1:\d+/\?token=[\w-]+", line)] if m)
+        url = next(m.group(0) for line in ui.stdout
+                   for m in [re.search(r"http://127\.0\.0\.1:\d+/\?token=[\w-]+", line)] if m)
         base, token = url.split("/?token=")
         cookie = f"cloudtrain_ui={token}"
         api = [timed_get(base + "/api/jobs", cookie) for _ in range(args.rounds)]

@@ -112,8 +112,8 @@ def main() -> int:
         print(f"archive: {archive.stat().st_size / MiB:.1f} MiB packed, {args.mb * 2} MiB unpacked "
               f"(one {args.mb} MiB member of zeros, ten of {args.mb // 10} MiB random)")
         ours, tar = [], []
-        for r in range(args.rounds):
-            for label, argv, out in (
+        for _round in range(args.rounds):
+            for _label, argv, out in (
                     ("cloudtrain", bootstrap_argv(args.python, digest, str(archive), str(tmp / "dest")), ours),
                     ("tar", ["tar", "xzf", str(archive), "-C", str(tmp / "dest")], tar)):
                 shutil.rmtree(tmp / "dest", ignore_errors=True)

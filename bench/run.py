@@ -52,7 +52,8 @@ BENCHMARKS: List[Benchmark] = [
     Benchmark("cli-cold-start", "bench_cli:run",
               "CLI cold start: `cloudtrain render` vs TorchX's dry run; what render imports", 50, 30),
     Benchmark("cold-start-floor", "bench_floor:run",
-              "`render` / `validate` of a small job vs the import floor (`python -c \"import pydantic, yaml, pluggy\"`)",
+              "`render` / `validate` of a small job vs the import floor "
+              "(`python -c \"import pydantic, yaml, pluggy\"`)",
               25, 10),
     Benchmark("launch-overhead", "bench_launch:run_overhead",
               "digits DDP job: cloudtrain submit -p local vs bare torchrun vs torchx local_cwd", 220, 150),
@@ -63,7 +64,8 @@ BENCHMARKS: List[Benchmark] = [
     Benchmark("docker", "bench_docker:run",
               "digits DDP 2x2 job: cloudtrain submit -p docker vs -p local vs torchx local_docker", 160, 100),
     Benchmark("resume", "bench_resume:run",
-              "digits DDP 2x1 with a checkpoint: a killed rank to the first step of the restarted job vs the cold start",
+              "digits DDP 2x1 with a checkpoint: a killed rank to the first step of the restarted job "
+              "vs the cold start",
               150, 60),
     Benchmark("pack", "bench_pack:run",
               "packing a 1 GB tree of large files: the code archive vs tar czf at the same gzip level; peak RSS",

@@ -25,7 +25,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 DOCS = Path(__file__).resolve().parent
 JOB_FILE_PAGE = DOCS / "job-file.md"
@@ -134,7 +134,8 @@ class Renderer:
         for key, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
             if key in node:
                 bounds.append(f"{sym} {node[key]}")
-        name = {"integer": "integer", "number": "number", "string": "string", "boolean": "boolean"}.get(kind, kind or "")
+        names = {"integer": "integer", "number": "number", "string": "string", "boolean": "boolean"}
+        name = names.get(kind, kind or "")
         return " ".join([name, ", ".join(bounds)]).strip() if name else ""
 
     @staticmethod

@@ -102,9 +102,9 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
         if path is None:
             raise BadInput("failover across providers reads the job file for each provider's settings: give "
                            "submit the job file's path, e.g. cloudtrain.submit('job.yaml', provider='sagemaker,azure')")
-        rendered = [render_with_hooks(get_provider(n.strip()), _load_job(path, provider=n.strip(), profile=profile),
-                                      submit=True) for n in names if n.strip()]
-        return submit_first(rendered, secrets=secrets, profile=profile)
+        renders = [render_with_hooks(get_provider(n.strip()), _load_job(path, provider=n.strip(), profile=profile),
+                                     submit=True) for n in names if n.strip()]
+        return submit_first(renders, secrets=secrets, profile=profile)
     if isinstance(job, Rendered):
         chosen = _provider(provider or job.provider)
     else:

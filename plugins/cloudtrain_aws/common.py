@@ -166,7 +166,7 @@ class AwsProvider(AwsClients, CloudProvider):
         tokens: Dict[str, Optional[str]] = cursor.setdefault("tokens", {})
         batch: List[tuple] = []
         with self.api(f"read the logs of {group}"):
-            streams = set()
+            streams: set = set()
             for prefix in prefixes:
                 try:
                     for page in logs.get_paginator("describe_log_streams").paginate(

@@ -338,7 +338,8 @@ class SageMakerProvider(AwsProvider):
         """SageMaker's own restarts from SecondaryStatusTransitions: ``Interrupted`` ("the managed
         spot training instances were interrupted", botocore's model), which SageMaker resumes, and
         a ``Restarting`` (a retry) that no interruption announced."""
-        out, previous = [], None
+        out: list = []
+        previous = None
         for t in transitions:
             status = t.get("Status")
             if status == "Interrupted" or (status == "Restarting" and previous != "Interrupted"):

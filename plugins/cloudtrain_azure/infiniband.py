@@ -87,7 +87,8 @@ def rdma_problem(size: str) -> Optional[str]:
     if has_infiniband(size):
         return None
     why = ("is RDMA-capable but lacks the SR-IOV that InfiniBand needs in Azure ML"
-           if size.strip().lower() in NO_SRIOV else "has no InfiniBand (only sizes with an 'r' after the size number, like NC24rs_v3, have it)")
+           if size.strip().lower() in NO_SRIOV
+           else "has no InfiniBand (only sizes with an 'r' after the size number, like NC24rs_v3, have it)")
     return (f"network.rdma is on, but VM size {size} {why}; use an InfiniBand size such as {suggestion(size)}, "
             "or set network.rdma: auto")
 

@@ -7,7 +7,8 @@ retail-prices/azure-retail-prices), following ``NextPageLink``, and keeps per ``
 the Linux rate (a ``productName`` without "Windows") of the plain meter as on-demand and of the
 " Spot" meter as spot; "Low Priority" meters are left out (an AmlCompute cluster of
 low-priority nodes bills those, which this catalog does not hold: its spot column is the Spot
-meter).  Azure ML bills a compute cluster's nodes at these VM rates.  Standard library only (urllib); the API needs no credentials.
+meter).  Azure ML bills a compute cluster's nodes at these VM rates.  Standard library only
+(urllib); the API needs no credentials.
 """
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ class DockerSupervisor(Supervisor):
         self.client = docker.from_env()
 
     def prepare(self) -> None:
-        working_copies(self.plan["code"], [self.run_dir / f"node-{spec['node']}" / "code" for spec in self.plan["nodes"]])
+        working_copies(self.plan["code"],
+                       [self.run_dir / f"node-{spec['node']}" / "code" for spec in self.plan["nodes"]])
         (self.run_dir / "output").mkdir(exist_ok=True)
         if self.plan["ssh"]:
             self.make_ssh_key()

@@ -593,7 +593,7 @@ def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> d
 def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
     """Kueue's job labels: the LocalQueue and the WorkloadPriorityClass (kubernetes-sigs/kueue
     pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel)."""
-    out = {}
+    out: dict = {}
     if options.queue_scheduler != "kueue":
         return out
     if options.queue:

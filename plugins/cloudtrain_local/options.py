@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class LocalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    emulate: Optional[str] = Field(None, description="inject this provider's node environment instead of the generic one")
+    emulate: Optional[str] = Field(None,
+                                   description="inject this provider's node environment instead of the generic one")
     master_port: Optional[int] = Field(None, ge=1024, le=65000, description="fixed master port (default: a free one)")
     copy_code: bool = Field(True, description="give every node its own copy of `code` (False: run in place)")
     python: Optional[str] = Field(None, description="interpreter for `cloudtrain launch` (default: this one)")

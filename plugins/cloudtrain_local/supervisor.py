@@ -27,6 +27,7 @@ class ProcessNode(Node):
         self.index, self.proc, self.started = index, proc, started
 
     def lines(self) -> Iterator[str]:
+        assert self.proc.stdout is not None  # started with stdout=PIPE
         for raw in iter(self.proc.stdout.readline, b""):
             yield raw.decode("utf-8", "replace")
 

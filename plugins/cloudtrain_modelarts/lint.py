@@ -126,7 +126,7 @@ def find_spawn(job: JobSpec) -> Optional[Tuple[Path, int, str]]:
     if code is None or not code.is_dir():  # code: null: the image's code is not read
         return None
     todo = entry_files(job)
-    seen = set()
+    seen: set = set()
     while todo and len(seen) < MAX_FILES:
         path = todo.pop(0).resolve()
         if path in seen:

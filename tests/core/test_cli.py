@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, cli_env, run_cli, write_job
+from conftest import cli_env, run_cli, write_job
 
 CLOUD_SDKS = ("boto3", "botocore", "azure", "kubernetes", "docker", "tencentcloud", "huaweicloudsdkcore",
               "huaweicloudsdkmodelarts", "obs", "torch", "ray")

@@ -10,7 +10,7 @@ import yaml
 
 from cloudtrain.api import render, validate
 from cloudtrain.input.config import Settings
-from cloudtrain.spec.errors import BadInput, JobFileError
+from cloudtrain.spec.errors import JobFileError
 from conftest import EXAMPLES, run_cli, write_job
 
 JOB = """

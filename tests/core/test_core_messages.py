@@ -1,12 +1,10 @@
 """The core messages of issue 30, item 8: each says what is wrong in the user's terms, at the
 option or line the user gave, and points at the fix."""
-import json
 import sys
 
 import pytest
 
 from cloudtrain.extend import plugins
-from cloudtrain.api import validate
 from cloudtrain.spec.errors import BadInput
 from cloudtrain.input.loading import job_from_dict
 from conftest import run_cli, write_job

@@ -172,7 +172,7 @@ def compare(example: Example, out: str, err: str) -> Optional[str]:
         got = [m.groups() for m in map(ERROR.match, err.splitlines()) if m]
         return None if want == got else f"errors at other fields: shown {want}, printed {got}"
     if re.match(r"^[A-Z][A-Z_]+(\s{2,}[A-Z][A-Z_]+)+\s*$", shown[0]):
-        want, got = table_shape(shown), table_shape([l for l in out.splitlines() if l.strip()])
+        want, got = table_shape(shown), table_shape([line for line in out.splitlines() if line.strip()])
         if elided:
             want, got = (want[0], []), (got[0], [])
         elif "providers" in example.command.split() and not set(want[1]) <= set(got[1]):
@@ -181,7 +181,8 @@ def compare(example: Example, out: str, err: str) -> Optional[str]:
             got = (got[0], sorted(set(want[1]) & set(got[1])))
         return None if want == got else f"table differs: shown {want}, printed {got}"
     if elided or any(re.match(r"^\s*[\w./-]+:(\s|$)", line) for line in shown[:1]) and len(shown) > 3:
-        keys = lambda lines: {m.group(1) for m in (re.match(r"^\s*([\w./-]+):(\s|$)", l) for l in lines) if m}
+        def keys(lines):
+            return {m.group(1) for m in (re.match(r"^\s*([\w./-]+):(\s|$)", line) for line in lines) if m}
         missing = keys(shown) - keys(actual_text.splitlines())
         return None if not missing else f"keys shown but not printed: {sorted(missing)}"
     want = [skeleton(line) for line in shown]

@@ -1,6 +1,5 @@
 """Issue 30, item 5 (core): validate says what SageMaker, TI-ONE and ModelArts pull and warns on a
 Docker Hub image there; ``providers.<p>.image`` from a profile is that provider's image."""
-import json
 
 import pytest
 

@@ -5,12 +5,10 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from cloudtrain.launch import detectors, liveness
-from cloudtrain.launch.main import main as launch_main
 from conftest import ROOT
 
 LAUNCH_FILES = sorted((ROOT / "core/cloudtrain/launch").glob("*.py")) + [

@@ -280,8 +280,8 @@ def test_the_store_hook_binds_a_server_store_to_its_host_only():
     port = "%04X" % store.port
     local = [line.split()[1] for line in tcp if line.split()[1].endswith(":" + port) and line.split()[3] == "0A"]
     assert local == ["0100007F:" + port]  # 127.0.0.1, and not also :: in tcp6
-    assert not [l for l in open("/proc/self/net/tcp6").read().splitlines()[1:]
-                if l.split()[1].endswith(":" + port) and l.split()[3] == "0A"]
+    assert not [line for line in open("/proc/self/net/tcp6").read().splitlines()[1:]
+                if line.split()[1].endswith(":" + port) and line.split()[3] == "0A"]
 
 
 def test_mpirun_forwards_every_efa_preset_to_every_rank():

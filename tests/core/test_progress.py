@@ -33,5 +33,5 @@ def test_plain_lines_only_when_something_changes():
     for s in (status(State.RUNNING), status(State.RUNNING), status(State.RUNNING, 1), status(State.SUCCEEDED, 0)):
         line.update(s)
     lines = err.getvalue().splitlines()
-    assert [l.split("  ")[1] for l in lines] == ["RUNNING", "RUNNING", "SUCCEEDED"]
+    assert [line.split("  ")[1] for line in lines] == ["RUNNING", "RUNNING", "SUCCEEDED"]
     assert "\r" not in err.getvalue()

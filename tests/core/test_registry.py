@@ -81,7 +81,7 @@ def test_install_hints_come_from_the_table():
         schemes = []
         fn = getattr(importlib.import_module(module), "cloudtrain_register_stores", None)
         if fn:
-            fn(register=lambda target, scheme: schemes.append(scheme))
+            fn(register=lambda target, scheme, found=schemes: found.append(scheme))
         for scheme in schemes:
             assert registry.install_hint("store", scheme) == f"pip install 'cloudtrain[{extra}]'"
     assert registry.install_hint("provider", "ec2") == "pip install 'cloudtrain[aws]'"

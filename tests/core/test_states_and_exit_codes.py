@@ -2,7 +2,6 @@
 supervisors, the state store and the node launcher (shipped without cloudtrain installed) import."""
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import cli_env
 

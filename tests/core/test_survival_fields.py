@@ -3,7 +3,6 @@ errors, and what local and docker make of them; the supervisor's time limit and 
 with in-memory nodes (the real runs are tests/e2e/test_surviving_failures.py)."""
 import json
 import signal
-import threading
 import time
 
 import pytest

@@ -1,5 +1,4 @@
 import json
-import os
 import time
 from pathlib import Path
 

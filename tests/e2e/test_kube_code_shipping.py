@@ -215,7 +215,7 @@ def run_pods(kube, provider, name, tmp_path):
                     "CLOUDTRAIN_OUTPUT_DIR": str(root / "output"), "CLOUDTRAIN_MASTER_PORT": str(port)})
         paths = re.compile("|".join(re.escape(p) for p in sorted(mounts, key=len, reverse=True)) + r"(?![-\w])")
         # what the process receives: the kubelet's $(VAR) expansion first (tests/doubles/kubelet_double.py)
-        command = [sys.executable if arg == "python3" else paths.sub(lambda hit: mounts[hit.group(0)], arg)
+        command = [sys.executable if arg == "python3" else paths.sub(lambda hit, mounts=mounts: mounts[hit.group(0)], arg)
                    for arg in (kubelet_expand(a, container_env(container, pod.fields)) for a in container["command"])]
         procs.append(subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))

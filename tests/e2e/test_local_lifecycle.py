@@ -1,6 +1,5 @@
 """The local provider's lifecycle: failures, cancel, Ctrl-C, emulation, secrets, restarts, API."""
 import json
-import os
 import re
 import signal
 import subprocess

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, run_cli
+from conftest import EXAMPLES, run_cli
 from helpers import assert_nothing_left, handle_from, metrics, run_dir
 
 pytestmark = pytest.mark.e2e
@@ -88,7 +88,7 @@ def test_digits_ddp_trains_from_the_code_submit_shipped_to_obs(tmp_path, monkeyp
             nodes.append((output, subprocess.Popen(["/bin/sh", "-c", command], env=env, stdout=subprocess.PIPE,
                                                    stderr=subprocess.STDOUT, text=True)))
         logs = [proc.communicate(timeout=600)[0] for _, proc in nodes]
-        assert [proc.returncode for _, proc in nodes] == [0, 0], "\n".join(l[-3000:] for l in logs)
+        assert [proc.returncode for _, proc in nodes] == [0, 0], "\n".join(line[-3000:] for line in logs)
         assert float(re.search(r"test_accuracy ([0-9.]+)", logs[0]).group(1)) >= 0.9
         assert "rank 1/2" in logs[1]
         for _, proc in nodes:   # each node ran the code and the launcher unpacked from the uploaded archive

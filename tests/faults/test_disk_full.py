@@ -21,11 +21,11 @@ def spew_job(tmp_path, provider):
     code.mkdir(exist_ok=True)
     (code / "spew.py").write_text(SPEW)
     image = "image: cloudtrain/test-python:latest\n" if provider == "docker" else ""
-    return write_job(tmp_path, textwrap.dedent(f"""\
+    return write_job(tmp_path, textwrap.dedent("""\
         name: spew
         code: ./code
         command: python spew.py
-        distribution: {{type: none, nodes: 2}}
+        distribution: {type: none, nodes: 2}
         """) + image)
 
 

@@ -104,7 +104,7 @@ def test_a_signal_during_submit_detach_leaves_the_job_running(tmp_path, home):
         for job_id in new:
             made += 1
             assert out.strip() == f"local://{job_id}", (out, err)  # the handle is always printed
-            poll(lambda: run_cli("status", f"local://{job_id}", "-o", "json", check=0).stdout, bound=10)
+            poll(lambda job_id=job_id: run_cli("status", f"local://{job_id}", "-o", "json", check=0).stdout, bound=10)
             status = json.loads(run_cli("status", f"local://{job_id}", "-o", "json", check=0).stdout)
             assert status["state"] in ("PENDING", "STARTING", "RUNNING"), status
     assert made

@@ -50,7 +50,7 @@ def test_a_plain_list_shows_local_and_cloud_jobs_with_where_and_how_they_ran(aws
     env = aws.env()
     local = run_cli("submit", quick_job(tmp_path), "--emulate", "sagemaker", env=env)
     assert local.returncode == 0, local.stderr
-    local_handle = next(l.split()[1] for l in local.stderr.splitlines() if l.startswith("submitted "))
+    local_handle = next(line.split()[1] for line in local.stderr.splitlines() if line.startswith("submitted "))
     cloud = run_cli("submit", "-p", "sagemaker", EXAMPLES / "digits-ddp" / "job.yaml", *SAGEMAKER, "--detach",
                     "--set", "spot=true", env=env)
     assert cloud.returncode == 0, cloud.stderr

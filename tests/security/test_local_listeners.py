@@ -10,7 +10,6 @@ or when its namespace has no interface but ``lo`` (the local provider's containe
 import ipaddress
 import os
 import socket
-import sys
 import textwrap
 import time
 from pathlib import Path

@@ -5,10 +5,8 @@ with that archive changed in the bucket."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -23,12 +23,10 @@ refuses at validate/render (exit 2 at its line) never reaches a shell: that coun
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,6 @@ import os
 import signal
 import sqlite3
 import stat
-import sys
 from pathlib import Path
 
 import pytest
@@ -477,5 +476,5 @@ def test_a_nul_in_any_field_is_refused_at_its_line_not_a_traceback(tmp_path, hom
     """)
     for command in ("validate", "render", "submit"):
         proc = run_cli(command, "-p", "local", job, check=2)
-        assert [l.split(": ")[2] for l in cli_error_lines(proc)] == [f"{job}:3"] and "NUL" in proc.stderr, proc.stderr
+        assert [line.split(": ")[2] for line in cli_error_lines(proc)] == [f"{job}:3"] and "NUL" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr

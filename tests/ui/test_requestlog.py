@@ -20,7 +20,7 @@ def test_the_kept_request_is_the_render_with_secrets_masked_and_private(tmp_path
         secrets: {API_TOKEN: {from_env: CT_TEST_TOKEN}}
     """)
     proc = run_cli("submit", "-p", "local", job, env={"CT_TEST_TOKEN": SECRET}, check=0)
-    handle = next(l.split()[1] for l in proc.stderr.splitlines() if l.startswith("submitted "))
+    handle = next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("submitted "))
     folder = home / "requests"
     files = list(folder.iterdir())
     assert len(files) == 1

@@ -82,7 +82,7 @@ class Instance:
         if region:
             return by_region.get(region) or by_region.get(ANY_REGION)
         priced = [p for p in self.prices if p.on_demand is not None]
-        return min(priced, key=lambda p: p.on_demand) if priced else (self.prices[0] if self.prices else None)
+        return min(priced, key=lambda p: p.on_demand or 0.0) if priced else (self.prices[0] if self.prices else None)
 
     def rate(self, region: Optional[str] = None, spot: bool = False) -> Optional[float]:
         """Per instance-hour in ``currency``: the spot rate when asked and published, else on-demand."""

@@ -78,7 +78,8 @@ def once(job: JobSpec, key: tuple, compute: Callable[[], Any]) -> Any:
     with _found_lock:
         entry = _found.get(id(job))
         if entry is None or entry[0]() is not job:
-            ref = weakref.ref(job, lambda dead, ident=id(job): _forget(ident, dead))
+            ident = id(job)
+            ref = weakref.ref(job, lambda dead, ident=ident: _forget(ident, dead))
             entry = _found[id(job)] = (ref, {})
     results = entry[1]
     if key not in results:
@@ -267,8 +268,8 @@ def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count
             loc = ("resources", "cpus_per_node" if r.cpus_per_node and (biggest.vcpus or 0) < r.cpus_per_node
                    else "memory_gb")
             raise job_error(job, loc, f"no {rules.provider} {rules.noun} with {accelerator} x {count} has "
-                                      f"{_minimums(r)}; the largest is {biggest.instance_type} ({biggest.vcpus:g} vCPUs, "
-                                      f"{biggest.memory_gb:g} GiB); lower the minimum")
+                                      f"{_minimums(r)}; the largest is {biggest.instance_type} "
+                                      f"({biggest.vcpus:g} vCPUs, {biggest.memory_gb:g} GiB); lower the minimum")
         raise _no_network(job, rules, min(fit, key=Instance.size_key))
     offered = ", ".join(f"{a} x {'/'.join(map(str, catalog.counts(a)))}" for a in accelerators if catalog.counts(a))
     raise job_error(job, ("resources", "gpus_per_node"),
@@ -372,5 +373,6 @@ def cpu_default(job: JobSpec, rules: InstanceRules, default: Instance) -> Choice
         raise job_error(job, loc, f"the job asks for {_minimums(r)}, more than {default.instance_type} "
                                   f"({default.vcpus or 0:g} vCPUs, {default.memory_gb or 0:g} GiB), {rules.provider}'s "
                                   "type for a job without accelerators; its catalog lists no CPU-only type to choose "
-                                  f"a bigger one from: set providers.{rules.provider}.{rules.option} to one that has them")
+                                  f"a bigger one from: set providers.{rules.provider}.{rules.option} "
+                                  "to one that has them")
     return Choice(default.instance_type, None)

@@ -485,11 +485,13 @@ def cmd_providers(args) -> int:
 
 def _price_options(p) -> None:
     p.add_argument("--region", help="rows offered in this region, priced there")
-    p.add_argument("--max-price", type=float, help="rows whose on-demand rate per instance-hour is known and at most this")
+    p.add_argument("--max-price", type=float,
+                   help="rows whose on-demand rate per instance-hour is known and at most this")
 
 
 def _catalog_parser(sub) -> None:
-    p = sub.add_parser("catalog", help="the instance catalogs: refresh rebuilds your copy of one (types, regions, prices)")
+    p = sub.add_parser("catalog",
+                       help="the instance catalogs: refresh rebuilds your copy of one (types, regions, prices)")
     p.add_argument("action", choices=("refresh",))
     p.add_argument("-p", "--provider", required=True, help="the provider whose catalog to rebuild")
 
@@ -556,10 +558,10 @@ def _table(rows) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate, "status": cmd_status,
-            "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
-            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "ui": cmd_ui, "config": cmd_config,
-            "stage": cmd_stage, "catalog": cmd_catalog}
+COMMANDS = {"outputs": cmd_outputs, "submit": cmd_submit, "render": cmd_render, "validate": cmd_validate,
+            "status": cmd_status, "wait": cmd_wait, "cancel": cmd_cancel, "logs": cmd_logs, "list": cmd_list,
+            "providers": cmd_providers, "resources": cmd_resources, "schema": cmd_schema, "ui": cmd_ui,
+            "config": cmd_config, "stage": cmd_stage, "catalog": cmd_catalog}
 COMMANDS.update({name: _own_module_command(name) for name in OWN_MODULE_COMMANDS})
 
 
@@ -594,7 +596,7 @@ def _print_warnings() -> None:
             print(f"cloudtrain: {warn('warning:', sys.stderr)} {mask_text(str(message))}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
-    show.cloudtrain = True
+    show.cloudtrain = True  # type: ignore[attr-defined]  # a mark on the function (mypy does not model those)
     warnings.simplefilter("always", CloudtrainWarning)
     warnings.showwarning = show
 

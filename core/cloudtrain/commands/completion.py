@@ -43,7 +43,7 @@ def commands() -> List[Command]:
     from .cli import build_parser
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps: Dict[str, str] = {c.dest: c.help for c in sub._choices_actions}
+    helps: Dict[str, str] = {c.dest: c.help or "" for c in sub._choices_actions}
     return [Command(name, helps.get(name, ""), p) for name, p in sub.choices.items() if name != "launch"]
 
 
@@ -79,7 +79,8 @@ def bash() -> str:
         "        return 0",
         "    fi",
         "    case \"$prev\" in",
-        f"        -p|--provider|--emulate) mapfile -t COMPREPLY < <(compgen -W {_words(names)} -- \"$cur\"); return 0 ;;",
+        f"        -p|--provider|--emulate) mapfile -t COMPREPLY < <(compgen -W {_words(names)} -- \"$cur\"); "
+        "return 0 ;;",
         "    esac",
         "    case \"$cmd\" in",
     ]
@@ -89,20 +90,22 @@ def bash() -> str:
         if valued:
             lines.append("            case \"$prev\" in")
             for flags, choices in valued:
-                lines.append(f"                {'|'.join(flags)}) mapfile -t COMPREPLY < <(compgen -W {_words(choices)} "
-                             "-- \"$cur\"); return 0 ;;")
+                lines.append(f"                {'|'.join(flags)}) "
+                             f"mapfile -t COMPREPLY < <(compgen -W {_words(choices)} -- \"$cur\"); return 0 ;;")
             lines.append("            esac")
         lines.append("            if [[ \"$cur\" == -* ]]; then")
         lines.append(f"                mapfile -t COMPREPLY < <(compgen -W {_words(c.flags())} -- \"$cur\")")
         if c.positional_choices:
             lines.append("            else")
-            lines.append(f"                mapfile -t COMPREPLY < <(compgen -W {_words(c.positional_choices)} -- \"$cur\")")
+            words = _words(c.positional_choices)
+            lines.append(f"                mapfile -t COMPREPLY < <(compgen -W {words} -- \"$cur\")")
         else:
             lines.append("            else")
             lines.append("                mapfile -t COMPREPLY < <(compgen -f -- \"$cur\")")
         lines.append("            fi")
         lines.append("            ;;")
-    lines += ["    esac", "    return 0", "}", "complete -o filenames -o bashdefault -F _cloudtrain_complete cloudtrain", ""]
+    lines += ["    esac", "    return 0", "}",
+              "complete -o filenames -o bashdefault -F _cloudtrain_complete cloudtrain", ""]
     return "\n".join(lines)
 
 

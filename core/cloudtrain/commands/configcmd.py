@@ -6,11 +6,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..spec import yamlio
-from ..input.config import (PROJECT_NAME, Layer, home, Settings, SettingsFile, find_project_file, known_provider, leaves, merge,
-                     provider_hint, runs_setting_problem, user_config_path)
+from ..input.config import (PROJECT_NAME, Layer, home, Settings, SettingsFile, find_project_file, known_provider,
+                            leaves, merge, provider_hint, runs_setting_problem, user_config_path)
 from ..spec.credentials import MASK, mask_text, masked, refusal, secret_named
 from ..spec.errors import BadInput, JobFileError
 from ..spec.job import Source

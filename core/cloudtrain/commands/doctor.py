@@ -24,7 +24,8 @@ OK, MISSING, UNKNOWN, FAILED = "ok", "missing", "not checked offline", "failed"
 def add_parser(sub) -> None:
     p = sub.add_parser("doctor", help="per provider: SDK, where credentials come from, settings complete (offline)")
     p.add_argument("-p", "--provider", help="only this provider (default: every installed one)")
-    p.add_argument("--profile", metavar="NAME", help="settings profile of the config files (default: $CLOUDTRAIN_PROFILE)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="settings profile of the config files (default: $CLOUDTRAIN_PROFILE)")
     p.add_argument("--online", action="store_true", help="also make one harmless read call (list the jobs)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
@@ -91,7 +92,8 @@ def aws_credentials() -> Check:
         return Check(OK, "the container's credentials endpoint (AWS_CONTAINER_CREDENTIALS_*)")
     if os.environ.get("AWS_PROFILE"):
         return Check(MISSING, f"AWS_PROFILE={profile}: no such profile in {creds or '~/.aws/credentials'} or "
-                              f"{config or '~/.aws/config'}; fix AWS_PROFILE, or run `aws configure --profile {profile}`")
+                              f"{config or '~/.aws/config'}; fix AWS_PROFILE, "
+                              f"or run `aws configure --profile {profile}`")
     return Check(MISSING, f"none found (looked in: {looked}; an EC2 instance role is not checked offline); "
                           "run `aws configure` or `aws sso login`, or set AWS_PROFILE")
 
@@ -204,7 +206,8 @@ def settings_check(provider, settings) -> Tuple[Check, Optional[object], List[st
         missing.append(option)
         fixes.append(f"cloudtrain config set -p {provider.name} {option}={example}")
     if missing:
-        return Check(MISSING, "not set: " + ", ".join(f"providers.{provider.name}.{o}" for o in missing)), options, fixes
+        names = ", ".join(f"providers.{provider.name}.{o}" for o in missing)
+        return Check(MISSING, "not set: " + names), options, fixes
     return Check(OK, "complete" if provider.required else "none needed"), options, fixes
 
 
@@ -250,13 +253,15 @@ def run(args) -> int:
     else:
         from . import colour
         for r in reports:
-            print(colour.bold(f"{r.provider}") + f" ({r.plugin}): " + (colour.ok("ready") if r.ready else colour.bad("not ready")))
+            ready = colour.ok("ready") if r.ready else colour.bad("not ready")
+            print(colour.bold(f"{r.provider}") + f" ({r.plugin}): " + ready)
             rows = [("sdk", r.sdk), ("credentials", r.credentials), ("settings", r.settings)]
             if r.online:
                 rows.append(("online", r.online))
             for label, c in rows:
-                mark = colour.ok(c.status) if c.status == OK else colour.bad(c.status) if c.status in (MISSING, FAILED) \
-                    else colour.dim(c.status)
+                mark = (colour.ok(c.status) if c.status == OK
+                        else colour.bad(c.status) if c.status in (MISSING, FAILED)
+                        else colour.dim(c.status))
                 print(f"  {label:<12} {mark}: {c.detail}")
             for fix in r.fixes:
                 print(f"  fix:         {fix}")

@@ -29,7 +29,8 @@ def describe(status, now: Optional[float] = None) -> str:
 
 def describe_restarts(status) -> List[str]:
     """One line per restart of the whole job: when and why."""
-    return [f"  restart {r['attempt']}" + (f" at {time.strftime('%H:%M:%S', time.localtime(r['at']))}" if r.get("at") is not None else "")
+    return [f"  restart {r['attempt']}"
+            + (f" at {time.strftime('%H:%M:%S', time.localtime(r['at']))}" if r.get("at") is not None else "")
             + f": {r['reason']}" for r in status.restarts]
 
 
@@ -43,7 +44,7 @@ class StatusLine:
         self.stream, self.out = stream, out
         self.live = stream.isatty() if live is None else live
         self._shown = ""
-        self._last_key = None
+        self._last_key: Optional[tuple] = None
         self.closed_pipes = 0
 
     def _write(self, which: str, text: str) -> None:

@@ -31,7 +31,7 @@ def run(args) -> int:
         age_text, keep_last = args.older_than, args.keep_last or 0
     else:
         rule = retention()
-        if rule.off:
+        if rule.keep_days is None:  # rule.off
             print(f"retention is off (runs.keep_days in {user_config_path()}); nothing removed: "
                   "give --older-than AGE to prune now")
             return 0
@@ -50,7 +50,8 @@ def run(args) -> int:
             continue
         done += 1
         freed += size
-        print(f"{'would remove' if args.dry_run else 'removed'} {candidate.handle} ({_human(size)}, {candidate.run_dir})")
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb} {candidate.handle} ({_human(size)}, {candidate.run_dir})")
     for candidate in refused:
         print(f"left {candidate.handle} alone: {candidate.run_dir} is not a run directory of its own "
               "(a link, a file, or a running job's); remove it yourself if it is not needed")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Dict, List, Optional, Type, Union
+from typing import Any, Dict, List, Optional, Type, Union
 
 import pluggy
 
@@ -39,7 +39,7 @@ class ProviderInfo:
         self._cls: Optional[type] = None if self.target else entry.target
 
     @property
-    def cls(self) -> type:
+    def cls(self) -> Type[Any]:
         if self._cls is None:
             cls = self.entry.load()
             if cls.name != self.name:
@@ -168,7 +168,7 @@ def catalog_refresher(provider: str) -> Optional[str]:
     return entry.target if entry else None
 
 
-def get_provider_class(name: str) -> Type:
+def get_provider_class(name: str) -> Type[Any]:
     found = providers()
     if name not in found:
         from ..spec.suggest import did_you_mean

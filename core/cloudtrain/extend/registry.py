@@ -20,8 +20,9 @@ What is built in is what the ``cloudtrain`` distribution's own entry points name
 ``cloudtrain``); the name of each entry point is the extra that carries its plugin's SDKs
 (``aws = "cloudtrain_aws.plugin"`` and ``cloudtrain[aws]``).  ``builtin()`` reads those plugins'
 hooks directly (no plugin manager, disabled plugins too): the built-in lists
-(``builtin_providers()``: job files' ``providers:`` sections, the contract tests) and the install hints all come from it.  A new
-built-in provider is its folder, its entry point, its extra (and its docs page): nothing else.
+(``builtin_providers()``: job files' ``providers:`` sections, the contract tests) and the install
+hints all come from it.  A new built-in provider is its folder, its entry point, its extra (and
+its docs page): nothing else.
 """
 from __future__ import annotations
 

@@ -306,8 +306,9 @@ class Settings:
         if profile and not any(profile in f.profiles() for f in files):
             names = sorted({n for f in files for n in f.profiles()})
             where = " or ".join(str(p) for p in self.looked_in) or "no settings file"
-            hint = did_you_mean(profile, names) or (f"; the profiles are: {', '.join(names)}" if names else
-                                                    f"; add it: profiles: {{{profile}: {{provider: ..., providers: ...}}}}")
+            hint = did_you_mean(profile, names) or (
+                f"; the profiles are: {', '.join(names)}" if names
+                else f"; add it: profiles: {{{profile}: {{provider: ..., providers: ...}}}}")
             raise BadInput(f"no profile {profile!r} in {where}{hint}")
 
     @classmethod
@@ -341,9 +342,10 @@ class Settings:
 
     def default_provider_with_source(self) -> Tuple[str, str]:
         """``(provider, where it was named)``."""
-        if self.profile and self.failover() and not any(
+        failover = self.failover()
+        if self.profile and failover and not any(
                 (f.profiles().get(self.profile) or {}).get("provider") for f in self.files):
-            return self.failover()[0], f"profile {self.profile}'s providers"
+            return failover[0], f"profile {self.profile}'s providers"
         if self.profile:
             for f in reversed(self.files):
                 named = (f.profiles().get(self.profile) or {}).get("provider")

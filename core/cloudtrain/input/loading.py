@@ -273,7 +273,7 @@ def emulate_override(provider: str, platform: str) -> str:
     """``--emulate PLATFORM`` as the ``--set`` it stands for, refused at the option itself (not as a
     ``--set`` the user never typed) for a provider that runs on its platform rather than emulating one."""
     from ..extend.plugins import get_provider_class
-    if "emulate" not in getattr(get_provider_class(provider), "Options").model_fields:
+    if "emulate" not in get_provider_class(provider).Options.model_fields:
         raise BadInput(f"--emulate is for the providers that run here (local, docker): it gives their nodes "
                        f"{platform}'s environment; {provider} runs on its own platform. Drop --emulate, or try it "
                        f"here: -p local --emulate {platform}")
@@ -289,7 +289,7 @@ def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[di
     parsed = _overrides(overrides)
     data = copy.deepcopy(data)
     texts = dict(texts or {})
-    origins = {}
+    origins: Dict[Tuple[str, ...], Any] = {}
     if provider is not None and settings is not None:
         from .config import merge
         given, origins = merge(data, provider, settings.layers(provider))

@@ -46,6 +46,7 @@ def _resolve(job, environ, values: Dict[str, str]) -> List[JobFileError]:
             else:
                 values[name] = environ[ref.from_env]
         else:
+            assert ref.from_file is not None  # SecretRef holds exactly one of from_env and from_file
             path = Path(ref.from_file).expanduser()
             if not path.is_absolute() and source and source.path:
                 path = source.path.parent / path
@@ -57,7 +58,8 @@ def _resolve(job, environ, values: Dict[str, str]) -> List[JobFileError]:
     for name in [n for n, v in values.items() if "\x00" in v]:
         problems.append(JobFileError("its value holds a NUL byte, which no environment variable can carry: fix "
                                      "the secret's source", file=filename,
-                                     line=source.line_of(("secrets", name)) if source else None, field=f"secrets.{name}"))
+                                     line=source.line_of(("secrets", name)) if source else None,
+                                     field=f"secrets.{name}"))
         del values[name]
     return problems
 

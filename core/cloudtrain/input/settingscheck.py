@@ -36,7 +36,7 @@ def _each(exc: BadInput):
 
 def _at(problem, where: str) -> bool:
     field: Optional[str] = getattr(problem, "field", None)
-    return bool(field) and (field == where or field.startswith(where + "."))
+    return bool(field) and (field == where or str(field).startswith(where + "."))
 
 
 def _detail(problem) -> str:

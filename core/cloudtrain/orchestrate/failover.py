@@ -62,7 +62,7 @@ def candidates(spec: Optional[str]) -> List[str]:
     return out
 
 
-def _causes(exc: BaseException) -> Iterable[BaseException]:
+def _causes(exc: Optional[BaseException]) -> Iterable[BaseException]:
     """``exc`` and what it was raised from or while handling (a plugin's ``raise ... from None``
     keeps the SDK's exception as ``__context__``)."""
     seen = set()

@@ -110,7 +110,8 @@ def entries(since: Optional[float] = None, providers: Optional[Iterable[str]] = 
     epoch), on one of ``providers``, in one of ``states`` (``"RUNNING"``, ...), whose handle,
     name or instance type contains ``text``; at most ``limit``.  As stored: nothing is read
     from a platform (``refresh`` does that)."""
-    where, params = [], []
+    where: List[str] = []
+    params: List[Any] = []
     if since is not None:
         where.append("submitted_at >= ?")
         params.append(float(since))

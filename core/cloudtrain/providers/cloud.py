@@ -166,7 +166,8 @@ class CloudProvider(Provider):
         """``cloudtrain stage``: the code shipped as a submit ships it; its URL."""
         shipped = self.ship(rendered)
         if shipped is None:
-            raise BadInput(f"{self.no_code_upload}: there is nothing to stage; cloudtrain submit sends the job as it is")
+            raise BadInput(f"{self.no_code_upload}: there is nothing to stage; "
+                           "cloudtrain submit sends the job as it is")
         return [shipped.url]
 
     def placeholder_values(self, spec: str, shipped: Optional[Shipped]) -> Dict[str, str]:

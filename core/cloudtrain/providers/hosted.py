@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import ClassVar, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, ClassVar, Dict, Iterator, List, Optional, Tuple
 
 from ..runtime import diskspace, doorbell
 from ..runtime import procs
@@ -67,7 +67,7 @@ def follow_file(path: Path, done=None, poll: float = 0.02, idle_poll: float = 0.
     wake-up can preempt a training rank on a busy machine); ``done()`` (a store read) is asked
     only every ``check_every``.  With the supervisor's ``bell`` the file is read as soon as a
     line is written (and when the supervisor ends), and between them only every ``check_every``."""
-    doze = time.sleep
+    doze: Callable[[float], object] = time.sleep
     if bell is not None:
         doze, idle_poll = bell.wait, check_every
     while done is not None and not path.exists():

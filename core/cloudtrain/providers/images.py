@@ -37,13 +37,15 @@ class Pulls:
 PLATFORMS = {
     "sagemaker": Pulls("Amazon ECR (or a private registry in the job's VPC)",
                        (r"\d+\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com(\.cn)?", r"public\.ecr\.aws"),
-                       "push it to ECR (docker tag + docker push <account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>)",
+                       "push it to ECR "
+                       "(docker tag + docker push <account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>)",
                        "https://docs.aws.amazon.com/sagemaker/latest/dg/docker-containers-adapt-your-own-private-registry.html"),
     "tione": Pulls("Tencent Cloud's registries, TCR and CCR (others as a CUSTOM image, pulled over the internet)",
                    (r"[a-z0-9-]+\.tencentcloudcr\.com", r"ccr\.ccs\.tencentyun\.com"),
                    "push it to CCR (ccr.ccs.tencentyun.com/<namespace>/<image>:<tag>) or TCR",
                    "https://cloud.tencent.com/document/api/851/75051#ImageInfo"),
-    "modelarts": Pulls("Huawei Cloud SWR", (r"swr\.[a-z0-9-]+\.myhuaweicloud\.(com|eu)", r"swr\.[a-z0-9-]+\.[a-z0-9.-]+"),
+    "modelarts": Pulls("Huawei Cloud SWR",
+                       (r"swr\.[a-z0-9-]+\.myhuaweicloud\.(com|eu)", r"swr\.[a-z0-9-]+\.[a-z0-9.-]+"),
                        "push it to SWR (swr.<region>.myhuaweicloud.com/<organization>/<image>:<tag>)",
                        "https://support.huaweicloud.com/intl/en-us/drawer-modelarts/ma_drawer_004.html"),
 }

@@ -68,7 +68,7 @@ def _yielding_lines(logs: Callable[..., Iterable[str]]) -> Callable[..., Iterato
     @functools.wraps(logs)
     def wrapper(self, job_id: str, follow: bool = False) -> Iterator[str]:
         return log_lines(logs(self, job_id, follow=follow))
-    wrapper.yields_lines = True
+    wrapper.yields_lines = True  # type: ignore[attr-defined]  # a mark on the function (mypy does not model those)
     return wrapper
 
 
@@ -161,7 +161,7 @@ class Provider(abc.ABC):
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("logs")
         if callable(own) and not getattr(own, "yields_lines", False):
-            cls.logs = _yielding_lines(own)
+            cls.logs = _yielding_lines(own)  # type: ignore[method-assign]  # wrapping the subclass's own method
 
     # -- validation and rendering (pure) -----------------------------------------------
     @classmethod
@@ -244,9 +244,10 @@ class Provider(abc.ABC):
         for problem in self.sdk_problems():
             problems.add(problem)
         for option, example in self.required.items():
-            if getattr(options, option, None) in (None, "") and not problems.collect(self.fallback, option, job, options):
+            unset = getattr(options, option, None) in (None, "")
+            if unset and not problems.collect(self.fallback, option, job, options):
                 problems.add(self.not_set(job, option, example))
-        if job.code is not None and not job.code_path.is_dir():
+        if job.code_path is not None and not job.code_path.is_dir():  # code_path is None iff code is
             problems.add(self.job_error(job, ("code",), f"the code directory {job.code_path} does not exist; fix "
                                                         "`code` (relative to the job file)"))
         for problem in secret_problems(job):
@@ -274,7 +275,8 @@ class Provider(abc.ABC):
         help = self.required_help.get(option)
         error = self.job_error(job, ("providers", self.name, option),
                                f"is not set; {self.name} needs it to submit{': ' + help if help else ''}: set it with "
-                               f"cloudtrain config set -p {self.name} {option}={example} (or in the job file, or --set)")
+                               f"cloudtrain config set -p {self.name} {option}={example} "
+                               "(or in the job file, or --set)")
         source = job.source
         if source is not None and ("providers", self.name) not in source.lines and error.file == str(source.path):
             error = type(error)(error.detail, file=error.file, field=error.field)  # nowhere in the file: no line

@@ -114,7 +114,7 @@ def select(age_seconds: float, keep_last: int = 0, *, reconcile: bool = True,
              if name in installed and getattr(installed[name].cls, "local_state", False)}
     rows = [r for r in rows if r["provider"] in local]
     ended: List[Tuple[float, dict]] = []
-    live_dirs = set()
+    live_dirs: set = set()
     for row in rows:
         state, ended_at = row["state"], row["ended_at"]
         if reconcile and state not in TERMINAL:
@@ -207,7 +207,7 @@ def apply_retention(*, now: Optional[float] = None, budget: float = BUDGET, stre
     from ..input.homedir import home, make_home, private_file
     from ..runtime.store import Store
     rule = retention()
-    if rule.off:
+    if rule.keep_days is None:  # rule.off
         return 0
     now = time.time() if now is None else now
     stamp = home() / STAMP

@@ -26,13 +26,6 @@ def field_error(job: JobSpec, loc: tuple, message: str) -> JobFileError:
     return JobFileError(message, field=".".join(str(p) for p in loc))
 
 
-def no_spot(job: JobSpec, platform: str, why: str) -> None:
-    """Refuse ``spot: true`` on a platform without spot training (exit 2), saying why."""
-    if job.spot:
-        raise field_error(job, ("spot",), f"{platform} has no spot (preemptible) training: {why}; "
-                                          "drop `spot` or set it to false for this provider (--set spot=false)")
-
-
 def spot_here_means_nothing(job: JobSpec, provider: str) -> None:
     """local and docker run on this machine: ``spot`` is a request for elsewhere; say so once."""
     if job.spot:
@@ -72,8 +65,10 @@ def host_checkpoint_dir(job: JobSpec, provider: str) -> Optional[Path]:
                                                f"{uri!r}; give a path or a file:// URI "
                                                f"(e.g. --set storage.checkpoint=./checkpoints)")
     source = job.source
-    from_file = source is not None and source.path is not None and source.override_of(CHECKPOINT_LOC) is None
-    base = source.path.parent if from_file else Path.cwd()
+    if source is not None and source.path is not None and source.override_of(CHECKPOINT_LOC) is None:
+        base = source.path.parent  # from the file
+    else:
+        base = Path.cwd()
     return (base / Path(uri).expanduser()).resolve()
 
 

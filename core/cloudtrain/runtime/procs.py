@@ -27,12 +27,12 @@ def start_time(pid: int) -> Optional[int]:
 
 def same(pid: Optional[int], started: Optional[int]) -> bool:
     """True while the process that was ``pid`` started at ``started`` still runs."""
-    return bool(pid) and started is not None and start_time(pid) == started
+    return pid is not None and pid != 0 and started is not None and start_time(pid) == started
 
 
 def signal_process(pid: Optional[int], started: Optional[int], sig: int) -> bool:
     """Send ``sig`` to ``pid`` only if it is still the process that started at ``started``."""
-    if not same(pid, started):
+    if pid is None or not same(pid, started):
         return False
     try:
         os.kill(pid, sig)

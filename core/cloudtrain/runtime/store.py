@@ -3,8 +3,8 @@
 The local and Docker providers keep their jobs here, so ``status``, ``logs``, ``cancel``,
 ``list`` and ``wait`` work from any shell.  Cloud providers remember where a submitted job
 lives (``remember``/``recall``: e.g. a kubeconfig context or an EKS cluster, never
-credentials), so ``status HANDLE`` reaches the same cluster the job was sent to.  WAL mode: one writer (a job's supervisor) and
-many readers at once.
+credentials), so ``status HANDLE`` reaches the same cluster the job was sent to.  WAL mode: one
+writer (a job's supervisor) and many readers at once.
 
 Every change to a job is also kept in its run directory (``job.json``): a damaged store is
 moved aside and rebuilt from them (``cloudtrain.runtime.storerepair``).  A full disk is ``DiskFull``

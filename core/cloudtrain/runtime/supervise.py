@@ -300,7 +300,8 @@ class Supervisor(abc.ABC):
         remaining = set(range(len(self.nodes)))
         started = time.monotonic()
         while remaining:
-            self.wake.wait(RECHECK if self.deadline is None else max(0.0, min(RECHECK, self.deadline - time.monotonic())))
+            self.wake.wait(RECHECK if self.deadline is None
+                           else max(0.0, min(RECHECK, self.deadline - time.monotonic())))
             self.wake.clear()
             if self.done.is_set():
                 return CANCELLED
@@ -437,7 +438,8 @@ class Supervisor(abc.ABC):
                 self.stop_all()
                 self.store.update_job(self.job_id, raw_state=f"RESTARTING {attempt + 1}")
         except Exception as exc:  # a broken start is the job's failure, with the reason kept
-            state, message, code = State.FAILED.value, "could not start the job: " + self.sink.mask(str(exc)), EXIT_JOB_FAILED
+            state, code = State.FAILED.value, EXIT_JOB_FAILED
+            message = "could not start the job: " + self.sink.mask(str(exc))
             if isinstance(exc, DiskFull) or diskspace.is_full(exc) or (  # shutil.Error: a list of them
                     isinstance(exc, OSError) and diskspace.nearly_full(self.run_dir)):
                 self.on_disk_full(exc if isinstance(exc, DiskFull) else diskspace.full(self.run_dir))
@@ -490,7 +492,8 @@ def watch_over(job_id: str, run_dir: Path, supervisor_pid: int) -> None:
         if reason is not None:
             state, message, code = State.CANCELLED.value, reason, EXIT_INTERRUPTED
         else:
-            state, message, code = (State.FAILED.value, f"the {row['provider']} supervisor (pid {row['supervisor_pid']}) "
+            state, message, code = (State.FAILED.value,
+                                    f"the {row['provider']} supervisor (pid {row['supervisor_pid']}) "
                                     f"was killed; the job's nodes were stopped", EXIT_JOB_FAILED)
         if store.finish_job(job_id, state, message=message, exit_code=code):
             with open(run_dir / "job.log", "a", encoding="utf-8") as log:

@@ -77,7 +77,7 @@ def field_names(model: type, loc: tuple) -> Optional[List[str]]:
             if part in fields:
                 annotation = fields[part].annotation
                 continue
-            named = _member(annotation, lambda m: getattr(m, "__name__", None) == part)
+            named = _member(annotation, lambda m, part=part: getattr(m, "__name__", None) == part)
             if named is not None:  # pydantic names the union member it tried
                 annotation = named
                 continue
@@ -109,7 +109,7 @@ def _is_model(m: Any) -> bool:
     return isinstance(m, type) and issubclass(m, BaseModel)
 
 
-def _fields(model: type) -> Dict[str, Any]:
+def _fields(model: Any) -> Dict[str, Any]:
     """Fields by the name the data uses (the alias, when there is one)."""
     return {(f.alias or name): f for name, f in model.model_fields.items()}
 

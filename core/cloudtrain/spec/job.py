@@ -40,11 +40,16 @@ class Strict(BaseModel):
 class Distribution(Strict):
     """How the job is spread over nodes and processes."""
 
-    type: DistributionType = Field("ddp", description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
+    # the default stays the plain string: pydantic does not validate defaults and dumps it as it is (a str enum
+    # compares equal to it)
+    type: DistributionType = Field("ddp",  # type: ignore[assignment]
+                                   description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
     nodes: int = Field(1, ge=1, description="number of nodes (machines, containers, pods)")
     min_nodes: Optional[int] = Field(None, ge=1, description="elastic: the job may start with this many nodes (ddp)")
-    procs_per_node: Optional[int] = Field(None, ge=1, description="processes per node; default: gpus_per_node, or 1 without GPUs")
-    ps: Optional[int] = Field(None, ge=1, description="ps-worker only: parameter-server nodes (the other nodes are workers)")
+    procs_per_node: Optional[int] = Field(None, ge=1,
+                                          description="processes per node; default: gpus_per_node, or 1 without GPUs")
+    ps: Optional[int] = Field(None, ge=1,
+                              description="ps-worker only: parameter-server nodes (the other nodes are workers)")
 
     @model_validator(mode="after")
     def _check(self) -> "Distribution":
@@ -141,25 +146,30 @@ class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
     name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits, '-'; at most 63 characters")
-    code: Optional[str] = Field(".", description="directory shipped to every node (relative to the job file; from --set: "
-                                                 "to the current directory); null: the image already holds the code, "
-                                                 "nothing is shipped")
+    code: Optional[str] = Field(".", description="directory shipped to every node (relative to the job file; "
+                                                 "from --set: to the current directory); null: the image already "
+                                                 "holds the code, nothing is shipped")
     command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
     image: Optional[str] = Field(None, description="container image, for container-based providers")
-    setup: Optional[str] = Field(None, min_length=1, description="a shell command run once on every node, after the "
-                                                                 "code arrives and before the launcher (e.g. pip install "
-                                                                 "-r requirements.txt); its output is in the node's log "
-                                                                 "and its failure fails the node")
+    setup: Optional[str] = Field(None, min_length=1,
+                                 description="a shell command run once on every node, after the code arrives and "
+                                             "before the launcher (e.g. pip install -r requirements.txt); its output "
+                                             "is in the node's log and its failure fails the node")
     distribution: Distribution = Field(default_factory=Distribution)
     resources: Resources = Field(default_factory=Resources)
-    env: Dict[str, str] = Field(default_factory=dict, description="environment variables of every node (values become strings)")
-    secrets: Dict[str, SecretRef] = Field(default_factory=dict, description="variables whose values are never printed, logged or rendered")
+    env: Dict[str, str] = Field(default_factory=dict,
+                                description="environment variables of every node (values become strings)")
+    secrets: Dict[str, SecretRef] = Field(default_factory=dict,
+                                          description="variables whose values are never printed, logged or rendered")
     network: Network = Field(default_factory=Network, description="RDMA / InfiniBand / EFA")
-    storage: Storage = Field(default_factory=Storage, description="training data (inputs), where outputs go, checkpoints kept across restarts")
+    storage: Storage = Field(default_factory=Storage,
+                             description="training data (inputs), where outputs go, checkpoints kept across restarts")
     spot: bool = Field(False, description="preemptible (spot) capacity where the platform offers it")
     max_runtime: OptionalDuration = Field(None, description="hard limit on the run time: 90s, 30m, 8h, 2d or 1h30m "
-                                                            "(a bare number is seconds); the job fails when it is reached")
-    max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a failure or a preemption")
+                                                            "(a bare number is seconds); the job fails when it is "
+                                                            "reached")
+    max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a "
+                                                   "failure or a preemption")
     max_hourly_cost: Optional[float] = Field(None, gt=0, description="refuse the job when its estimate (nodes x the "
                                              "instance's rate per hour, in the catalog's currency) is above this")
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
@@ -233,8 +243,10 @@ class JobSpec(Strict):
         if self.code is None:
             return None
         source = self._source
-        from_file = source is not None and source.path is not None and source.override_of(("code",)) is None
-        base = source.path.parent if from_file else Path.cwd()
+        if source is not None and source.path is not None and source.override_of(("code",)) is None:
+            base = source.path.parent  # from the file
+        else:
+            base = Path.cwd()
         return (base / self.code).resolve()
 
     @property
@@ -323,7 +335,8 @@ class Source:
         field = ".".join(str(p) for p in loc) or None
         keys = self.overrides_of(loc)
         if keys:
-            given = " ".join(f"--set {key}" + ("" if self.raw.get(key) is None else f"={shown_value(key, self.raw[key])}")
+            given = " ".join(f"--set {key}"
+                             + ("" if self.raw.get(key) is None else f"={shown_value(key, self.raw[key])}")
                              for key in keys)
             return {"file": given, "line": None, "field": field}
         origin = self.origin_of(loc)

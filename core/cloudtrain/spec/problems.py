@@ -61,7 +61,8 @@ class Problems:
         """Raise the one problem, or all of them together; nothing when there is none."""
         if len(self.found) == 1:
             raise self.found[0]
-        if self.found and all(isinstance(p, JobFileError) for p in self.found):
-            raise JobFileProblems(self.found)
+        file_errors = [p for p in self.found if isinstance(p, JobFileError)]
+        if self.found and len(file_errors) == len(self.found):
+            raise JobFileProblems(file_errors)
         if self.found:
             raise ManyProblems(self.found)

@@ -20,8 +20,9 @@ import yaml
 from yaml.events import (AliasEvent, DocumentStartEvent, MappingEndEvent, MappingStartEvent, ScalarEvent,
                          SequenceEndEvent, SequenceStartEvent, StreamEndEvent)
 
-Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Emitter = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+# Any: the libyaml classes when PyYAML was built with them, else the pure-Python ones
+Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Emitter: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 MAX_DEPTH = 64          # nesting levels (a job file needs about ten)
 MAX_VALUES = 100_000    # values, counting each one an alias repeats
@@ -165,7 +166,7 @@ class _Open:
     def __init__(self, value, path, anchor, builder: "_Builder"):
         self.value, self.path, self.anchor = value, path, anchor
         self.key = None                  # mappings: the key whose value comes next
-        self.seen: Dict[str, int] = {}   # mappings: key -> line
+        self.seen: Dict[str, Optional[int]] = {}   # mappings: key -> line
         self.merges: list = []           # mappings: [source, lines_at, texts_at, line] of each `<<`
         self.lines_at, self.texts_at = len(builder.lines), len(builder.texts)
         self.counted_at = builder.counted

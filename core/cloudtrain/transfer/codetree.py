@@ -184,7 +184,7 @@ class CodeSelection:
 
     def _excluded_dirs(self) -> set:
         """``$CLOUDTRAIN_HOME`` (resolved) when it is inside the code directory."""
-        out = set()
+        out: set = set()
         try:
             root = self.root.resolve()
             home = _home().resolve()
@@ -269,7 +269,8 @@ class CodeSelection:
                        f"this machine: {named(self.kept_back)}; a !PATTERN line in .cloudtrainignore ships one anyway")
         if self.outside_links:
             n = len(self.outside_links)
-            out.append(f"code: {n} symbolic link{'s' if n > 1 else ''} in {self.root} point{'' if n > 1 else 's'} outside "
+            out.append(f"code: {n} symbolic link{'s' if n > 1 else ''} in {self.root} "
+                       f"point{'' if n > 1 else 's'} outside "
                        f"the code directory and will dangle on the nodes (the link ships, never its target): "
                        f"{named(self.outside_links)}")
         if self.special:

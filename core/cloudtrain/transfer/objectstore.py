@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 from ..extend import registry
 from ..spec.errors import BadInput
@@ -109,7 +109,7 @@ def stores() -> Dict[str, Tuple[str, str]]:
     return {e.name: (e.target, e.plugin) for e in tables()[registry.STORE].entries()}
 
 
-def store_class(scheme: str) -> type:
+def store_class(scheme: str) -> Type["ObjectStore"]:
     """The store class for ``scheme``; bad input with the install command when none is registered."""
     from ..extend.plugins import tables
     entry = tables()[registry.STORE].get(scheme.lower())
@@ -120,7 +120,7 @@ def store_class(scheme: str) -> type:
     return entry.load()
 
 
-def usable_store_class(scheme: str) -> type:
+def usable_store_class(scheme: str) -> Type["ObjectStore"]:
     """``store_class(scheme)`` whose SDK is installed too (checked offline, nothing imported);
     bad input with the ``pip install`` that brings the SDK otherwise."""
     from ..extend.plugins import module_installed, tables
@@ -128,6 +128,7 @@ def usable_store_class(scheme: str) -> type:
     missing = [module for module in cls.sdk_modules if not module_installed(module)]
     if missing:
         entry = tables()[registry.STORE].get(scheme.lower())
+        assert entry is not None  # store_class(scheme) found it
         fix = (entry.install_hint or registry.install_hint(registry.STORE, scheme.lower())
                or f"install the SDK of the plugin {entry.plugin}")
         raise BadInput(f"{scheme}:// object stores are reached through {missing[0]}, which is not installed; {fix}")

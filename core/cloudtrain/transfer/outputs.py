@@ -45,7 +45,8 @@ def destination(handle: str, dest=None, output=None) -> Path:
         raise BadInput("outputs takes one directory: give --dest DIR (or its older spelling -o DIR), not both")
     if output in FORMAT_WORDS and not Path(output).is_dir():
         raise BadInput(f"outputs -o {output}: here -o names the directory to download into, not an output format "
-                       f"(outputs prints one line); write --dest DIR, or --dest {output} for a directory named {output}")
+                       f"(outputs prints one line); write --dest DIR, "
+                       f"or --dest {output} for a directory named {output}")
     chosen = dest or output
     return Path(chosen) if chosen else default_dest(handle)
 

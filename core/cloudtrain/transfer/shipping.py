@@ -84,7 +84,7 @@ def warn_about_code(job: JobSpec) -> List[str]:
     """Name, as warnings (once a process), the credential files kept home, the links that will
     dangle on the nodes and the special files left out (``codetree.warn_about``)."""
     from .codetree import warn_about
-    if job.code is None or not job.code_path.is_dir():
+    if job.code_path is None or not job.code_path.is_dir():  # code_path is None iff code is
         return []
     return warn_about(selection(job.code_path))
 
@@ -324,7 +324,8 @@ def _pack(files: List[Tuple[str, Path]], platforms: tuple, launcher: bool) -> Ar
             out = _Counted(raw)
             # filename="": the gzip header names no file (the temporary file's name would differ)
             with gzip.GzipFile(filename="", fileobj=out, mode="wb", mtime=0, compresslevel=COMPRESS_LEVEL) as gz, \
-                    tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, copybufsize=CHUNK) as tar:
+                    tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
+                                 copybufsize=CHUNK) as tar:  # (typeshed's overloads lack TarFile's copybufsize)
                 for rel, path in files:
                     _add(tar, rel, path)
     except BaseException:

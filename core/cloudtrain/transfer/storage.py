@@ -66,7 +66,8 @@ def problems(job: JobSpec, provider: str, schemes: Tuple[str, ...],
             continue
         if schemes:
             takes = ", ".join(("a host path or file://" if s == "file" else f"{s}://") for s in schemes)
-            out.append((loc, f"{provider} cannot take {uri!r} (scheme {scheme(uri)}); it takes {takes}: give one of those"))
+            out.append((loc, f"{provider} cannot take {uri!r} (scheme {scheme(uri)}); "
+                             f"it takes {takes}: give one of those"))
         else:
             out.append((loc, f"{provider} takes no storage.inputs or storage.output yet; remove them or use a provider "
                              "that maps them (the storage table in docs/job-file.md)"))

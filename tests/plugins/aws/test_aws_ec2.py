@@ -276,7 +276,7 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     assert len(archive) > 1000
     # the node checks the archive's sha256 before it unpacks it: the digest of what was uploaded
     assert f"--sha256 '{hashlib.sha256(archive).hexdigest()}' code.tar.gz code.part" in script
-    for s, a, p in aws.requests:
+    for _s, a, p in aws.requests:
         if a == "SendCommand":
             assert p["DocumentName"] == "AWS-RunShellScript" and p["Parameters"]["executionTimeout"] == ["86400"]
     # status: from the command invocations, then the end

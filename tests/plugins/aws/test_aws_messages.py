@@ -2,7 +2,6 @@
 instance types they suggest, and fixes that fit the command (no job file on status/list)."""
 from __future__ import annotations
 
-import re
 
 import pytest
 

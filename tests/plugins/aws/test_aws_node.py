@@ -99,7 +99,6 @@ def test_copy_brings_an_s3_folder_or_one_object_down_and_a_directory_up(aws, tmp
 def test_the_sagemaker_container_command_trains_from_the_code_channel(aws, tmp_path, monkeypatch):
     """Play SageMaker: for each of 2 hosts, put the code channel's object where SageMaker would,
     write resourceconfig.json, and run ContainerEntrypoint + ContainerArguments as sent."""
-    import cloudtrain_aws.common as common
     from cloudtrain_local.ports import free_port_block
     from cloudtrain.transfer.objectstore import forget_uploads
     forget_uploads()

@@ -6,7 +6,6 @@ Sources: botocore's ``sagemaker`` service model (``InputDataConfig`` max 20,
 ``TrainingEnvironmentValue`` max 512, ``TagValue`` pattern ``[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*``),
 read here through ``botocore.session`` to show the limits checked are the SDK's."""
 import json
-import os
 import subprocess
 import sys
 

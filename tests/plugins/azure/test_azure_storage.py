@@ -23,7 +23,7 @@ import warnings
 
 import pytest
 
-from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
+from cloudtrain.spec.errors import CloudtrainWarning
 from cloudtrain.input.loading import load_job as load_ct_job
 from cloudtrain.extend.plugins import get_provider
 from conftest import write_job

@@ -1,5 +1,4 @@
 """The docker provider's render: Engine API bodies for the network and every node's container."""
-import json
 
 import pytest
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from cloudtrain.launch.unpack import UnsafeArchive, unpack
-from cloudtrain.input.loading import job_from_dict, load_job
+from cloudtrain.input.loading import load_job
 from cloudtrain.extend.plugins import get_provider
 from cloudtrain_kubernetes import manifests as m
 from conftest import run_cli, write_job
@@ -99,7 +99,7 @@ def test_code_too_large_for_a_configmap_is_exit_2_naming_size_limit_and_fix(tmp_
 
 
 def test_submit_sends_the_archive_bytes_and_they_unpack_to_the_code(tmp_path, home):
-    code = code_dir(tmp_path, **{"train.py": "print('trained')\n", "pkg/util.py": "X = 1\n"})
+    code_dir(tmp_path, **{"train.py": "print('trained')\n", "pkg/util.py": "X = 1\n"})
     with FakeKube() as kube:
         cfg = kube.kubeconfig(tmp_path / "kubeconfig")
         job = load_job(job_yaml(tmp_path, "kubeflow", kubeconfig=str(cfg)))

@@ -1,7 +1,5 @@
 """The kubernetes plugin's manifests validate against the upstream CRD schemas (../shared/schemas/crds)."""
-import itertools
 import json
-import re
 
 import pytest
 
@@ -93,7 +91,7 @@ def test_every_manifest_passes_the_crd_schemas(provider, combo, type_, monkeypat
     assert SECRET_VALUE not in text
     kinds = [o["kind"] for o in objs]
     assert kinds == (["Secret"] if job.secrets else []) + ["ConfigMap", kinds[-1]]
-    for role, (count, spec) in pods(workload(objs)).items():
+    for _role, (count, spec) in pods(workload(objs)).items():
         assert count >= 1
         assert spec["serviceAccountName"] == "trainer" and spec["nodeSelector"] == {"gpu": "a100"}
         assert spec["imagePullSecrets"] == [{"name": "regcred"}] and spec["tolerations"]
@@ -187,7 +185,7 @@ def test_ps_worker_is_a_tfjob():
 def test_deepspeed_ray_none_run_the_launcher_in_a_pytorchjob(type_):
     obj = workload(m.build_kubeflow(make_job(type_, nodes=3)))
     assert obj["kind"] == "PyTorchJob" and "elasticPolicy" not in obj["spec"]
-    for role, (count, spec) in pods(obj).items():
+    for _role, (_count, spec) in pods(obj).items():
         assert launch_args(spec["containers"][0]["command"])[0][:2] == ["--type", type_]
 
 
@@ -226,7 +224,7 @@ def test_volcano_restarts_and_min_nodes():
 def test_gpu_cpu_memory_shm():
     job = make_job("ddp", resources={"gpus_per_node": 2, "cpus_per_node": 1.5, "memory_gb": 2.5, "shm_gb": 4})
     for build in BUILDERS.values():
-        for role, (count, spec) in pods(workload(build(job))).items():
+        for _role, (_count, spec) in pods(workload(build(job))).items():
             c = spec["containers"][0]
             assert c["resources"]["limits"] == {"cpu": "1500m", "memory": "2560Mi", "nvidia.com/gpu": "2"}
             assert c["resources"]["requests"] == c["resources"]["limits"]
@@ -303,7 +301,7 @@ def test_secrets_are_placeholders_and_references_only(monkeypatch):
         secret = objs[0]
         assert secret["kind"] == "Secret" and secret["stringData"] == {"HF_TOKEN": "***", "WANDB_API_KEY": "***"}
         assert "data" not in secret
-        for role, (count, spec) in pods(workload(objs)).items():
+        for _role, (_count, spec) in pods(workload(objs)).items():
             env = spec["containers"][0]["env"]
             names = {e["name"]: e for e in env}
             assert "value" not in names["HF_TOKEN"] and names["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "HF_TOKEN"
@@ -317,7 +315,7 @@ def test_launcher_configmap_holds_the_bundle_and_every_pod_mounts_it():
     assert "cloudtrain.launch.main.py" in cm["data"] and "entry.sh" in cm["data"]
     bundle = m.launcher_bundle()
     assert cm["data"]["cloudtrain.launch.plans.py"] == bundle["cloudtrain/launch/plans.py"]
-    for role, (count, spec) in pods(objs[-1]).items():
+    for _role, (_count, spec) in pods(objs[-1]).items():
         vol = next(v for v in spec["volumes"] if v["name"] == "cloudtrain-launcher")
         assert vol["configMap"]["name"] == "digits-launcher"
         assert {i["path"] for i in vol["configMap"]["items"]} == set(bundle)

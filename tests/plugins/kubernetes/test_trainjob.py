@@ -70,7 +70,7 @@ def test_every_type_renders_valid_against_the_crd_or_is_refused(combo, type_, mo
                 "OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_keep_fqdn_hostnames",
                 "OMPI_MCA_orte_set_default_slots"}
     assert not reserved & set(env)
-    for name, pod in patches(spec).items():
+    for _name, pod in patches(spec).items():
         assert pod["spec"]["serviceAccountName"] == "trainer" and pod["spec"]["nodeSelector"] == {"gpu": "a100"}
         (c,) = pod["spec"]["containers"]
         # the webhook refuses env patches of the node container: env is spec.trainer.env only

@@ -169,7 +169,7 @@ def test_follow_streams_until_the_job_ends(tmp_path, ma):
     thread.start()
     lines = list(provider.logs(run.id, follow=True))
     thread.join()
-    assert [l for l in lines if "worker-0" in l] == [f"[worker-0] step {i} done\n" for i in range(5)]
+    assert [line for line in lines if "worker-0" in line] == [f"[worker-0] step {i} done\n" for i in range(5)]
     assert lines[-1] == "[worker-1] last words\n"
 
 

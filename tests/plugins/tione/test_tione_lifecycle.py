@@ -9,7 +9,6 @@ from tencentcloud.common.credential import Credential
 
 from cloudtrain.spec.errors import BadInput, EXIT_PLATFORM, PlatformError
 from cloudtrain.input.loading import job_from_dict
-from cloudtrain.extend.plugins import get_provider
 from cloudtrain.providers.provider import State
 from conftest import run_cli, write_job
 from doubles.tione_fixtures import fake  # noqa: F401
