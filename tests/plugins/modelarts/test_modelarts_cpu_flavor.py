@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 
-import huaweicloudsdkmodelarts.v1 as v1
+from huaweicloudsdkmodelarts import v1
 import pytest
-
 from cloudtrain.extend.plugins import get_provider
 from cloudtrain.input.loading import load_job
 from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
@@ -58,8 +57,9 @@ def test_the_flavor_list_is_read_by_type_as_the_sdk_models_it():
         assert set(flavor["flavor_info"]) <= set(v1.FlavorInfoResponse.attribute_map.values())
     from cloudtrain_modelarts import catalog
     assert [str(f) for f in map(catalog.cpu_flavor_of, FLAVORS[3:6])] == [
-        "modelarts.vm.cpu.8a (8 vCPUs, 32 GB, at most 1 node(s))", "modelarts.vm.cpu.4u (4 vCPUs, 16 GB, at most "
-        "10 node(s))", "modelarts.vm.cpu.2u (2 vCPUs, 8 GB, at most 10 node(s))"]
+        "modelarts.vm.cpu.8a (8 vCPUs, 32 GB, at most 1 node(s))",
+        "modelarts.vm.cpu.4u (4 vCPUs, 16 GB, at most 10 node(s))",
+        "modelarts.vm.cpu.2u (2 vCPUs, 8 GB, at most 10 node(s))"]
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +113,9 @@ def test_a_cpu_job_without_flavor_id_is_created_with_the_smallest_fitting_cpu_fl
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     provider = get_provider("modelarts")
+    path = job_file(tmp_path, resources, nodes)
     with pytest.warns(CloudtrainWarning, match="flavor_id is not set and the job asks for no accelerator"):
-        rendered = provider.render(load_job(job_file(tmp_path, resources, nodes)))
-        again = provider.render(load_job(job_file(tmp_path, resources, nodes)))
+        rendered, again = provider.render(load_job(path)), provider.render(load_job(path))
     shown = rendered.artifacts[-1].content["spec"]["resource"]["flavor_id"]
     assert shown.startswith("<chosen at submit: the smallest CPU flavor") and chosen not in json.dumps(
         rendered.artifacts[-1].content)
