@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-from huaweicloudsdkmodelarts import v1
 import pytest
+from huaweicloudsdkmodelarts import v1
+
 from cloudtrain.extend.plugins import get_provider
 from cloudtrain.input.loading import load_job
 from cloudtrain.spec.errors import CloudtrainWarning, JobFileError
