@@ -157,11 +157,11 @@ class ModelartsProvider(CloudProvider):
             raise BadInput(f"the rendered request does not fit the ModelArts SDK's Job model: {exc}") from None
 
     def _create(self, rendered: Rendered[render.ModelartsRequest], secrets: Dict[str, str], spec: str) -> str:
-        client, region = self._submit_client(rendered)
         body = render.submitted_body(rendered.request, secrets, spec)
         if render.chosen_at_submit(body["spec"]["resource"].get("flavor_id")):
-            body["spec"]["resource"]["flavor_id"] = self.cpu_flavor(rendered.job, client, region)
+            body["spec"]["resource"]["flavor_id"] = self.cpu_flavor(rendered.job, *self._submit_client(rendered))
         request = self._sdk_request(body)
+        client, region = self._submit_client(rendered)
         masker = Masker(secrets.values())
         try:
             with sdk.api_errors(SERVICE, "create_training_job"):
