@@ -12,6 +12,7 @@ import datetime
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from typing import Iterable, List, Optional
 
 from cloudtrain.catalogs import catalog as cat
@@ -129,3 +130,68 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
         raise PlatformError("ModelArts listed no training flavor with cards cloudtrain can name; the catalog is "
                             "left as it was")
     return [write(rows, out_dir)]
+
+
+# -- a CPU job's flavor, chosen at submit from the region's list ---------------------------------
+# Huawei publishes no list of CPU training flavors, so the catalog has none: a job that asks for no
+# accelerator gets the region's smallest fitting CPU flavor at submit, read through the SDK's
+# ShowTrainingJobFlavorsRequest(flavor_type="CPU") (query values: CPU, GPU, Ascend).
+CPU_FLAVOR_TYPE = "CPU"
+MEMORY_UNITS = {"gb": 1.0, "gib": 1.0, "g": 1.0, "mb": 1 / 1024, "mib": 1 / 1024, "m": 1 / 1024,
+                "tb": 1024.0, "tib": 1024.0}
+
+
+@dataclass(frozen=True)
+class CpuFlavor:
+    """A CPU-only training flavor of a region: its vCPUs, memory (GB) and the most nodes a job
+    may have on it (``flavor_info.max_num``; None: not said)."""
+
+    flavor_id: str
+    vcpus: float
+    memory_gb: float
+    max_nodes: Optional[int] = None
+
+    def fits(self, cpus: Optional[float], memory_gb: Optional[float], nodes: int) -> bool:
+        return ((cpus is None or self.vcpus >= cpus) and (memory_gb is None or self.memory_gb >= memory_gb)
+                and (not self.max_nodes or self.max_nodes >= nodes))
+
+    def __str__(self) -> str:
+        nodes = f", at most {self.max_nodes} node(s)" if self.max_nodes else ""
+        return f"{self.flavor_id} ({self.vcpus:g} vCPUs, {self.memory_gb:g} GB{nodes})"
+
+
+def cpu_flavor_of(flavor: dict) -> Optional[CpuFlavor]:
+    """One ``FlavorResponse`` (as a dict) of a CPU-only flavor; None for a flavor with cards or
+    without a size."""
+    info = flavor.get("flavor_info") or {}
+    if info.get("gpu") or info.get("npu") or (flavor.get("flavor_type") or CPU_FLAVOR_TYPE) != CPU_FLAVOR_TYPE:
+        return None
+    cores = (info.get("cpu") or {}).get("core_num")
+    memory = info.get("memory") or {}
+    scale = MEMORY_UNITS.get(str(memory.get("unit") or "GB").strip().lower())
+    if not flavor.get("flavor_id") or not cores or memory.get("size") is None or scale is None:
+        return None
+    return CpuFlavor(flavor["flavor_id"], float(cores), memory["size"] * scale,
+                     info.get("max_num") or flavor.get("max_num"))
+
+
+def cpu_flavors(client) -> List[CpuFlavor]:
+    """The region's CPU training flavors (``client``: the region's ``ModelArtsClient``)."""
+    from huaweicloudsdkmodelarts.v1 import ShowTrainingJobFlavorsRequest
+    response = client.show_training_job_flavors(ShowTrainingJobFlavorsRequest(flavor_type=CPU_FLAVOR_TYPE))
+    found = [cpu_flavor_of(f.to_dict()) for f in (response.flavors or [])]
+    return [flavor for flavor in found if flavor is not None]
+
+
+def size_text(vcpus: Optional[float], memory_gb: Optional[float]) -> str:
+    """``8 vCPUs / 32 GB`` (what is given of the two), or ``any size``."""
+    parts = ([f"{vcpus:g} vCPUs"] if vcpus else []) + ([f"{memory_gb:g} GB"] if memory_gb else [])
+    return " / ".join(parts) or "any size"
+
+
+def smallest_cpu_flavor(flavors: Iterable[CpuFlavor], cpus: Optional[float], memory_gb: Optional[float],
+                        nodes: int = 1) -> Optional[CpuFlavor]:
+    """The smallest flavor (vCPUs, then memory, then name) with at least ``cpus`` and
+    ``memory_gb`` that takes ``nodes`` nodes."""
+    fit = [f for f in flavors if f.fits(cpus, memory_gb, nodes)]
+    return min(fit, key=lambda f: (f.vcpus, f.memory_gb, f.flavor_id)) if fit else None

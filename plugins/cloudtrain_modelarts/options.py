@@ -44,7 +44,10 @@ class ModelartsOptions(BaseModel):
                                                        "modelarts.pool.visual.<n>xlarge from "
                                                         "gpus_per_node; else the public flavor resolved from "
                                                         "resources.accelerator x "
-                                                        "gpus_per_node; checked against the catalog when it lists it)")
+                                                        "gpus_per_node; for a job with no accelerator, the "
+                                                        "region's smallest CPU training flavor with cpus_per_node and "
+                                                        "memory_gb, chosen at submit; checked against the catalog "
+                                                        "when it lists it)")
     pool_id: Optional[str] = Field(None, description="dedicated resource pool id")
     inputs: List[ObsData] = Field(default_factory=list, description="OBS data the job reads")
     outputs: List[ObsData] = Field(default_factory=list, description="OBS directories the job writes (uploaded by "

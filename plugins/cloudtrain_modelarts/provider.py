@@ -24,6 +24,7 @@ task: ``modelarts://<region>/<id>/<task>`` (e.g. ``worker-1``).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -94,7 +95,8 @@ class ModelartsProvider(CloudProvider):
         "code_store": "ModelArts runs code from OBS: submit uploads the code (with the launcher) to this OBS "
                       "bucket and prefix (or set code_dir to code you staged there yourself)",
         "flavor_id": "a resource flavor (the console lists them; cloudtrain's catalog has none for this job's "
-                     "resources), or pool_id for a dedicated pool",
+                     "accelerator; a job with no accelerator gets the region's smallest fitting CPU flavor at "
+                     "submit), or pool_id for a dedicated pool",
         "region": f"the region of the job and of its OBS buckets ({sdk.REGION_ENV} in the environment gives it too)",
     }
 
@@ -155,7 +157,10 @@ class ModelartsProvider(CloudProvider):
             raise BadInput(f"the rendered request does not fit the ModelArts SDK's Job model: {exc}") from None
 
     def _create(self, rendered: Rendered[render.ModelartsRequest], secrets: Dict[str, str], spec: str) -> str:
-        request = self._sdk_request(render.submitted_body(rendered.request, secrets, spec))
+        body = render.submitted_body(rendered.request, secrets, spec)
+        if render.chosen_at_submit(body["spec"]["resource"].get("flavor_id")):
+            body["spec"]["resource"]["flavor_id"] = self.cpu_flavor(rendered.job, *self._submit_client(rendered))
+        request = self._sdk_request(body)
         client, region = self._submit_client(rendered)
         masker = Masker(secrets.values())
         try:
@@ -165,6 +170,28 @@ class ModelartsProvider(CloudProvider):
             exc.args = (masker(str(exc)),)  # the service may quote a value back; keeps the request id
             raise
         return f"{region}/{response.metadata.id}"
+
+    def cpu_flavor(self, job: JobSpec, client, region: str) -> str:
+        """A job that asks for no accelerator and names no flavor: the region's smallest CPU
+        training flavor with its ``cpus_per_node`` and ``memory_gb`` for its nodes (the render
+        shows ``<chosen at submit: ...>``); exit 2 naming what the region offers when none fits."""
+        r, nodes = job.resources, job.distribution.nodes
+        with sdk.api_errors(SERVICE, "show_training_job_flavors"):
+            offered = catalog.cpu_flavors(client)
+        if not offered:
+            raise PlatformError(f"ModelArts lists no CPU training flavor in {region} (ShowTrainingJobFlavors, "
+                                "flavor_type CPU); set providers.modelarts.flavor_id or pool_id")
+        best = catalog.smallest_cpu_flavor(offered, r.cpus_per_node, r.memory_gb, nodes)
+        wants = catalog.size_text(r.cpus_per_node, r.memory_gb)
+        if best is None:
+            loc = ("resources", "cpus_per_node") if r.cpus_per_node else \
+                ("resources", "memory_gb") if r.memory_gb else ("distribution", "nodes")
+            raise self.job_error(job, loc, f"no ModelArts CPU training flavor in {region} gives {wants} on {nodes} "
+                                           f"node(s); the region offers {', '.join(map(str, offered))}; lower the "
+                                           "minimums, or set providers.modelarts.flavor_id")
+        print(f"cloudtrain: modelarts: flavor {best.flavor_id} ({best.vcpus:g} vCPUs, {best.memory_gb:g} GB) for "
+              f"{wants}", file=sys.stderr, flush=True)
+        return best.flavor_id
 
     def _find_by_spec(self, rendered: Rendered[render.ModelartsRequest], spec: str) -> Optional[str]:
         """The job with this spec-hash name (an earlier submit of the same request)."""

@@ -56,6 +56,7 @@ CHECKPOINT_DIR = "/cache/cloudtrain-checkpoint"  # where storage.checkpoint's OB
 CODE_NAME = "code"              # the last part of the shipped code_dir: $MA_JOB_DIR/code
 ARCHIVE = "code.tar.gz"
 STORE_PLACEHOLDER = "<providers.modelarts.code_store>"
+CPU_AT_SUBMIT = "<chosen at submit: "  # a CPU job's flavor (cpu_at_submit)
 # where storage.inputs / storage.output appear in the container (the SDK's Input.local_dir example:
 # "/home/ma-user/modelarts/inputs/data_url_0")
 INPUTS_DIR = "/home/ma-user/modelarts/inputs"
@@ -204,7 +205,23 @@ def flavor(job: JobSpec, options: ModelartsOptions) -> Optional[str]:
         if choice is not None and choice.row is None:
             check_flavor_card(job, choice.instance_type, loc)
     choice = choice or smallest_cpu(job, catalog.RULES)
-    return choice.instance_type if choice else None
+    return choice.instance_type if choice else cpu_at_submit(job)
+
+
+def cpu_at_submit(job: JobSpec) -> Optional[str]:
+    """What ``spec.resource.flavor_id`` shows for a job that asks for no accelerator when the
+    catalog has no CPU flavor: submit takes the region's smallest CPU training flavor with the
+    job's minimums (``ModelartsProvider.cpu_flavor``); None for a job that asks for cards."""
+    r = job.resources
+    if r.accelerator or r.gpus_per_node or r.instance_type:
+        return None
+    wants = f" with >= {_minimums(r).replace('GiB', 'GB')}" if (r.cpus_per_node or r.memory_gb) else ""
+    return f"{CPU_AT_SUBMIT}the smallest CPU flavor{wants}>"
+
+
+def chosen_at_submit(flavor_id: Optional[str]) -> bool:
+    """Is ``flavor_id`` the placeholder of ``cpu_at_submit``?"""
+    return bool(flavor_id) and flavor_id.startswith(CPU_AT_SUBMIT)
 
 
 def check_flavor_card(job: JobSpec, flavor: str, loc: tuple) -> None:
@@ -260,7 +277,11 @@ def check(job: JobSpec, options: ModelartsOptions, detectors: str) -> None:
     reserved = sorted(k for k in [*job.env, *job.secrets] if k.startswith("MA_"))
     if reserved:
         warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
-    flavor(job, options)  # whatever else render would refuse (the flavor), validate refuses too
+    chosen = flavor(job, options)  # whatever else render would refuse (the flavor), validate refuses too
+    if chosen_at_submit(chosen):
+        warnings.warn(f"{'.'.join(option('flavor_id'))} is not set and the job asks for no accelerator: submit takes "
+                      f"{chosen[len(CPU_AT_SUBMIT):-1]} the region lists (ShowTrainingJobFlavors, flavor_type CPU) "
+                      f"for {job.distribution.nodes} node(s); set flavor_id to choose one yourself", CloudtrainWarning)
 
 
 def check_survival(job: JobSpec, options: ModelartsOptions) -> None:

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from typing import Dict, List, Optional, Tuple
+from urllib.parse import parse_qs, urlsplit
 
 from loopback import LoopbackServer, QuietHandler
 
@@ -40,6 +41,7 @@ class FakeModelArts(LoopbackServer):
         self.fail_next: List[Tuple[str, str, int, str, str]] = []  # (method, path regex, status, code, msg)
         self.preview_limit = preview_limit
         self.flavors: List[dict] = []                    # GET training-job-flavors: FlavorResponse bodies
+                                                         # (its flavor_type query keeps those of that type)
         self.lock = threading.RLock()
         super().__init__(self._handler())
 
@@ -123,8 +125,12 @@ class FakeModelArts(LoopbackServer):
 
             def _dispatch(self, method, regex, match, body):
                 g = match.groupdict()
-                if regex is FLAVORS and method == "GET":
-                    return self._send(200, {"total_count": len(fake.flavors), "flavors": fake.flavors})
+                if regex is FLAVORS and method == "GET":  # ?flavor_type=CPU|GPU|Ascend (none: every flavor)
+                    kind = parse_qs(urlsplit(self.path).query).get("flavor_type", [None])[0]
+                    if kind not in (None, "CPU", "GPU", "Ascend"):
+                        return self._error(400, "ModelArts.2701", f"Invalid flavor_type: {kind}")
+                    flavors = [f for f in fake.flavors if kind is None or f.get("flavor_type") == kind]
+                    return self._send(200, {"total_count": len(flavors), "flavors": flavors})
                 if regex is JOBS and method == "POST":
                     if not body or "metadata" not in body or "algorithm" not in body or "spec" not in body:
                         return self._error(400, "ModelArts.2701", "Invalid request body")

@@ -148,7 +148,7 @@ def test_ma_variables_draw_a_warning():
         render(env={"MA_DEBUG": "1"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        render()
+        render({"flavor_id": "modelarts.vm.cpu.8u"})  # a CPU job without one: warned (chosen at submit)
 
 
 def test_mpi_across_nodes_starts_sshd_on_every_node_and_waits_for_it():
@@ -169,7 +169,7 @@ def test_mpi_across_nodes_starts_sshd_on_every_node_and_waits_for_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # one node, or ddp: no ssh at all
         for extra in ({"distribution": {"type": "mpi", "nodes": 1}}, {}):
-            _, body = render(**extra)
+            _, body = render({"flavor_id": "modelarts.vm.cpu.8u"}, **extra)  # no flavor: warned
             assert "--sshd" not in body["algorithm"]["command"]
             assert "CLOUDTRAIN_WAIT_SSH" not in body["algorithm"]["environments"]
 

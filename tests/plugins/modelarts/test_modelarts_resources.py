@@ -154,15 +154,17 @@ def test_a_catalog_flavor_smaller_than_the_job_asks_is_exit_2(tmp_path):
         flavor(path)
 
 
-def test_a_cpu_job_needs_a_flavor_while_the_catalog_lists_none_and_says_so(tmp_path):
+def test_a_cpu_job_gets_its_flavor_at_submit_while_the_catalog_lists_none(tmp_path):
     """The catalog holds GPU flavors only (no public source lists a CPU training flavor with its cores and
-    memory): a CPU job still needs flavor_id, and the error says why."""
+    memory): a CPU job's flavor is chosen at submit from the region's list (test_modelarts_cpu_flavor.py),
+    so validate passes without flavor_id and the render says what submit will take."""
     assert not [r for r in catalog.load(catalog.package_file(
         __import__("cloudtrain_modelarts.catalog").catalog.__file__, "modelarts.json")).rows if not r.accelerator]
     path = job_file(tmp_path, "{cpus_per_node: 4}", "{region: cn-north-4, code_store: 'obs://b/x/'}")
     proc = run_cli("validate", path, "-p", "modelarts")
-    assert proc.returncode == 2
-    assert "providers.modelarts.flavor_id: is not set" in proc.stderr and "catalog has none" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    with pytest.warns(CloudtrainWarning, match="submit takes the smallest CPU flavor with >= 4 vCPUs"):
+        assert flavor(path) == "<chosen at submit: the smallest CPU flavor with >= 4 vCPUs>"
 
 
 def test_cpus_and_memory_on_a_pool_are_said_to_be_unsent(tmp_path):
