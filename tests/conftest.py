@@ -18,6 +18,15 @@ for _var in ("CLOUDTRAIN_PROFILE", "CLOUDTRAIN_PROVIDER"):
     os.environ.pop(_var, None)
 
 
+@pytest.fixture(scope="module")
+def aws_server():
+    """One loopback AWS (``doubles.aws_double``: moto's server and EC2's node emulation) per test
+    module; a test takes ``aws_server.fresh(monkeypatch, BUCKET)``: its own account's clean state."""
+    from doubles.aws_double import AwsDouble
+    with AwsDouble() as aws:
+        yield aws
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A private CLOUDTRAIN_HOME for the test and the processes it starts; a job the test left

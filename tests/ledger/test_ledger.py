@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from doubles.aws_double import AwsDouble  # noqa: E402
 from conftest import EXAMPLES, run_cli, write_job  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"
@@ -16,15 +15,9 @@ BUCKET = "ct-bucket"
 SAGEMAKER = ["--set", f"providers.sagemaker.role_arn={ROLE}", "--set", f"providers.sagemaker.output_s3=s3://{BUCKET}/runs"]
 
 
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def aws(server, monkeypatch):
-    return server.fresh(monkeypatch, BUCKET)
+def aws(aws_server, monkeypatch):
+    return aws_server.fresh(monkeypatch, BUCKET)
 
 
 def quick_job(tmp_path, name="quick", extra=""):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from doubles.aws_double import AwsDouble  # noqa: E402
 from conftest import EXAMPLES, cli_env, run_cli, write_job  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/train"
@@ -26,15 +25,9 @@ DOCKER_IMAGE = "cloudtrain/test-python:latest"  # scripts/build-test-image.sh
 SHOTS = os.environ.get("CLOUDTRAIN_UI_SCREENSHOTS")
 
 
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def aws(server, monkeypatch):
-    return server.fresh(monkeypatch, BUCKET)
+def aws(aws_server, monkeypatch):
+    return aws_server.fresh(monkeypatch, BUCKET)
 
 
 def job_file(tmp_path, name, script):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import cloudtrain
-from doubles.aws_double import AwsDouble, outputs_of, validate_request
+from doubles.aws_double import outputs_of, validate_request
 from cloudtrain.extend import plugins
 from cloudtrain.spec.errors import BadInput, JobFileError, PlatformError
 from cloudtrain.input.loading import job_from_dict
@@ -215,15 +215,9 @@ def test_restarts_are_refused():
 
 
 # -- lifecycle against the double --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def aws(server, monkeypatch):
-    return server.fresh(monkeypatch, BUCKET, instance_profile="cloudtrain-node")
+def aws(aws_server, monkeypatch):
+    return aws_server.fresh(monkeypatch, BUCKET, instance_profile="cloudtrain-node")
 
 
 def provider(aws):

@@ -12,19 +12,12 @@ import pytest
 import cloudtrain
 from cloudtrain.providers.cloud import CloudProvider
 from cloudtrain.providers.provider import Provider, State
-from doubles.aws_double import AwsDouble
 from test_aws_ec2 import BUCKET, command_of, digits, job, job_instances, provider
 
 
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def aws(server, monkeypatch):
-    return server.fresh(monkeypatch, BUCKET, instance_profile="cloudtrain-node")
+def aws(aws_server, monkeypatch):
+    return aws_server.fresh(monkeypatch, BUCKET, instance_profile="cloudtrain-node")
 
 
 def shellcheck() -> str:

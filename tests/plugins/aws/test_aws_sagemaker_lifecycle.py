@@ -12,7 +12,7 @@ import time
 import pytest
 
 import cloudtrain
-from doubles.aws_double import AwsDouble, validate_request
+from doubles.aws_double import validate_request
 from cloudtrain.extend import plugins
 from cloudtrain.spec.errors import JobFileError, JobNotFound, PlatformError
 from cloudtrain.providers.provider import State
@@ -23,15 +23,9 @@ BUCKET = "ct-bucket"
 SETS = {"providers.sagemaker.role_arn": ROLE, "providers.sagemaker.output_s3": f"s3://{BUCKET}/runs"}
 
 
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def aws(server, monkeypatch):
-    return server.fresh(monkeypatch, BUCKET)
+def aws(aws_server, monkeypatch):
+    return aws_server.fresh(monkeypatch, BUCKET)
 
 
 def digits(**sets):

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import cloudtrain
-from doubles.aws_double import AwsDouble, validate_request
+from doubles.aws_double import validate_request
 from cloudtrain.extend import plugins
 from cloudtrain.spec.errors import JobFileError
 from conftest import EXAMPLES, run_cli, write_job
@@ -108,15 +108,9 @@ def test_a_job_name_or_retry_count_out_of_range_is_said_at_its_field(tmp_path):
     assert "at most 30" in proc.stderr
 
 
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def aws(server, monkeypatch):
-    return server.fresh(monkeypatch, BUCKET)
+def aws(aws_server, monkeypatch):
+    return aws_server.fresh(monkeypatch, BUCKET)
 
 
 def test_nothing_is_sent_for_a_request_over_the_limits(aws):

@@ -5,7 +5,6 @@ import urllib.request
 
 import pytest
 
-from doubles.aws_double import AwsDouble
 from cloudtrain.transfer import objectstore
 from cloudtrain.spec.errors import PlatformError
 from cloudtrain.transfer.objectstore import ObjectUrl
@@ -13,15 +12,9 @@ from cloudtrain.transfer.objectstore import ObjectUrl
 BUCKET = "ct-store"
 
 
-@pytest.fixture(scope="module")
-def server():
-    with AwsDouble() as aws:
-        yield aws
-
-
 @pytest.fixture
-def store(server, monkeypatch):
-    aws = server.fresh(monkeypatch, BUCKET)
+def store(aws_server, monkeypatch):
+    aws = aws_server.fresh(monkeypatch, BUCKET)
     return aws, objectstore.open_store(ObjectUrl("s3", BUCKET), client=aws.client("s3"))
 
 
