@@ -32,3 +32,15 @@ def test_one_pass_a_value_that_holds_a_placeholder_is_not_filled_again():
     filled = fill(["<spec-hash> <code-digest>"], {Placeholder.SPEC_HASH: "<code-digest>", Placeholder.CODE_DIGEST: "d"})
     assert filled == ["<code-digest> d"]
     assert fill(ShellText("x <run-id>"), {Placeholder.RUN_ID: "<run-id>"}) == "x " + shlex.quote("<run-id>")
+
+
+def test_a_request_that_does_not_say_what_it_sends_cannot_be_made():
+    import pytest
+    from cloudtrain.providers.request import Request
+
+    @dataclass(frozen=True)
+    class Silent(Request):
+        body: dict
+
+    with pytest.raises(TypeError, match="artifacts"):
+        Silent({})

@@ -15,6 +15,7 @@ torchx's schedulers hand ``schedule`` the typed request their dry run made
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import re
@@ -110,15 +111,16 @@ class Shipped:
     digest: str
 
 
-class Request:
+class Request(abc.ABC):
     """Base of a provider's typed request (subclass it as a frozen dataclass).
 
     ``artifacts`` says what the request is, for a render to print (the platform's calls and
     their bodies, in the order a submit makes them); ``code_upload`` where a submit ships the
     code (None: the code travels inside the request, comes from elsewhere, or from the image)."""
 
+    @abc.abstractmethod
     def artifacts(self) -> List[Artifact]:
-        raise NotImplementedError(f"{type(self).__name__} does not say what it sends (artifacts)")
+        """What the request is, as a render prints it."""
 
     @property
     def code_upload(self) -> Optional[CodeUpload]:
