@@ -70,7 +70,7 @@ def timestamp(value: Any) -> Optional[float]:
 class CloudProvider(Provider):
     """Base of the providers whose jobs run on a remote platform.  A plugin implements
     ``_find_by_spec``, ``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_chunks`` and
-    ``list`` (and ``artifacts``); see docs/plugins.md#cloudprovider."""
+    ``list`` (and ``render_request``); see docs/plugins.md#cloudprovider."""
 
     # Seconds between reads of a remote job while it is followed or waited for.
     status_poll: ClassVar[float] = 5.0
