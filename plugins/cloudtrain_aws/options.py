@@ -6,6 +6,8 @@ from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudtrain.spec.ports import MasterPort
+
 # SSM's AWS-RunShellScript document: executionTimeout "Maximum is 172800 (48 hours)"
 EC2_MAX_RUNTIME = 172800
 
@@ -92,7 +94,7 @@ class Ec2Options(BaseModel):
                     "conda activate pytorch`")
     workdir: str = Field("/opt/cloudtrain",
         description="directory on each node for the job's code and outputs (<workdir>/<job id>)")
-    master_port: int = Field(29500, ge=1024, le=65000, description="the master's port (the next two are used too)")
+    master_port: MasterPort = Field(29500, description="the master's port (the next two are used too)")
     ssh_port: int = Field(22, ge=1, le=65535,
         description="mpi/horovod: the port node 0 reaches the others' sshd on; another than 22 starts an extra sshd "
                     "there")

@@ -5,6 +5,8 @@ from typing import List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudtrain.spec.ports import MasterPort
+
 
 class Mount(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -20,7 +22,7 @@ class DockerOptions(BaseModel):
     image: Optional[str] = Field(None, description="image for every node (default: the job's image)")
     emulate: Optional[str] = Field(None,
                                    description="inject this provider's node environment instead of the generic one")
-    master_port: int = Field(29500, ge=1024, le=65000, description="the master's port inside the network")
+    master_port: MasterPort = Field(29500, description="the master's port inside the network")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
     workdir: str = Field("/workspace", description="where each node's copy of `code` is mounted")
     internal_network: bool = Field(True, description="the job's network has no route out of this machine")

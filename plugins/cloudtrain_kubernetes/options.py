@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cloudtrain.spec.ports import MasterPort
 from cloudtrain.spec.durations import OptionalDuration
 
 from . import names
@@ -42,7 +43,7 @@ class PodOptions(BaseModel):
     workdir: Optional[str] = Field(None, description=(
         "workingDir of the containers: where the shipped code is unpacked (with code: null, where the code is in the "
         "image)"))
-    master_port: int = Field(29500, ge=1024, le=65000, description="the master's port (torchrun rendezvous, Ray head)")
+    master_port: MasterPort = Field(29500, description="the master's port (torchrun rendezvous, Ray head)")
     shm_gb: float = Field(1.0, gt=0, description=(
         "/dev/shm (an in-memory emptyDir) when the job does not set resources.shm_gb"))
     gpu_resource: str = Field("nvidia.com/gpu", description="extended resource that counts GPUs")

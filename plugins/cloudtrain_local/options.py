@@ -5,13 +5,15 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudtrain.spec.ports import MasterPort
+
 
 class LocalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     emulate: Optional[str] = Field(None,
                                    description="inject this provider's node environment instead of the generic one")
-    master_port: Optional[int] = Field(None, ge=1024, le=65000, description="fixed master port (default: a free one)")
+    master_port: Optional[MasterPort] = Field(None, description="fixed master port (default: a free one)")
     copy_code: bool = Field(True, description="give every node its own copy of `code` (False: run in place)")
     python: Optional[str] = Field(None, description="interpreter for `cloudtrain launch` (default: this one)")
     isolate_network: Optional[bool] = Field(

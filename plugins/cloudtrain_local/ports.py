@@ -9,6 +9,7 @@ import socket
 from typing import List, Optional
 
 from cloudtrain.spec.errors import BadInput, PlatformError
+from cloudtrain.spec.ports import HIGHEST_MASTER_PORT
 
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
@@ -30,17 +31,20 @@ def ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple:
 def free_port_block(count: int, start: int = LOWEST_CHOSEN, end: int = 65535) -> int:
     """A port ``p`` such that ``p .. p+count-1`` are all free on 127.0.0.1 right now, and all
     outside the ephemeral range: no outgoing connection of any process can be given one of them
-    between this check and the node's own bind."""
+    between this check and the node's own bind. ``p`` is a valid ``master_port`` (at most
+    ``HIGHEST_MASTER_PORT``): what the chooser gives, a job file may name."""
     low, high = ephemeral_range()
-    # the bases whose whole block lies below or above the ephemeral range
-    spans = [(a, b) for a, b in ((start, min(end, low - 1)), (max(start, high + 1), end)) if b - a + 1 >= count]
+    # the blocks that lie wholly below or above the ephemeral range: (first base, number of bases)
+    spans = [(a, min(b - count + 1, HIGHEST_MASTER_PORT) - a + 1)
+             for a, b in ((start, min(end, low - 1)), (max(start, high + 1), end))]
+    spans = [(a, size) for a, size in spans if size > 0]
     if not spans:
         raise BadInput(f"no local ports outside the ephemeral range {low}-{high}; set providers.local.master_port")
     rng = _random.SystemRandom()
-    sizes = [b - a + 2 - count for a, b in spans]
+    sizes = [size for _a, size in spans]
     for _ in range(200):
         pick = rng.randrange(sum(sizes))
-        for (a, _b), size in zip(spans, sizes):
+        for a, size in spans:
             if pick < size:
                 base = a + pick
                 break

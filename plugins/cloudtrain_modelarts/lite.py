@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import Field
 
+from cloudtrain.spec.ports import MasterPort
 from cloudtrain.spec.accelerators import is_npu
 from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.spec.job import JobSpec
@@ -85,8 +86,8 @@ class LiteOptions(VolcanoOptions):
     emulate_rank_after_acc: Optional[List[int]] = Field(
         None, description="--emulate modelarts-lite only: RANK_AFTER_ACC of pod i (a permutation of 0..nodes-1), "
                           "to rehearse routing's renumbering on this machine")
-    master_port: int = Field(39888, ge=1024, le=65000, description="torchrun's master port (Huawei's ranktable-routing "
-                                                                   "guide: a fixed port >= 10000)")
+    master_port: MasterPort = Field(39888, description="torchrun's master port (Huawei's ranktable-routing "
+                                                       "guide: a fixed port >= 10000)")
     image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$",
                                              description="imagePullPolicy")
 

@@ -11,6 +11,8 @@ from typing import List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cloudtrain.spec.ports import MasterPort
+
 
 class ObsData(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -55,7 +57,7 @@ class ModelartsOptions(BaseModel):
     log_export_path: Optional[str] = Field(None, description="OBS directory for the job's logs")
     priority: Optional[int] = Field(None, ge=1, le=3, description="scheduling priority on a dedicated pool (1-3, 3 "
                                                                   "highest)")
-    master_port: int = Field(29500, ge=1024, le=65000, description="torchrun's master port (ModelArts gives none)")
+    master_port: MasterPort = Field(29500, description="torchrun's master port (ModelArts gives none)")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
     image_runs_as_root: bool = Field(
         False, description="mpi/horovod on several nodes: the image runs as root, so each node can start its sshd for "

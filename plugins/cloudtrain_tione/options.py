@@ -5,6 +5,8 @@ from typing import Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudtrain.spec.ports import MasterPort
+
 
 class Framework(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -82,9 +84,9 @@ class TioneOptions(BaseModel):
                                                     "says the same)")
     output_dir: str = Field("/opt/ml/model", description="the nodes' CLOUDTRAIN_OUTPUT_DIR")
     python: str = Field("python3", description="the image's Python, which runs `cloudtrain launch`")
-    master_port: int = Field(29500, ge=1024, le=65000, description="mpi, horovod, ps-worker: the port of cloudtrain's "
-                                                                   "channel between nodes (TI-ONE gives none in these "
-                                                                   "modes)")
+    master_port: MasterPort = Field(29500, description="mpi, horovod, ps-worker: the port of cloudtrain's "
+                                                       "channel between nodes (TI-ONE gives none in these "
+                                                       "modes)")
     training_mode: Optional[str] = Field(None, description="TrainingMode as the platform names it (default from "
                                                            "distribution.type: DDP, MPI, HOROVOD, PS_WORKER, RAY)")
     queue: Optional[str] = Field(None, description="the id of the queue the task waits in (CreateTrainingTask.Queues)")

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from cloudtrain.spec.errors import BadInput
 from cloudtrain_local.ports import ephemeral_range, free_port_block
 from conftest import run_cli, write_job
 
@@ -21,6 +22,25 @@ def test_the_chooser_never_returns_a_port_inside_the_ephemeral_range():
         for _ in range(100):
             base = free_port_block(count)
             assert all(not low <= port <= high for port in range(base, base + count)), (base, count)
+
+
+def test_the_chosen_port_is_one_a_job_file_may_name(monkeypatch):
+    """The CI run of 2026-11-25 failed once: the chooser gave 65007, above the range any provider's
+    master_port takes (1024-65000), so the job file the test wrote with it was refused (exit 2).
+    With the ephemeral range pushed up to leave only 64991-65535, every base the chooser gives
+    must still be a valid master_port."""
+    from cloudtrain.spec.ports import HIGHEST_MASTER_PORT
+    from cloudtrain_local import ports
+    from cloudtrain_local.options import LocalOptions
+
+    monkeypatch.setattr(ports, "ephemeral_range", lambda: (20000, 64990))
+    for count in (2, 3, 5):
+        chosen = {ports.free_port_block(count) for _ in range(60)}
+        assert all(64991 <= base <= HIGHEST_MASTER_PORT for base in chosen), (count, sorted(chosen))
+        assert all(LocalOptions(master_port=base).master_port == base for base in chosen)
+    monkeypatch.setattr(ports, "ephemeral_range", lambda: (20000, 65000))
+    with pytest.raises(BadInput, match="no local ports outside the ephemeral range"):
+        ports.free_port_block(2)
 
 
 def test_off_linux_the_iana_dynamic_range_counts_as_ephemeral(tmp_path):
