@@ -95,6 +95,31 @@ def test_a_broken_detector_does_not_stop_auto_detection():
         detectors.detect(environ, platform="broken")
 
 
+def test_two_plugins_naming_one_platform_are_said_once_and_the_first_is_used(tmp_path):
+    """A third-party plugin that names a built-in platform (here ``sagemaker``) with its own
+    detector: the node does not stop, keeps the built-in (the entry points come first) and says
+    the clash in one line, once, however often detection runs."""
+    (tmp_path / "ct_clash").mkdir()
+    (tmp_path / "ct_clash" / "__init__.py").write_text("")
+    (tmp_path / "ct_clash" / "detect.py").write_text(
+        "from cloudtrain.launch.platform import Platform\n"
+        "def detect(environ):\n"
+        "    raise AssertionError('the ignored detector ran')\n"
+        "PLATFORMS = (Platform('sagemaker', detect, priority=100),)\n")
+    code = ("from cloudtrain.launch import detectors, platform\n"
+            "for _ in range(3):\n"
+            "    found = [p.target for p in platform.installed() if p.name == 'sagemaker']\n"
+            "print(found)\n"
+            "print(detectors.detect({'CLOUDTRAIN_NUM_NODES': '1'}).platform)\n")
+    env = {**os.environ, "CLOUDTRAIN_PLUGINS": "ct_clash",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "core"), str(ROOT / "plugins")])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["['cloudtrain_aws.detect:detect_sagemaker']", "local"], proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "sagemaker" in line]
+    assert len(warnings) == 1 and "ct_clash.detect:detect is ignored" in warnings[0], proc.stderr
+
+
 def test_liveness_tells_waiting_nodes_the_exit_code():
     import socket
     with socket.socket() as s:

@@ -154,7 +154,9 @@ def installed(environ: Optional[Mapping[str, str]] = None) -> List[Platform]:
     From the ``cloudtrain`` entry points and ``$CLOUDTRAIN_PLUGINS`` of ``environ`` and of this
     process (installed means loadable here, as the entry points are: a node's variables checked
     from a process that loads a plugin under development see its platforms); a plugin whose
-    platforms cannot be loaded is skipped (a broken third-party plugin must not stop a node)."""
+    platforms cannot be loaded is skipped (a broken third-party plugin must not stop a node).
+    Two plugins that name the same platform with different detectors: the first found is used
+    and the clash is said on stderr, once per process (a node must not stop for it either)."""
     import os
     named = (environ or {}).get("CLOUDTRAIN_PLUGINS", "") + "," + os.environ.get("CLOUDTRAIN_PLUGINS", "")
     modules = _entry_point_modules() + [m.strip() for m in named.split(",") if m.strip()]
@@ -165,8 +167,22 @@ def installed(environ: Optional[Mapping[str, str]] = None) -> List[Platform]:
         except PlatformError:
             continue
         for platform in found:
-            seen.setdefault(platform.name, platform)
+            first = seen.setdefault(platform.name, platform)
+            if first.target != platform.target:
+                _say_clash(platform.name, first.target, platform.target)
     return ordered(seen.values())
+
+
+_CLASHES_SAID: set = set()
+
+
+def _say_clash(name: str, used: str, ignored: str) -> None:
+    if (name, ignored) in _CLASHES_SAID:
+        return
+    _CLASHES_SAID.add((name, ignored))
+    import sys
+    sys.stderr.write("cloudtrain launch: warning: two plugins name the platform %r: %s is used, %s is ignored; "
+                     "uninstall one, or rename its platform\n" % (name, used, ignored))
 
 
 def ordered(platforms) -> List[Platform]:
