@@ -309,4 +309,10 @@ class HostedProvider(Provider):
         return self.status(job_id)
 
     def list(self) -> List[JobStatus]:
-        return [self._status(self._reconcile(r)) for r in self.store.list_jobs(self.name)]
+        statuses = []
+        for row in self.store.list_jobs(self.name):
+            try:
+                statuses.append(self._status(self._reconcile(row)))
+            except JobNotFound:  # its row was removed meanwhile by another process (cloudtrain prune)
+                continue
+        return statuses
