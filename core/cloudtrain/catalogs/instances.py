@@ -23,6 +23,7 @@ Errors are ``file:line: field: message`` with the fix (exit 2).
 """
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 import weakref
@@ -78,8 +79,7 @@ def once(job: JobSpec, key: tuple, compute: Callable[[], Any]) -> Any:
     with _found_lock:
         entry = _found.get(id(job))
         if entry is None or entry[0]() is not job:
-            ident = id(job)
-            ref = weakref.ref(job, lambda dead, ident=ident: _forget(ident, dead))
+            ref = weakref.ref(job, functools.partial(_forget, id(job)))
             entry = _found[id(job)] = (ref, {})
     results = entry[1]
     if key not in results:
@@ -109,14 +109,15 @@ def _choose(job: JobSpec, rules: InstanceRules, option: Optional[str]) -> Option
             return _named(job, rules, own, ("resources", "instance_type"))
         return _translated(job, rules, r.instance_type)
     if r.accelerator:
-        return _resolved(job, rules, [r.accelerator], r.gpus_per_node)
+        best = _resolved(job, rules, [r.accelerator], r.gpus_per_node)
+        return Choice(best.instance_type, best)
     if r.gpus_per_node and rules.defaults:
-        found = _resolved(job, rules, list(rules.defaults), r.gpus_per_node, default=True)
+        best = _resolved(job, rules, list(rules.defaults), r.gpus_per_node, default=True)
         warnings.warn(f"resources.gpus_per_node is {r.gpus_per_node} without resources.accelerator: "
-                      f"{rules.provider} uses {describe(found.row)}, its default for that count; set "
+                      f"{rules.provider} uses {describe(best)}, its default for that count; set "
                       "resources.accelerator to choose (cloudtrain resources lists them)", CloudtrainWarning,
                       stacklevel=3)
-        return found
+        return Choice(best.instance_type, best)
     return None
 
 
@@ -150,7 +151,8 @@ def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) 
 def _translated(job: JobSpec, rules: InstanceRules, name: str) -> Choice:
     """``resources.instance_type`` names another platform's type: resolve its accelerator here."""
     other = find_elsewhere(name, rules.provider)
-    if other is None or not other[1].accelerator:
+    accelerator = other[1].accelerator if other is not None else None
+    if other is None or not accelerator:
         raise job_error(job, ("resources", "instance_type"),
                         f"{name!r} is not a {rules.provider} {rules.noun} and no installed catalog knows it; set "
                         f"providers.{rules.provider}.{rules.option}, or resources.accelerator and gpus_per_node")
@@ -159,11 +161,11 @@ def _translated(job: JobSpec, rules: InstanceRules, name: str) -> Choice:
         raise job_error(job, ("resources", "instance_type"),
                         f"{name} ({provider}) has {row.accelerator_label()}, but resources.gpus_per_node is "
                         f"{job.resources.gpus_per_node}; make them agree")
-    found = _resolved(job, rules, [row.accelerator], row.count)
+    best = _resolved(job, rules, [accelerator], row.count)
     warnings.warn(f"resources.instance_type {name} is {provider}'s; {rules.provider} runs its "
-                  f"{row.accelerator_label()} on {describe(found.row)}; set resources.accelerator instead to say "
+                  f"{row.accelerator_label()} on {describe(best)}; set resources.accelerator instead to say "
                   "it once for every provider", CloudtrainWarning, stacklevel=3)
-    return found
+    return Choice(best.instance_type, best)
 
 
 def find_elsewhere(name: str, me: str) -> Optional[Tuple[str, Instance]]:
@@ -194,7 +196,8 @@ def wanted(job: JobSpec, rules: InstanceRules) -> Optional[Tuple[str, int]]:
     if r.instance_type:
         row = rules.catalog().get(rules.to_own(r.instance_type))
         other = ("", row) if row is not None else find_elsewhere(r.instance_type, rules.provider)
-        if other is None or not other[1].accelerator:
+        accelerator = other[1].accelerator if other is not None else None
+        if other is None or not accelerator:
             raise job_error(job, ("resources", "instance_type"),
                             f"{r.instance_type!r} names no GPU instance that an installed catalog knows, and "
                             f"{rules.provider} does not send it as written; set resources.accelerator and "
@@ -204,11 +207,11 @@ def wanted(job: JobSpec, rules: InstanceRules) -> Optional[Tuple[str, int]]:
             raise job_error(job, ("resources", "instance_type"),
                             f"{r.instance_type} has {row.accelerator_label()}, but resources.gpus_per_node is "
                             f"{r.gpus_per_node}; make them agree")
-        if r.accelerator and r.accelerator != row.accelerator:
+        if r.accelerator and r.accelerator != accelerator:
             raise job_error(job, ("resources", "instance_type"),
-                            f"{r.instance_type} has {row.accelerator}, but resources.accelerator is {r.accelerator}; "
+                            f"{r.instance_type} has {accelerator}, but resources.accelerator is {r.accelerator}; "
                             "make them agree, or drop one")
-        return row.accelerator, row.count
+        return accelerator, row.count
     if r.accelerator:
         return r.accelerator, r.gpus_per_node
     return None
@@ -244,7 +247,8 @@ def _in_region(job: JobSpec, rules: InstanceRules, rows: List[Instance], acceler
 
 
 def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count: int,
-              default: bool = False) -> Choice:
+              default: bool = False) -> Instance:
+    """The row that ``accelerators`` x ``count`` resolve to (rules 3-5); exit 2 when none fits."""
     r, catalog = job.resources, rules.catalog()
     rdma = job.network.rdma == "on"
     for accelerator in accelerators:
@@ -257,8 +261,7 @@ def _resolved(job: JobSpec, rules: InstanceRules, accelerators: List[str], count
         fast = [row for row in fit if row.fast_network]
         pick = fast if rdma else fit
         if pick:
-            best = smallest(pick)
-            return Choice(best.instance_type, best)
+            return smallest(pick)
         if default:
             continue
         if not exact:

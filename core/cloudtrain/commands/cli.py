@@ -9,11 +9,14 @@ import sys
 import threading
 import time
 from queue import Empty, Queue
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from .. import __version__
 from ..spec.errors import CloudtrainError
 from ..launch.exitcodes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_JOB_FAILED
+
+if TYPE_CHECKING:  # the CLI imports pydantic (through the provider base) only when a command needs it
+    from ..providers.provider import JobStatus
 
 PROVIDER_HELP = ("provider name (default: the config's `provider`, $CLOUDTRAIN_PROVIDER, else local); "
                  "cloudtrain providers lists them")
@@ -358,7 +361,14 @@ def _follow(run) -> int:
     final = run.status()
     line.update(final)
     line.close()
-    return final.state.exit_code if final.state.exit_code is not None else EXIT_JOB_FAILED
+    return _ended_exit_code(final)
+
+
+def _ended_exit_code(status: JobStatus) -> int:
+    """The exit code for a job's final status (an ended state always has one; a state that has
+    none, which no ended job should be in, is a failure rather than exit 0)."""
+    code = status.state.exit_code
+    return code if code is not None else EXIT_JOB_FAILED
 
 
 def _print_status(status, output: str) -> None:
@@ -389,7 +399,7 @@ def cmd_wait(args) -> int:
     line.close()
     if args.output == "json" or line.live:
         _print_status(final, args.output)
-    return final.state.exit_code
+    return _ended_exit_code(final)
 
 
 def cmd_cancel(args) -> int:

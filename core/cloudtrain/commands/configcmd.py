@@ -69,7 +69,7 @@ def show(args) -> int:
     problems = option_problems(settings)
     if job_path:
         job = load_job(job_path, args.overrides, provider=provider, settings=settings)
-        section, source = job.providers.get(provider) or {}, job.source
+        section, source = job.providers.get(provider) or {}, job.source or Source(None, {}, {})
     else:
         data: Dict[str, Any] = {}
         texts, origins = merge(data, provider, settings.layers(provider))
@@ -174,8 +174,8 @@ def set_values(args) -> int:
             problem = runs_setting_problem(o.path, o.value, args.profile, args.project)
             if problem:
                 raise BadInput(f"{given}: {problem}; nothing was written")
-            runs = data.get("runs") if isinstance(data.get("runs"), dict) else {}
-            data["runs"] = dict(runs, **{o.path[1]: o.value})
+            runs = data.get("runs")
+            data["runs"] = dict(runs if isinstance(runs, dict) else {}, **{o.path[1]: o.value})
             changed.append(o.key)
             continue
         if not args.provider:

@@ -146,7 +146,8 @@ def tables() -> registry.Tables:
         found = registry.empty()
         for kind, (hook, _) in registry.HOOKS.items():
             for impl in getattr(pm.hook, hook).get_hookimpls():
-                plugin = pm.get_name(impl.plugin) or getattr(impl.plugin, "__name__", "?")
+                module_name: str = getattr(impl.plugin, "__name__", "?")
+                plugin = pm.get_name(impl.plugin) or module_name
                 registry.fill(found, plugin, {kind: impl.function},
                               registry.extra_of(getattr(impl.plugin, "__name__", None)))
         _tables = found

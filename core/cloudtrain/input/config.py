@@ -393,8 +393,8 @@ def merge(data: dict, provider: str, layers: List[Layer]) -> Tuple[Dict[tuple, s
             texts = {p: t for p, t in texts.items() if p[:3] != at}
             texts.update((("providers", provider) + p[cut:], t) for p, t in layer.file.texts.items()
                          if p[:cut + 1] == layer.prefix + (key,))
-    for key in own or {}:
-        merged[key] = own[key]
+    for key, value in (own or {}).items():
+        merged[key] = value
         origins.pop(("providers", provider, key), None)
         texts = {p: t for p, t in texts.items() if p[:3] != ("providers", provider, key)}
     data.setdefault("providers", {})

@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -162,15 +162,18 @@ def pattern_mismatch(got: Any, pattern: Optional[str]) -> str:
     return f"{got!r} does not match {pattern}"
 
 
-def describe_error(err: dict, model: Optional[type] = None, loc: tuple = ()) -> str:
+def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tuple = ()) -> str:
     """One pydantic error as a short human phrase: ``must be ≥ 1, got 0``.  With the ``model``
     validated and the error's ``loc`` in it, an unknown field gets the nearest field's name."""
     kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
-        names = fieldtypes.field_names(model, loc[:-1]) if model is not None and loc else None
-        hint = (nested_field_hint(model, loc) or did_you_mean(loc[-1], names)) if names else ""
+        hint = ""
+        if model is not None and loc:
+            names = fieldtypes.field_names(model, loc[:-1])
+            if names:
+                hint = nested_field_hint(model, loc) or did_you_mean(loc[-1], names)
         return f"unknown field{hint or '; check the spelling (cloudtrain schema lists every field)'}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         sym = {"greater_than_equal": "≥", "greater_than": ">", "less_than_equal": "≤", "less_than": "<"}[kind]
@@ -199,8 +202,11 @@ def validation_problems(exc: ValidationError, source: Optional[Source], prefix: 
     return problems
 
 
-def model_problems(model: Type[BaseModel], data: Any, source: Optional[Source],
-                   prefix: tuple = ()) -> Tuple[Optional[BaseModel], List[JobFileError]]:
+M = TypeVar("M", bound=BaseModel)
+
+
+def model_problems(model: Type[M], data: Any, source: Optional[Source],
+                   prefix: tuple = ()) -> Tuple[Optional[M], List[JobFileError]]:
     """``(instance, [])``, or ``(None, problems)``; scalars stay as written where the model wants
     text (``source.texts``)."""
     if source is not None and source.texts:
@@ -211,10 +217,17 @@ def model_problems(model: Type[BaseModel], data: Any, source: Optional[Source],
         return None, validation_problems(exc, source, prefix, model)
 
 
-def validate_model(model: Type[BaseModel], data: Any, source: Optional[Source], prefix: tuple = ()):
+def validate_model(model: Type[M], data: Any, source: Optional[Source], prefix: tuple = ()) -> M:
     """The validated model, or every problem raised together (``JobFileProblems``)."""
     instance, problems = model_problems(model, data, source, prefix)
+    return _valid(instance, problems)
+
+
+def _valid(instance: Optional[M], problems: List[JobFileError]) -> M:
+    """``instance`` once there is no problem; else every problem raised together, in file order."""
     JobFileProblems.raise_all(sorted_problems(problems))
+    if instance is None:  # model_problems gives no instance only together with its problems
+        raise RuntimeError("a model was neither validated nor refused with a problem")
     return instance
 
 
@@ -303,6 +316,6 @@ def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[di
                     raw={key: o.raw for key, o in parsed.items()}, origins=origins)
     problems = duplicate_problems(duplicates, source) + provider_section_problems(data, source)
     job, invalid = model_problems(JobSpec, data, source)
-    JobFileProblems.raise_all(sorted_problems(problems + invalid))
+    job = _valid(job, problems + invalid)
     job._source = source
     return job

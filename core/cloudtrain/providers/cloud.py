@@ -72,8 +72,9 @@ class CloudProvider(Provider):
     ``_find_by_spec``, ``_create``, ``_describe``, ``_to_status``, ``_stop``, ``_log_chunks`` and
     ``list`` (and ``render_request``); see docs/plugins.md#cloudprovider."""
 
-    # Seconds between reads of a remote job while it is followed or waited for.
-    status_poll: ClassVar[float] = 5.0
+    # Seconds between reads of a remote job while it is followed or waited for (the class's
+    # default; ``__init__`` sets the instance's from ``poll`` and $CLOUDTRAIN_POLL_SECONDS).
+    status_poll: float = 5.0
     # Raw states in which a stop is already under way (cancel then leaves the job alone).
     stopping: ClassVar[Tuple[str, ...]] = ()
     # How many hex digits of the spec hash the platform keeps (a tag's or a name's limit); None: all.
@@ -146,8 +147,12 @@ class CloudProvider(Provider):
         if upload is None:
             return None
         from ..transfer.objectstore import ObjectUrl, upload_once
-        if not rendered.job.code_path.is_dir():
-            raise self.job_error(rendered.job, ("code",), f"the code directory {rendered.job.code_path} does not "
+        code = rendered.job.code_path
+        if code is None:  # a request that uploads code for a job without any (``code: null``)
+            raise self.job_error(rendered.job, ("code",), f"is null (the image holds the code), but {self.name}'s "
+                                                          "request uploads the job's code; set `code` to its directory")
+        if not code.is_dir():
+            raise self.job_error(rendered.job, ("code",), f"the code directory {code} does not "
                                                           "exist; fix `code` (relative to the job file)")
         data, digest = self.code_archive(rendered)
         url = fill(upload.url, {Placeholder.CODE_DIGEST: digest})

@@ -174,8 +174,11 @@ class HostedProvider(Provider):
             pass
 
     def new_run(self, job: JobSpec) -> Tuple[str, Path]:
-        if not job.code_path.is_dir():
-            raise BadInput(f"code directory {job.code_path} does not exist; fix `code` in the job file")
+        code = job.code_path
+        if code is None:  # validate refuses it (not code_optional); a Rendered made without it does not
+            raise self.null_code(job)
+        if not code.is_dir():
+            raise BadInput(f"code directory {code} does not exist; fix `code` in the job file")
         job_id = f"{job.name}-{_random.token_hex(3)}"
         run_dir = make_home() / "runs" / job_id
         run_dir.mkdir(mode=0o700)
@@ -261,14 +264,14 @@ class HostedProvider(Provider):
         if not pid and time.time() - row["created_at"] < NEVER_STARTED:
             return row  # a store from before supervisor PIDs came with the row: give it time
         time.sleep(0.2)  # its last write may be on its way
-        if self.store.get_job(row["id"])["state"] not in TERMINAL:
+        if self._row(row["id"])["state"] not in TERMINAL:
             self.release(row["id"])
             diskspace.give_back(Path(row["run_dir"]))
             reason = (f"the {self.name} supervisor never started; see {Path(row['run_dir']) / 'supervisor.log'}"
                       if not pid else
                       f"the {self.name} supervisor (pid {pid}) is gone; see {Path(row['run_dir']) / 'supervisor.log'}")
             self.store.finish_job(row["id"], State.FAILED.value, exit_code=EXIT_JOB_FAILED, message=reason)
-        return self.store.get_job(row["id"])
+        return self._row(row["id"])  # JobNotFound if its row went meanwhile (removed by another process)
 
     def _status(self, row: dict) -> JobStatus:
         return JobStatus(handle=self.handle(row["id"]), state=State(row["state"]),
@@ -306,4 +309,10 @@ class HostedProvider(Provider):
         return self.status(job_id)
 
     def list(self) -> List[JobStatus]:
-        return [self._status(self._reconcile(r)) for r in self.store.list_jobs(self.name)]
+        statuses = []
+        for row in self.store.list_jobs(self.name):
+            try:
+                statuses.append(self._status(self._reconcile(row)))
+            except JobNotFound:  # its row was removed meanwhile by another process (cloudtrain prune)
+                continue
+        return statuses

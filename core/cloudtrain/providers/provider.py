@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapp
 from pydantic import BaseModel, ConfigDict
 
 from ..extend import registry
-from ..spec.errors import BadInput, CloudtrainWarning, MissingExtra
+from ..spec.errors import BadInput, CloudtrainWarning, JobFileError, MissingExtra
 from ..spec.job import JobSpec
 from ..launch import platform as platforms
 from ..launch.platform import Cluster, Platform
@@ -94,7 +94,7 @@ def refused_fields(job: JobSpec, refused: Mapping[str, str]) -> List[Tuple[tuple
             owner = value
             value = getattr(owner, part)
         info = type(owner).model_fields[part]
-        default = info.default_factory() if info.default_factory is not None else info.default
+        default = info.get_default(call_default_factory=True)  # the factory's value, else the default
         if value != default:
             found.append((tuple(dotted.split(".")), why))
     return found
@@ -122,8 +122,9 @@ class Provider(abc.ABC):
     # list` without -p covers these providers (local, docker); a cloud's needs `-p`.
     local_state: ClassVar[bool] = False
     # Seconds between status reads while a job is followed or waited for (a cloud API is
-    # rate-limited; a local state store is not).
-    status_poll: ClassVar[float] = 2.0
+    # rate-limited; a local state store is not).  The class's default; an instance may set its own
+    # (CloudProvider's ``poll``), so not a ClassVar.
+    status_poll: float = 2.0
     # "module:function" that rebuilds this provider's catalog through its SDK (cloudtrain resources --refresh).
     catalog_refresh: ClassVar[Optional[str]] = None
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
@@ -181,9 +182,7 @@ class Provider(abc.ABC):
         for problem in policy:
             problems.add(BadInput(f"{where}{problem}"))
         if job.code is None and not self.code_optional:
-            problems.add(self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does "
-                                        "not take: its nodes get the launcher with the code directory; set `code` to "
-                                        "that directory (code: null works on the Kubernetes providers)"))
+            problems.add(self.null_code(job))
         from ..input import inputcheck
         hostile = inputcheck.problems(job, self.name)
         for loc, message in hostile:
@@ -282,11 +281,16 @@ class Provider(abc.ABC):
             error = type(error)(error.detail, file=error.file, field=error.field)  # nowhere in the file: no line
         return error
 
+    def null_code(self, job: JobSpec) -> JobFileError:
+        """``code: null`` (the image holds the code) on a provider that ships the code (not ``code_optional``)."""
+        return self.job_error(job, ("code",), f"is null (the image holds the code), which {self.name} does not take: "
+                                              "its nodes get the launcher with the code directory; set `code` to that "
+                                              "directory (code: null works on the Kubernetes providers)")
+
     @staticmethod
-    def job_error(job: JobSpec, loc: tuple, message: str) -> BadInput:
+    def job_error(job: JobSpec, loc: tuple, message: str) -> JobFileError:
         """A ``JobFileError`` at the place that gave the value at ``loc`` (the job file's line,
         the settings file's line, the ``--set``)."""
-        from ..spec.errors import JobFileError
         return JobFileError.at(job, loc, message)
 
     @abc.abstractmethod

@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, TextIO, Tuple
 
 from . import diskspace, doorbell
 from ..spec.errors import DiskFull
@@ -71,15 +71,15 @@ class LogSink:
     def __init__(self, run_dir: Path, nodes: int, nproc: int, distribution: str, mask: Masker):
         self.run_dir, self.nproc, self.distribution, self.mask = run_dir, nproc, distribution, mask
         self.full: Optional[DiskFull] = None
-        self.on_full = lambda error: None
+        self.on_full: Callable[[DiskFull], object] = lambda error: None  # told of the first full disk
         self.lock = threading.Lock()
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8", buffering=1)
         self.node_logs = [open(run_dir / f"node-{i}.log", "a", encoding="utf-8", buffering=1) for i in range(nodes)]
-        self.rank_logs: Dict[int, object] = {}
+        self.rank_logs: Dict[int, TextIO] = {}
         self.partial: Dict[int, str] = {}  # mpirun tags every write, so a rank's line may come in pieces
         self.bell = doorbell.Bell.from_environ()  # tells a following `cloudtrain submit` of each line
 
-    def _rank_log(self, node: int, rank: int):
+    def _rank_log(self, node: int, rank: int) -> TextIO:
         f = self.rank_logs.get(rank)
         if f is None:
             path = self.run_dir / f"node-{node}" / f"rank-{rank}.log"
@@ -358,10 +358,12 @@ class Supervisor(abc.ABC):
         self.done.set()
         self.wake.set()
 
-    def on_disk_full(self, error: DiskFull) -> None:
+    def on_disk_full(self, error: DiskFull) -> DiskFull:
+        """Fail the job for a full disk; the ``DiskFull`` it fails with (the first one met)."""
         if self.disk_full is None:
             self.disk_full = error
         self.wake.set()
+        return self.disk_full
 
     def record_end(self, state: str, message: str, code: int) -> None:
         """The job's end in the store (and its run directory), however long a full disk takes to
@@ -442,8 +444,7 @@ class Supervisor(abc.ABC):
             message = "could not start the job: " + self.sink.mask(str(exc))
             if isinstance(exc, DiskFull) or diskspace.is_full(exc) or (  # shutil.Error: a list of them
                     isinstance(exc, OSError) and diskspace.nearly_full(self.run_dir)):
-                self.on_disk_full(exc if isinstance(exc, DiskFull) else diskspace.full(self.run_dir))
-                message = self.disk_full.reason
+                message = self.on_disk_full(exc if isinstance(exc, DiskFull) else diskspace.full(self.run_dir)).reason
             elif self.done.is_set():
                 state, message, code = CANCELLED
         finally:

@@ -153,8 +153,10 @@ Payload = Union[bytes, "Archive"]
 
 
 def sha256_of(data: Payload) -> str:
-    digest = getattr(data, "sha256", None)
-    return digest if isinstance(digest, str) else hashlib.sha256(data).hexdigest()
+    """The sha256 of the bytes, or the one an ``Archive`` carries (computed as it was packed)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return hashlib.sha256(data).hexdigest()
+    return data.sha256
 
 
 def code_url(prefix: ObjectUrl, data: Payload) -> ObjectUrl:
@@ -173,10 +175,11 @@ def upload_once(store: ObjectStore, url: ObjectUrl, data: Payload, content_type:
         if key in _sent:
             return False
         sent = not store.exists(url)
-        if sent and isinstance(data, (bytes, bytearray, memoryview)):
-            store.put(url, bytes(data), content_type)
-        elif sent:
-            store.put_file(url, data.path, content_type)
+        if sent:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                store.put(url, bytes(data), content_type)
+            else:
+                store.put_file(url, data.path, content_type)
         _sent.add(key)
         return sent
 
