@@ -23,14 +23,15 @@ import argparse
 import datetime
 import os
 import sys
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 from cloudtrain.catalogs import catalog as cat
 from cloudtrain.catalogs.catalog import Instance
 
 CATALOG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogs")
 # EC2 GpuInfo (name, memory in MiB) -> the neutral name (cloudtrain.spec.accelerators); None: no neutral name
-GPU_NAMES = {"A100": {40960: "A100", 81920: "A100-80GB"}, "V100": {16384: "V100", 32768: "V100-32GB"},
+GPU_NAMES: Dict[str, Union[str, Dict[int, str]]] = {
+             "A100": {40960: "A100", 81920: "A100-80GB"}, "V100": {16384: "V100", 32768: "V100-32GB"},
              "H100": "H100", "H200": "H200", "B200": "B200", "B300": "B300", "L40S": "L40S", "L4": "L4",
              "A10G": "A10G", "T4": "T4",
              # g7e and g7 (EC2 GpuInfo names, as moto 5.2.5's recorded DescribeInstanceTypes data gives them)

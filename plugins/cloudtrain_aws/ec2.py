@@ -107,13 +107,13 @@ class Ec2Provider(AwsProvider):
     @classmethod
     def ignored(cls, job: JobSpec, options: Ec2Options) -> List[Tuple[tuple, str]]:
         """What the job asks for that ec2 will not do, said at validate rather than dropped."""
-        out = []
+        out: List[Tuple[tuple, str]] = []
         if job.image:  # the node script runs the launcher on the AMI's own Python, in no container
             out.append((("image",), f"ec2 runs the job on the instances' AMI (providers.ec2.image_id), not in a "
                                     f"container: the image {job.image} is not used here; put the job's software in "
                                     "the AMI or in providers.ec2.setup"))
         row = cls.instance(job, options).row
-        if job.network.rdma == "auto" and not options.subnet_id and efa_devices("auto", row):
+        if row is not None and job.network.rdma == "auto" and not options.subnet_id and efa_devices("auto", row):
             out.append((("providers", "ec2", "subnet_id"),
                         f"is not set, so this {row.instance_type} job runs without EFA "
                         f"(its {row.efa} EFA interfaces need a subnet): set subnet_id to use EFA, or network.rdma: "
@@ -279,9 +279,8 @@ class Ec2Provider(AwsProvider):
         """The job as one read: its instances in node order, and the SSM invocation of each one's
         command (``GetCommandInvocation``: status, exit code, output) once it was sent."""
         nodes = sorted(instances, key=node_index)
-        return {"instances": nodes, "invocations": {i["InstanceId"]: self._invocation(region, tag(i, TAG_COMMAND),
-                                                                                    i["InstanceId"])
-                                                    for i in nodes if tag(i, TAG_COMMAND)}}
+        return {"instances": nodes, "invocations": {instance_id: self._invocation(region, command, instance_id)
+                                                    for instance_id, command in commands(nodes).items()}}
 
     def _describe(self, job_id: str) -> dict:
         region, name = self.split_id(job_id)
@@ -333,11 +332,11 @@ class Ec2Provider(AwsProvider):
         group = tag(instances[0], TAG_LOGS)
         if group:
             nodes = {i["InstanceId"]: node_index(i) for i in instances}
-            commands = sorted({tag(i, TAG_COMMAND) for i in instances if tag(i, TAG_COMMAND)})
+            sent = sorted(set(commands(instances).values()))
 
             def label(stream: str) -> str:  # the node of the stream's instance
                 return f"node{nodes.get((stream.split('/') + [''])[1], '?')}"
-            yield from self.cloudwatch_chunk(self.split_id(job_id)[0], group, [c + "/" for c in commands], label,
+            yield from self.cloudwatch_chunk(self.split_id(job_id)[0], group, [c + "/" for c in sent], label,
                                              cursor)
             return
         shown: Dict[str, int] = cursor.setdefault("shown", {})
@@ -363,7 +362,7 @@ class Ec2Provider(AwsProvider):
         from botocore.exceptions import ClientError
         with self.api(f"mark {name} cancelled"):
             self.client("ec2", region).create_tags(Resources=live, Tags=[{"Key": TAG_CANCELLED, "Value": "true"}])
-        for command in sorted({tag(i, TAG_COMMAND) for i in instances if tag(i, TAG_COMMAND)}):
+        for command in sorted(set(commands(instances).values())):
             try:
                 self.client("ssm", region).cancel_command(CommandId=command)
             except ClientError:
@@ -414,13 +413,25 @@ class Ec2Provider(AwsProvider):
                     Filters=[{"Name": "tag-key", "Values": [TAG_JOB]}]):
                 for reservation in page.get("Reservations", []):
                     for inst in reservation.get("Instances", []):
-                        by_job.setdefault(tag(inst, TAG_JOB), []).append(inst)
+                        job = tag(inst, TAG_JOB)
+                        if job is not None:  # the filter asked for instances with the tag
+                            by_job.setdefault(job, []).append(inst)
         return [self._to_status(f"{region}/{name}", self._nodes(region, insts))
                 for name, insts in sorted(by_job.items())]
 
 
 def tag(instance: dict, key: str) -> Optional[str]:
     return next((t["Value"] for t in instance.get("Tags") or [] if t["Key"] == key), None)
+
+
+def commands(instances: List[dict]) -> Dict[str, str]:
+    """Instance id -> the SSM command sent to it (its ``TAG_COMMAND``), for the instances that have one."""
+    out = {}
+    for instance in instances:
+        command = tag(instance, TAG_COMMAND)
+        if command:
+            out[instance["InstanceId"]] = command
+    return out
 
 
 def failed_step(invocation: dict) -> Optional[str]:

@@ -70,7 +70,7 @@ def eks_token(session, cluster: str, region: str) -> str:
     return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
 
 
-class EksProvider(KubeflowProvider):
+class EksProvider(KubeflowProvider[EksOptions]):
     name = "eks"
     extra = "aws"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob or Trainer v2 TrainJob on an EKS cluster found by name"
@@ -100,7 +100,7 @@ class EksProvider(KubeflowProvider):
         if choice:  # the nodes of that EC2 type (the label every EKS node carries)
             mopts = replace(mopts, node_selector={INSTANCE_LABEL: choice.instance_type, **options.node_selector})
         devices = efa_devices(job.network.rdma, row)
-        if devices and not options.rdma_resource:  # every EFA device of the instance, presets from its row
+        if row is not None and devices and not options.rdma_resource:  # every EFA device of the row's instance
             preset = {**m.RDMA_ENV_PRESETS[EFA_RESOURCE], **(DEVICE_RDMA if row.efa_rdma_read else {})}
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE, rdma_count=devices,
                             rdma_env=options.rdma_env if options.rdma_env is not None else preset)

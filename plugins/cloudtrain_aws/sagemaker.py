@@ -214,10 +214,11 @@ class SageMakerProvider(AwsProvider):
             if path[1:2] == ("TrainingImage",):
                 return ((*mine, "image") if options.image else ("image",)), ""
             return ("command",), "; shorten the command (e.g. put options in a file)"
-        member = {"Subnets": "subnets", "SecurityGroupIds": "security_group_ids", "VolumeSizeInGB": "volume_gb",
-                  "KeepAlivePeriodInSeconds": "keep_alive_seconds", "InstanceType": "instance_type",
-                  "LocalPath": "checkpoint_dir", "S3Uri": "checkpoint_s3", "S3OutputPath": "output_s3",
-                  "MaxWaitTimeInSeconds": "max_wait_seconds"}.get(path[1] if len(path) > 1 else None)
+        members = {"Subnets": "subnets", "SecurityGroupIds": "security_group_ids", "VolumeSizeInGB": "volume_gb",
+                   "KeepAlivePeriodInSeconds": "keep_alive_seconds", "InstanceType": "instance_type",
+                   "LocalPath": "checkpoint_dir", "S3Uri": "checkpoint_s3", "S3OutputPath": "output_s3",
+                   "MaxWaitTimeInSeconds": "max_wait_seconds"}
+        member = members.get(path[1]) if len(path) > 1 else None
         neutral = {"TrainingJobName": ("name",), "RetryStrategy": ("max_restarts",),
                    "StoppingCondition": ("max_runtime",) if member is None else None,
                    "ResourceConfig": ("distribution", "nodes") if path[1:2] == ("InstanceCount",) else None}

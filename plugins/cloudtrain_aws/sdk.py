@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Optional
 
 from cloudtrain import __version__
 from cloudtrain.spec.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
@@ -83,7 +83,7 @@ class AwsClients:
     ``Session`` or boto3's default chain, one per service and region, or the injected ready
     clients (tests point them at a double)."""
 
-    name: str
+    name: ClassVar[str]
 
     def _init_clients(self, session: Optional["Session"], injected: Dict[str, Optional["BaseClient"]]) -> None:
         self._session = session

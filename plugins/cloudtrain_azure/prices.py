@@ -57,7 +57,8 @@ def rates(entries) -> Tuple[Dict[str, Tuple[Optional[float], Optional[float]]], 
         currency = it.get("currencyCode") or currency
         slot = out.setdefault(region, [None, None])
         index = 1 if sku.endswith("Spot") else 0
-        slot[index] = float(price) if slot[index] is None else min(slot[index], float(price))
+        seen = slot[index]
+        slot[index] = float(price) if seen is None else min(seen, float(price))
     return {r: (v[0], v[1]) for r, v in out.items()}, currency
 
 

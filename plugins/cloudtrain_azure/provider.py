@@ -217,7 +217,8 @@ class AzureProvider(CloudProvider):
                                   f"{infiniband.rdma_problem(size)} (compute {options.compute!r})")
         name = request.job_name(spec)
         with tempfile.TemporaryDirectory(prefix="cloudtrain-azure-") as tmp:
-            staged = shipping.stage(job, Path(tmp) / (job.code_path.name or "code"), [self.node_platform()])
+            code_name = job.code_path.name if job.code_path is not None else ""  # check refuses code: null
+            staged = shipping.stage(job, Path(tmp) / (code_name or "code"), [self.node_platform()])
             content = request.submitted(spec, staged, infiniband.rdma_env(job.network.rdma, size))
             azure_job = sdk.load_job(content, Path(tmp) / "job.yml")
             with sdk.azure_errors(f"creating job {name}"), sdk.stderr_of_upload():

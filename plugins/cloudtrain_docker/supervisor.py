@@ -97,6 +97,8 @@ class DockerSupervisor(Supervisor):
     def stop_all(self) -> None:
         super().stop_all()
         for node in self.nodes:  # containers of a failed attempt go before the next one starts
+            if not isinstance(node, ContainerNode):  # start_node makes only these
+                continue
             try:
                 self.client.api.remove_container(node.id, force=True)
             except Exception:

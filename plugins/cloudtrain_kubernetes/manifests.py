@@ -196,7 +196,7 @@ class ManifestOptions:
     def of(cls, value: Union["ManifestOptions", Mapping[str, Any], None]) -> "ManifestOptions":
         if value is None:
             return cls()
-        if isinstance(value, cls):
+        if isinstance(value, ManifestOptions):
             return value
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(value) - known)
@@ -409,9 +409,10 @@ def storage_mounts(job: JobSpec) -> Tuple[List[dict], Dict[str, str]]:
     for loc, uri in storage.entries(job):
         claim = storage.split(uri)[1].partition("/")[0]
         path = f"{INPUTS_DIR}/{loc[-1]}" if loc[1] == "inputs" else OUTPUT_DIR
-        mount = {"name": volumes[claim], "mountPath": path}
-        if storage.path_in(uri):
-            mount["subPath"] = storage.path_in(uri)
+        mount: Dict[str, Any] = {"name": volumes[claim], "mountPath": path}
+        sub_path = storage.path_in(uri)
+        if sub_path:
+            mount["subPath"] = sub_path
         if loc[1] == "inputs":
             mount["readOnly"] = True
             env[storage.input_env(loc[-1])] = path
@@ -456,7 +457,7 @@ def env_list(job: JobSpec, options: ManifestOptions, extra: Optional[Mapping[str
         "CLOUDTRAIN_MASTER_PORT": str(options.master_port),
     })
     values.update(extra or {})
-    out = [{"name": k, "value": str(v)} for k, v in values.items()]
+    out: List[dict] = [{"name": k, "value": str(v)} for k, v in values.items()]
     out += [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name(job, options), "key": name}}}
             for name in sorted(job.secrets)]
     return out
@@ -562,8 +563,9 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
     if any(m["name"] == SHM_VOLUME for c in containers for m in c.get("volumeMounts", [])):
         volumes.append({"name": SHM_VOLUME, "emptyDir": {
             "medium": "Memory", "sizeLimit": gib_quantity(job.resources.shm_gb or options.shm_gb)}})
-    if any(m["name"] == CHECKPOINT_VOLUME for c in containers for m in c.get("volumeMounts", [])):
-        volumes.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": checkpoint_claim(job)[0]}})
+    checkpoints = checkpoint_claim(job)  # the containers mount it only when there is one (container())
+    if checkpoints and any(m["name"] == CHECKPOINT_VOLUME for c in containers for m in c.get("volumeMounts", [])):
+        volumes.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": checkpoints[0]}})
     spec["volumes"] = volumes
     meta: Dict[str, Any] = {"labels": {**dict(options.labels), **common_labels(job, options), LABEL_ROLE: role}}
     if options.pod_annotations:

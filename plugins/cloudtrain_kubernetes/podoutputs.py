@@ -54,8 +54,9 @@ def output_mount(obj: dict) -> Optional[Tuple[str, str]]:
                   for v in spec.get("volumes") or []}
         for c in spec["containers"]:
             for mount in c.get("volumeMounts") or []:
-                if mount.get("mountPath") == m.OUTPUT_DIR and claims.get(mount.get("name")):
-                    return claims[mount["name"]], mount.get("subPath", "")
+                claim = claims.get(mount.get("name"))
+                if mount.get("mountPath") == m.OUTPUT_DIR and claim:
+                    return claim, mount.get("subPath", "")
     return None
 
 

@@ -38,7 +38,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, Generic, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from cloudtrain.providers.cloud import CloudProvider, timestamp
 from cloudtrain.spec.errors import BadInput, JobNotFound, PlatformError
@@ -68,6 +68,12 @@ __all__ = ["KubernetesProvider", "KubeflowProvider", "VolcanoProvider", "Kubeflo
            "TrainerOptions", "KubeflowTrainerOptions"]
 
 
+# A provider's options model: every method that takes the options takes this one type, so that a
+# provider built on another (eks on kubeflow, modelarts-lite on volcano) names its own options.
+OptionsT = TypeVar("OptionsT", bound=PodOptions)
+VolcanoOptionsT = TypeVar("VolcanoOptionsT", bound=VolcanoOptions)
+
+
 @dataclass
 class KubeJob:
     """One read of a job (``_describe``): its object (None once ``cancel`` deleted it), the
@@ -78,22 +84,23 @@ class KubeJob:
     exit_code: Optional[int] = None
 
 
-class KubernetesProvider(CloudProvider):
+class KubernetesProvider(CloudProvider, Generic[OptionsT]):
     """The shared lifecycle of every provider whose job is a set of Kubernetes objects; what a
-    provider built on it overrides is listed in the module's docstring (and docs/plugins.md)."""
+    provider built on it overrides is listed in the module's docstring (and docs/plugins.md).
+    ``OptionsT``: the provider's options (its ``Options``), which its methods take."""
 
     extra = "kubernetes"
-    sdk_modules = ("kubernetes",)
-    Options = KubeOptions
+    sdk_modules: ClassVar[Tuple[str, ...]] = ("kubernetes",)
+    Options: ClassVar[Type[PodOptions]] = KubeOptions
     # The kinds of job object this provider creates and looks for (keys of RESOURCES).
-    kinds: Tuple[str, ...] = ()
+    kinds: ClassVar[Tuple[str, ...]] = ()
     # The keys of ``target()`` that tell one cluster from another (one API client each).
-    target_keys: Tuple[str, ...] = ("kubeconfig", "context")
-    storage_schemes: Tuple[str, ...] = ("pvc",)  # PersistentVolumeClaims: pvc://CLAIM[/PATH]
+    target_keys: ClassVar[Tuple[str, ...]] = ("kubeconfig", "context")
+    storage_schemes: ClassVar[Tuple[str, ...]] = ("pvc",)  # PersistentVolumeClaims: pvc://CLAIM[/PATH]
     code_optional = True  # code: null: no code ConfigMap, the pods run in the image's workdir
     status_poll = 2.0  # an API server's reads are cheap
     # The schemes of providers.<name>.code_store whose time-limited URLs this provider's pods fetch.
-    code_store_schemes: Tuple[str, ...] = ("s3",)
+    code_store_schemes: ClassVar[Tuple[str, ...]] = ("s3",)
 
     def __init__(self, api_client=None, store=None, poll: Optional[float] = None):
         """``api_client``: a ``kubernetes.client.ApiClient`` used for every cluster (tests);
@@ -122,11 +129,11 @@ class KubernetesProvider(CloudProvider):
     def render(self, job: JobSpec, *, submit: bool = False, policy=()) -> Rendered:
         return super().render(self.sized(job), submit=submit, policy=policy)
 
-    def render_request(self, job: JobSpec, options: PodOptions) -> KubeRequest:
+    def render_request(self, job: JobSpec, options: OptionsT) -> KubeRequest:
         return render.kube_request(job, self.manifest_options(job, options), self.manifests(job, options),
                                    self.code_store_settings(options), options.code_url_expires)
 
-    def manifest_options(self, job: JobSpec, options: PodOptions) -> m.ManifestOptions:
+    def manifest_options(self, job: JobSpec, options: OptionsT) -> m.ManifestOptions:
         """The options of ``cloudtrain_kubernetes.manifests`` for this job; a platform calls
         ``super()`` and ``dataclasses.replace``s what it does differently."""
         return render.manifest_options(job, options, provider=self.name, platform=self.platform,
@@ -134,11 +141,11 @@ class KubernetesProvider(CloudProvider):
                                        detector_targets=self.node_platform().bundle_targets,
                                        code=render.code_payload(self, job, options))
 
-    def code_store_settings(self, options: PodOptions) -> Dict[str, Any]:
+    def code_store_settings(self, options: OptionsT) -> Dict[str, Any]:
         """The code store's constructor arguments (``region``, ``endpoint``) from the options."""
         return {"endpoint": options.code_store_endpoint}
 
-    def gpu_selection(self, job: JobSpec, options: PodOptions):
+    def gpu_selection(self, job: JobSpec, options: OptionsT):
         """(label, values) the pods' nodes must have for ``resources.accelerator`` (None: none)."""
         if not isinstance(options, KubeOptions):  # eks selects nodes by instance type instead
             return None
@@ -146,11 +153,11 @@ class KubernetesProvider(CloudProvider):
         return selection(job, self.name, options.gpu_label, options.gpu_products)
 
     @abc.abstractmethod
-    def manifests(self, job: JobSpec, options: PodOptions) -> List[dict]:
+    def manifests(self, job: JobSpec, options: OptionsT) -> List[dict]:
         """The objects to create, in order (pure): the job's Secret and ConfigMaps, then the job
         object (one of ``kinds``), built from ``manifest_options(job, options)``."""
 
-    def check(self, job: JobSpec, options: PodOptions) -> None:
+    def check(self, job: JobSpec, options: OptionsT) -> None:
         checkpoint_uri(job, "a Kubernetes cluster", ("pvc",), "pvc://team-checkpoints/digits (a ReadWriteMany claim)")
         if job.spot and not (options.spot_node_selector or options.spot_tolerations):
             raise field_error(job, ("spot",), f"Kubernetes has no spot field: set providers.{self.name}."
@@ -224,9 +231,12 @@ class KubernetesProvider(CloudProvider):
         return owned
 
     # -- reaching the cluster ----------------------------------------------------------------
-    def target(self, options: KubeOptions) -> Dict[str, Any]:
+    def target(self, options: OptionsT) -> Dict[str, Any]:
         """What to remember (in the store, at submit) to reach this job's cluster again from
-        any shell; never a credential."""
+        any shell; never a credential.  Here a kubeconfig's; a provider whose options have none
+        (eks) overrides this."""
+        if not isinstance(options, KubeOptions):
+            raise TypeError(f"{type(self).__name__}: {type(options).__name__} has no kubeconfig; override target()")
         return {"kubeconfig": options.kubeconfig, "context": options.context}
 
     def api_client(self, target: Dict[str, Any]):
@@ -498,23 +508,23 @@ def code_note(code: int) -> str:
     return f"a container exited with code {code}" + (" (killed: out of memory?)" if code == 137 else "")
 
 
-class KubeflowProvider(KubernetesProvider):
+class KubeflowProvider(KubernetesProvider[OptionsT]):
     """Kubeflow's jobs: training-operator v1 kinds here; a ``TrainJob`` (Trainer v2, see
     ``KubeflowTrainerProvider``) is followed by its own state table and pod labels, so that
     ``eks`` reaches either API through this one class."""
 
     name = "kubeflow"
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
-    Options = KubeflowOptions
+    Options: ClassVar[Type[PodOptions]] = KubeflowOptions  # eks and kubeflow-trainer name theirs
     platform = "kubeflow"
-    kinds = ("PyTorchJob", "MPIJob", "TFJob")
+    kinds: ClassVar[Tuple[str, ...]] = ("PyTorchJob", "MPIJob", "TFJob")
     # The training operator's condition types (the last true one is the job's state); a
     # suspended job is one Kueue holds (queued) or one suspended by hand.
     states = {"Pending": State.PENDING, "Created": State.PENDING, "Suspended": State.PENDING,
               "Running": State.RUNNING, "Restarting": State.STARTING,
               "Succeeded": State.SUCCEEDED, "Failed": State.FAILED, **trainjob.STATES}
 
-    def check(self, job: JobSpec, options: PodOptions) -> None:
+    def check(self, job: JobSpec, options: OptionsT) -> None:
         """Kueue takes the queue and the priority class as label values (``kueue_labels``);
         ``max_restarts`` only where the whole job restarts (``m.WHOLE_JOB_RESTARTS``)."""
         trainer = isinstance(options, TrainerOptions) and getattr(options, "api", "trainer") == "trainer"
@@ -531,7 +541,7 @@ class KubeflowProvider(KubernetesProvider):
                                      f"label {m.KUEUE_QUEUE if option == 'queue' else m.KUEUE_PRIORITY})")
         super().check(job, options)
 
-    def manifests(self, job, options):
+    def manifests(self, job: JobSpec, options: OptionsT) -> List[dict]:
         return m.build_kubeflow(job, self.manifest_options(job, options))
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
@@ -565,7 +575,7 @@ class KubeflowProvider(KubernetesProvider):
         return sum(int(s.get("replicas", 1)) for s in specs.values()) or None
 
 
-class VolcanoProvider(KubernetesProvider):
+class VolcanoProvider(KubernetesProvider[VolcanoOptionsT]):
     name = "volcano"
     description = "Volcano Jobs (batch.volcano.sh) on any cluster (kubeconfig)"
     platform = "volcano"
@@ -577,11 +587,11 @@ class VolcanoProvider(KubernetesProvider):
               "Aborting": State.RUNNING, "Aborted": State.FAILED, "Failed": State.FAILED,
               "Terminating": State.RUNNING, "Terminated": State.CANCELLED}
 
-    def manifest_options(self, job, options: VolcanoOptions):
+    def manifest_options(self, job: JobSpec, options: VolcanoOptionsT) -> m.ManifestOptions:
         mopts = super().manifest_options(job, options)
         return replace(mopts, scheduler_name=options.scheduler_name, volcano_plugins=dict(options.plugins))
 
-    def manifests(self, job, options):
+    def manifests(self, job: JobSpec, options: VolcanoOptionsT) -> List[dict]:
         return m.build_volcano(job, self.manifest_options(job, options))
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
@@ -592,7 +602,7 @@ class VolcanoProvider(KubernetesProvider):
         return sum(int(t.get("replicas", 0)) for t in (obj.get("spec") or {}).get("tasks", [])) or None
 
 
-class KubeflowTrainerProvider(KubeflowProvider):
+class KubeflowTrainerProvider(KubeflowProvider[KubeflowTrainerOptions]):
     name = trainjob.PLATFORM
     description = "Kubeflow Trainer v2 TrainJob on any cluster (kubeconfig)"
     platform = trainjob.PLATFORM
@@ -607,7 +617,7 @@ class KubeflowTrainerProvider(KubeflowProvider):
     def manifest_options(self, job: JobSpec, options: KubeflowTrainerOptions) -> m.ManifestOptions:
         return render.trainer_manifest_options(super().manifest_options(job, options))
 
-    def manifests(self, job, options: KubeflowTrainerOptions):
+    def manifests(self, job: JobSpec, options: KubeflowTrainerOptions) -> List[dict]:
         return render.trainer_objects(self, job, options, self.manifest_options(job, options))
 
     @classmethod

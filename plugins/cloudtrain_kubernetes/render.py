@@ -69,6 +69,8 @@ class StoredCode:
     def artifact(self) -> Artifact:
         """What the render shows of the upload (``s3/PutObject``, ``obs/PutObject``)."""
         from cloudtrain.transfer.objectstore import ObjectUrl
+        if self.payload.url is None:  # kube_request makes a StoredCode only of a payload with a URL
+            raise ValueError("stored code without the URL of its archive")
         url = ObjectUrl.parse(self.payload.url)
         return Artifact(f"{url.scheme}/PutObject", "code", {"Bucket": url.bucket, "Key": url.key,
                                                              "ContentType": "application/gzip"})
@@ -117,7 +119,7 @@ def kube_request(job: JobSpec, mopts: m.ManifestOptions, objects: List[dict],
     code: Union[InlineCode, StoredCode, None] = None
     if mopts.code is not None and mopts.code.inline:
         code = InlineCode(by_name.pop(m.code_configmap_name(job, mopts)), mopts.code)
-    elif mopts.code is not None:
+    elif mopts.code is not None and mopts.code.url is not None:  # not inline: the store holds it there
         upload = CodeUpload(mopts.code.url, region=store.get("region"), endpoint=store.get("endpoint"))
         code = StoredCode(by_name.pop(m.code_url_secret_name(job, mopts)), mopts.code, upload,
                           expires or MAX_URL_SECONDS)
@@ -157,7 +159,10 @@ def sized(job: JobSpec, provider: str) -> JobSpec:
     from cloudtrain.catalogs.catalog import Catalog
     from cloudtrain.spec.errors import CloudtrainWarning
     from cloudtrain.catalogs.instances import InstanceRules, wanted
-    accelerator, count = wanted(job, InstanceRules(provider, lambda: Catalog(provider, [])))
+    found = wanted(job, InstanceRules(provider, lambda: Catalog(provider, [])))
+    if found is None:  # wanted names the accelerator of an instance_type, or exits 2
+        raise ValueError(f"resources.instance_type {r.instance_type}: no accelerator found")
+    accelerator, count = found
     warnings.warn(f"resources.instance_type {r.instance_type}: {provider} does not choose a cluster's nodes by "
                   f"type; its pods ask for its {accelerator} x {count} instead (resources.accelerator, "
                   f"gpus_per_node); to pin the type too, set providers.{provider}.node_selector "
@@ -216,6 +221,9 @@ def store_prefix(provider: "KubernetesProvider", job: JobSpec, options: "PodOpti
     and SDK) installed: all offline."""
     from cloudtrain.transfer.objectstore import ObjectUrl, usable_store_class
     loc = ("providers", provider.name, "code_store")
+    if not options.code_store:  # code_payload asks only with one set
+        raise provider.job_error(job, loc, f"is not set; set it to an object store the pods can reach, e.g. "
+                                           f"{example(provider)}")
     try:
         prefix = ObjectUrl.parse(options.code_store, f"providers.{provider.name}.code_store")
     except BadInput as exc:

@@ -21,8 +21,10 @@ def api_error(exc, doing: str) -> PlatformError:
         message = json.loads(exc.body or "{}").get("message", "")
     except (ValueError, AttributeError):
         pass
-    fix = {401: "check the kubeconfig's credentials", 403: "ask for RBAC rights on these resources",
-           404: "is the operator's CRD installed in this cluster?"}.get(status, "check the cluster and retry")
+    fixes: Dict[Optional[int], str] = {401: "check the kubeconfig's credentials",
+                                       403: "ask for RBAC rights on these resources",
+                                       404: "is the operator's CRD installed in this cluster?"}
+    fix = fixes.get(status, "check the cluster and retry")
     return PlatformError(f"{doing} failed: {status} {reason}{': ' + message if message else ''}; {fix}")
 
 

@@ -64,13 +64,13 @@ def interpreter_env(python: Optional[str] = None, environ=None) -> Dict[str, str
 
 def node_specs(job: JobSpec, options: LocalOptions, platform, *, run_dir: str, master_port: int) -> List[dict]:
     nodes = job.distribution.nodes
-    cluster = Cluster(hosts=["127.0.0.1"] * nodes, master_port=master_port,
-                      output_dir=str(HostedProvider.host_output(job, run_dir)))
+    output_dir = str(HostedProvider.host_output(job, run_dir))
+    cluster = Cluster(hosts=["127.0.0.1"] * nodes, master_port=master_port, output_dir=output_dir)
     python = options.python or sys.executable
     launch = [python, "-m", "cloudtrain.launch", *job.launch_args(), "--", *job.argv]
     code = str(job.code_path)  # resolve() is a syscall per path part: once, not per node
     job_env = {**interpreter_env(options.python), **Provider.rendered_env(job)}  # the job's own PATH wins
-    ours = {"CLOUDTRAIN_OUTPUT_DIR": cluster.output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
+    ours = {"CLOUDTRAIN_OUTPUT_DIR": output_dir, "CLOUDTRAIN_JOB_ID": os.path.basename(run_dir),
             "CLOUDTRAIN_ENV_NAMES": ",".join(sorted([*job.env, *job.secrets])),
             **{storage.input_env(name): str(storage.local_path(job, uri)) for name, uri in job.storage.inputs.items()}}
     checkpoints = host_checkpoint_dir(job, "local")

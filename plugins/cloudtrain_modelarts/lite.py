@@ -98,7 +98,7 @@ class LiteOptions(VolcanoOptions):
         return self.open_script_address or OPEN_SCRIPT.format(region=self.region)
 
 
-class ModelartsLiteProvider(VolcanoProvider):
+class ModelartsLiteProvider(VolcanoProvider[LiteOptions]):
     name = LITE
     extra = "modelarts"
     description = "ModelArts Lite pool (CCE + Volcano): Ascend/GPU jobs with ranktable routing"

@@ -221,7 +221,7 @@ def cpu_at_submit(job: JobSpec) -> Optional[str]:
 
 def chosen_at_submit(flavor_id: Optional[str]) -> bool:
     """Is ``flavor_id`` the placeholder of ``cpu_at_submit``?"""
-    return bool(flavor_id) and flavor_id.startswith(CPU_AT_SUBMIT)
+    return flavor_id is not None and flavor_id.startswith(CPU_AT_SUBMIT)
 
 
 def check_flavor_card(job: JobSpec, flavor: str, loc: tuple) -> None:
@@ -278,7 +278,7 @@ def check(job: JobSpec, options: ModelartsOptions, detectors: str) -> None:
     if reserved:
         warnings.warn(f"{', '.join(reserved)}: ModelArts reserves MA_* variables; rename them", CloudtrainWarning)
     chosen = flavor(job, options)  # whatever else render would refuse (the flavor), validate refuses too
-    if chosen_at_submit(chosen):
+    if chosen is not None and chosen_at_submit(chosen):
         warnings.warn(f"{'.'.join(option('flavor_id'))} is not set and the job asks for no accelerator: submit takes "
                       f"{chosen[len(CPU_AT_SUBMIT):-1]} the region lists (ShowTrainingJobFlavors, flavor_type CPU) "
                       f"for {job.distribution.nodes} node(s); set flavor_id to choose one yourself", CloudtrainWarning)
@@ -311,7 +311,8 @@ def check_network(job: JobSpec) -> None:
     mode = job.network.rdma
     if mode == "on":
         raise JobFileError.at(job, ("network", "rdma"), RDMA_ON)
-    if mode == "off" and is_npu(accelerator(job)):
+    chip = accelerator(job) if mode == "off" else None  # None: a CPU job (NCCL_IB_DISABLE=1 as on GPUs)
+    if chip is not None and is_npu(chip):
         raise JobFileError.at(job, ("network", "rdma"), "is off, but Ascend NPUs reach each other over their own "
                               "RoCE ports (HCCL), which a training job cannot turn off; set network.rdma: auto")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 from cloudtrain.spec.errors import BadInput, MissingCredentials, MissingExtra, PlatformError
 
@@ -178,7 +178,8 @@ def obs_result(result, what: str, ok_missing: bool = False):
 
 
 # -- request models from rendered bodies --------------------------------------------------------
-_PRIMITIVES = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
+_PRIMITIVES: Dict[str, Union[type, Tuple[type, ...]]] = {"str": str, "int": int, "bool": bool, "float": (int, float),
+                                                          "object": object}
 
 
 def to_model(models, type_name: str, data: Any, path: str = "body"):
@@ -195,7 +196,10 @@ def to_model(models, type_name: str, data: Any, path: str = "body"):
     if type_name.startswith("dict("):
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a mapping, got {type(data).__name__}")
-        inner = re.match(r"dict\(([^,]*), (.*)\)", type_name).group(2)
+        parts = re.match(r"dict\(([^,]*), (.*)\)", type_name)
+        if parts is None:  # the SDK's openapi_types name every mapping dict(key, value)
+            raise ValueError(f"{path}: the SDK's type {type_name!r} is not dict(key, value)")
+        inner = parts.group(2)
         return {str(k): to_model(models, inner, v, f"{path}.{k}") for k, v in data.items()}
     if type_name in _PRIMITIVES:
         expected = _PRIMITIVES[type_name]

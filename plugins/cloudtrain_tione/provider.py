@@ -152,20 +152,28 @@ class TioneProvider(CloudProvider):
     def region_of(self, options: TioneOptions) -> Optional[str]:
         return options.region or self._region or os.environ.get("TENCENTCLOUD_REGION")
 
+    def submit_region(self, options: TioneOptions) -> str:
+        """``region_of``, which submit requires (``required``; ``fallback`` looks where this does)."""
+        region = self.region_of(options)
+        if not region:
+            raise BadInput("providers.tione.region is not set; set it (or TENCENTCLOUD_REGION) to the region of the "
+                           "task, e.g. ap-shanghai")
+        return region
+
     def code_store(self, upload: CodeUpload):
         """A ``CosStore`` in the upload's region with this provider's credentials and COS endpoint."""
         return self.cos(upload.region)
 
     def _create(self, rendered: Rendered[TioneRequest], secrets: Dict[str, str], spec: str) -> str:
         request = rendered.request
-        region = self.region_of(rendered.options)
+        region = self.submit_region(rendered.options)
         task = self.sdk.call(region, "CreateTrainingTask", request.task(secrets), f"creating task {request.name}")
         return join_id(region, request.project, task.Id)
 
     def _find_by_spec(self, rendered: Rendered[TioneRequest], spec: str) -> Optional[str]:
         """The task this spec already created (same name and spec tag), if any."""
         request = rendered.request
-        region, project, name = self.region_of(rendered.options), request.project, request.name
+        region, project, name = self.submit_region(rendered.options), request.project, request.name
         params = {"Filters": [{"Name": "Name", "Values": [name]}],
                   "TagFilters": [{"TagKey": rq.TAG_SPEC, "TagValues": [spec]}], "Limit": 50}
         if project:

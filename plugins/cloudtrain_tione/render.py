@@ -116,10 +116,11 @@ def gpu_type(job: JobSpec, options: TioneOptions) -> Optional[str]:
     """A resource group's GpuType: ``providers.tione.gpu_type``, else the job's accelerator in
     TI-ONE's names (catalog.GPU_TYPES); exit 2 for an accelerator TI-ONE has no GpuType for."""
     found = wanted(job, catalog.RULES)
-    name = catalog.gpu_type(found[0]) if found else None
+    accelerator = found[0] if found else None
+    name = catalog.gpu_type(accelerator) if accelerator else None
     if options.gpu_type:
         if name and name.upper() != options.gpu_type.upper():  # e.g. the account's V100 for an A100 job
-            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {found[0]} "
+            raise job_error(job, opt("gpu_type"), f"is {options.gpu_type}, but the job asks for {accelerator} "
                                                   f"(resources), which TI-ONE calls {name}; make them agree, or drop "
                                                   "gpu_type")
         return options.gpu_type
@@ -277,7 +278,7 @@ def image_info(job: JobSpec, options: TioneOptions) -> Optional[dict]:
     if not image or options.framework:
         return None
     kind = options.image_type or registry_type(image)
-    info = {"ImageType": kind, "ImageUrl": image}
+    info: Dict[str, Optional[str]] = {"ImageType": kind, "ImageUrl": image}
     if kind == "TCR":
         info["RegistryRegion"] = options.registry_region or options.region
         info["RegistryId"] = options.registry_id
@@ -390,7 +391,7 @@ def decode_start_commands(request: dict) -> Dict[str, str]:
 # -- environment -------------------------------------------------------------------------------
 def envs(job: JobSpec, options: TioneOptions, rdma: Optional[bool]) -> List[dict]:
     """The job's env, its secrets as private variables (``***`` until submit), then cloudtrain's."""
-    out = [{"Name": k, "Value": v} for k, v in job.env.items()]
+    out: List[dict] = [{"Name": k, "Value": v} for k, v in job.env.items()]
     out += [{"Name": k, "Value": MASK, "IsPrivate": True} for k in job.secrets]
     own = {"CLOUDTRAIN_DETECTORS": detectors_variable(), storage.OUTPUT_ENV: options.output_dir}
     own.update({storage.input_env(name): input_path(name) for name in sorted(job.storage.inputs)})

@@ -397,3 +397,10 @@ def test_the_command_passes_shellcheck(options):
     command = fill(rendered.request, {Placeholder.CODE_DIGEST: "0" * 64}).body["algorithm"]["command"]
     proc = subprocess.run(["shellcheck", "-s", "sh", "-"], input=command, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_rdma_off_on_a_cpu_job_renders_nccl_ib_disable():
+    """A job that names no accelerator (a CPU flavor) with network.rdma: off: the Ascend check asked
+    is_npu of no accelerator, and render failed with AttributeError instead of rendering (main)."""
+    _, off = render(network={"rdma": "off"})
+    assert off["algorithm"]["environments"]["NCCL_IB_DISABLE"] == "1"
