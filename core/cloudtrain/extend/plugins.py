@@ -15,7 +15,7 @@ import pluggy
 
 from . import hookspecs, registry
 from ..spec.errors import BadInput, UnknownProvider
-from ..launch.platform import import_target
+from ..launch.platform import import_target, installed_entry_points
 
 ENTRY_POINT_GROUP = registry.ENTRY_POINT_GROUP
 
@@ -89,7 +89,9 @@ def get_plugin_manager() -> pluggy.PluginManager:
         pm.add_hookspecs(hookspecs)
         for name in _blocked_names():
             pm.set_blocked(name)
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        for name, value in installed_entry_points():  # the one scan of the installed distributions
+            if not (pm.has_plugin(name) or pm.is_blocked(name)):
+                pm.register(import_target(value), name=name)
         for module_name in filter(None, (m.strip() for m in os.environ.get("CLOUDTRAIN_PLUGINS", "").split(","))):
             if pm.is_blocked(module_name) or pm.has_plugin(module_name):
                 continue
