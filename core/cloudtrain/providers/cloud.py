@@ -3,8 +3,9 @@
 Template methods, as torchx's schedulers do it: the core owns the flow, a plugin fills in the
 platform's calls.  No plugin overrides a step of the template.
 
-- ``submit`` (``schedule``), one pipeline: the spec hash of the rendered request and the code →
-  ship the code where the request's ``code_upload`` says (content-addressed, once) → ``fill`` the
+- ``submit`` (``schedule``), one pipeline: ship the code where the request's ``code_upload`` says
+  (content-addressed, once) → the spec hash of the rendered request and the shipped archive (of
+  the code, when nothing is shipped: each file is read once per submit) → ``fill`` the
   placeholders (``cloudtrain.providers.request``) → ``_find_by_spec`` (a job an earlier submit of the same
   spec created: submitting again, or a create whose answer was lost, follows that job), else
   ``_create``, which gets the filled typed request;
@@ -46,8 +47,10 @@ def poll_setting(poll: Optional[float], default: float) -> float:
 
 
 def spec_hash(rendered: Rendered, code_digest: Optional[str] = None) -> str:
-    """sha256 of the rendered envelope (placeholders and masks as rendered), a NUL, and the
-    digest of the shipped code: the same job file and code give the same hash."""
+    """sha256 of the rendered envelope (placeholders and masks as rendered), a NUL, and
+    ``code_digest``: the shipped archive's sha256 (a reproducible archive: the same code and
+    launcher give the same bytes), else the code's own (``shipping.code_digest``, read here).
+    The same job file and code give the same hash."""
     if code_digest is None:
         from ..transfer.shipping import code_digest as digest_of
         code_digest = digest_of(rendered.job)
@@ -136,8 +139,10 @@ class CloudProvider(Provider):
         return open_store(ObjectUrl.parse(upload.url), **settings)
 
     # -- the template -------------------------------------------------------------------------
-    def spec_hash(self, rendered: Rendered) -> str:
-        return spec_hash(rendered)[:self.spec_hash_length]
+    def spec_hash(self, rendered: Rendered, shipped: Optional[Shipped] = None) -> str:
+        """``spec_hash`` of the render and of what ``ship`` sent (the code is not read again),
+        cut to ``spec_hash_length``."""
+        return spec_hash(rendered, shipped.digest if shipped else None)[:self.spec_hash_length]
 
     def ship(self, rendered: Rendered) -> Optional[Shipped]:
         """The job's archive (the code and the launcher bundle) where the request's ``code_upload``
@@ -183,8 +188,8 @@ class CloudProvider(Provider):
 
     def schedule(self, rendered: Rendered, secrets: Dict[str, str]) -> str:
         """The one submit pipeline (see the module's docstring); not overridden by plugins."""
-        spec = self.spec_hash(rendered)
         shipped = self.ship(rendered)
+        spec = self.spec_hash(rendered, shipped)
         filled = dataclasses.replace(rendered, request=fill(rendered.request, self.placeholder_values(spec, shipped)))
         job_id = self._find_by_spec(filled, spec)
         if job_id is None:

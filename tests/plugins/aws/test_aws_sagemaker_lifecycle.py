@@ -1,10 +1,13 @@
 """sagemaker against moto in server mode (real HTTP through boto3), with the test double's
 extensions: submit -> status -> logs -> cancel -> list, idempotent submit after a lost response,
 throttling and 5xx, EFA from EC2's data, and the CLI end to end."""
+import collections
 import gzip
 import hashlib
 import io
 import json
+import os
+import shutil
 import tarfile
 import threading
 import time
@@ -156,6 +159,29 @@ def test_a_create_whose_response_was_lost_is_retried_and_attached(aws):
     assert run.id.endswith(only_job(aws))  # one job, and the submit attached to it
     again = provider(aws).submit(digits())  # a second submit of the same spec: the same job
     assert again.handle == run.handle and only_job(aws)
+
+
+def test_a_submit_reads_each_code_file_once_and_a_resubmit_still_finds_the_job(aws, monkeypatch, tmp_path):
+    """The spec hash is of the archive ``ship`` sent (a reproducible archive), so the code is read
+    once, to pack it, and not a second time to hash it (a 1 GB tree: a whole read and sha256 less);
+    the same code and job file still give the same spec, and a second submit finds the job."""
+    from cloudtrain.transfer import shipping
+    shutil.copytree(EXAMPLES / "digits-ddp", tmp_path / "digits-ddp")  # code no earlier test packed
+    job_file = tmp_path / "digits-ddp" / "job.yaml"
+    opened = collections.Counter()
+    real = shipping._open_regular
+
+    def counting(path):
+        opened[os.path.realpath(path)] += 1
+        return real(path)
+    monkeypatch.setattr(shipping, "_open_regular", counting)
+    run = provider(aws).submit(cloudtrain.load_job(job_file, overrides=SETS))
+    code = [p for p in opened if p.startswith(str(job_file.parent.resolve()) + os.sep)]
+    assert code and all(opened[p] == 1 for p in code), opened
+    opened.clear()
+    again = provider(aws).submit(cloudtrain.load_job(job_file, overrides=SETS))
+    assert again.handle == run.handle and only_job(aws)  # one job: the same spec, the same name
+    assert all(opened[p] <= 1 for p in code), opened  # (this process packed it already: none)
 
 
 def test_throttling_and_server_errors_are_retried(aws):
