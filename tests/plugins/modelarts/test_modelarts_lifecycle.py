@@ -9,6 +9,7 @@ import time
 import huaweicloudsdkmodelarts.v1 as v1
 import pytest
 
+from cloudtrain.providers.cloud import spec_hash
 from cloudtrain.transfer import objectstore, shipping
 from cloudtrain.spec.errors import EXIT_BAD_INPUT, EXIT_PLATFORM, BadInput, MissingCredentials, PlatformError
 from cloudtrain.input.loading import load_job
@@ -88,10 +89,10 @@ def test_submit_sends_the_rendered_body_signed_with_the_access_key(tmp_path, ma)
     assert re.fullmatch(r"modelarts://cn-north-4/[0-9a-f-]{36}", run.handle)
     (body,) = created(ma)
     expected = json.loads(json.dumps(rendered.artifacts[-1].content))
-    digest = provider.spec_hash(rendered)
+    _, sha = shipping.packed(rendered.job, (provider.detector_target(), *provider.node_modules))
+    digest = spec_hash(rendered, sha)[:provider.spec_hash_length]  # of the render and the archive shipped
     expected["metadata"]["name"] = "ma-job-" + digest[:8]
     expected["metadata"]["description"] = "cloudtrain job ma-job cloudtrain:spec-hash=" + digest
-    _, sha = shipping.packed(rendered.job, (provider.detector_target(), *provider.node_modules))
     expected["algorithm"]["code_dir"] = f"/{CODE_BUCKET}/team/cloudtrain-code/{sha}/code/"
     expected["algorithm"]["command"] = expected["algorithm"]["command"].replace("<code-digest>", sha)
     assert f"--sha256 '{sha}' code.tar.gz . && " in body["algorithm"]["command"]  # checked before it is unpacked
