@@ -46,7 +46,8 @@ CASES = {
           "PET_MASTER_ADDR": "digits-node-0-0.digits", "PET_MASTER_PORT": "29500",
           "CLOUDTRAIN_TRAINER_RUNTIME": "torch-distributed"},
          {"node_rank": 2, "num_nodes": 3, "master_addr": "digits-node-0-0.digits", "master_port": 29500,
-          "nproc_per_node": 4, "hosts": ["digits-node-0-0.digits", "digits-node-0-1.digits", "digits-node-0-2.digits"]}),
+          "nproc_per_node": 4,
+          "hosts": ["digits-node-0-0.digits", "digits-node-0-1.digits", "digits-node-0-2.digits"]}),
         # numProcPerNode unset, no GPUs: "auto" (torchrun's own choice), the launcher's --nproc-per-node rules
         ({"PET_NNODES": "2", "PET_NPROC_PER_NODE": "auto", "PET_NODE_RANK": "0",
           "PET_MASTER_ADDR": "tj-node-0-0.tj", "PET_MASTER_PORT": "29500"},
@@ -84,7 +85,8 @@ CASES = {
           "hosts": ["10.0.0.4", "10.0.0.5"]}),
         # MPI on a single node: only AZ_BATCHAI_MPI_MASTER_NODE (an address, no port).
         ({"AZUREML_RUN_ID": "r", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
-          "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "AZ_BATCHAI_MPI_MASTER_NODE": "10.0.0.9"},
+          "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+          "AZ_BATCHAI_MPI_MASTER_NODE": "10.0.0.9"},
          {"node_rank": 0, "num_nodes": 1, "master_addr": "10.0.0.9", "master_port": 6105, "hosts": ["10.0.0.9"]}),
         # TensorFlow distribution: Azure's TF_CONFIG; parameter servers first, then workers.
         ({"AZUREML_RUN_ID": "r", "TF_CONFIG": '{"cluster": {"ps": ["10.0.0.4:2222"], "worker": ["10.0.0.5:2222", '
@@ -127,7 +129,8 @@ CASES = {
           "MA_CURRENT_IP": "172.16.0.11", "CLOUDTRAIN_MASTER_PORT": "29500",
           "VC_WORKER_HOSTS": "job-a1-worker-0.job-a1,job-a1-worker-1.job-a1,job-a1-worker-2.job-a1"},
          {"node_rank": 1, "num_nodes": 3, "master_addr": "job-a1-worker-0.job-a1", "master_port": 29500,
-          "nproc_per_node": 8, "hosts": ["job-a1-worker-0.job-a1", "job-a1-worker-1.job-a1", "job-a1-worker-2.job-a1"]}),
+          "nproc_per_node": 8,
+          "hosts": ["job-a1-worker-0.job-a1", "job-a1-worker-1.job-a1", "job-a1-worker-2.job-a1"]}),
         ({"MA_NUM_HOSTS": "1", "VC_TASK_INDEX": "0", "MA_NUM_GPUS": "0", "MA_CURRENT_IP": "172.16.0.9"},
          {"node_rank": 0, "num_nodes": 1, "master_addr": "172.16.0.9", "nproc_per_node": None}),
     ],
@@ -136,7 +139,8 @@ CASES = {
     "modelarts-lite": [
         ({"VC_TASK_INDEX": "1", "VC_WORKER_HOSTS": "vj-worker-0.vj,vj-worker-1.vj,vj-worker-2.vj,vj-worker-3.vj",
           "VC_WORKER_NUM": "4", "MA_NUM_HOSTS": "4", "MA_NUM_GPUS": "8", "MA_VJ_NAME": "vj", "MA_TASK_NAME": "worker",
-          "RANK_AFTER_ACC": "3", "MA_MASTER_INDEX": "2", "CLOUDTRAIN_RANK_ROUTED": "1", "CLOUDTRAIN_MASTER_PORT": "39888"},
+          "RANK_AFTER_ACC": "3", "MA_MASTER_INDEX": "2", "CLOUDTRAIN_RANK_ROUTED": "1",
+          "CLOUDTRAIN_MASTER_PORT": "39888"},
          {"node_rank": 3, "num_nodes": 4, "master_addr": "vj-worker-2.vj", "master_port": 39888, "nproc_per_node": 8,
           "hosts": []}),
         ({"VC_TASK_INDEX": "2", "MA_NUM_HOSTS": "3", "MA_NUM_GPUS": "8", "MA_VJ_NAME": "vj", "MA_TASK_NAME": "worker",

@@ -81,7 +81,8 @@ def test_ec2_resizes_the_amis_dev_shm():
     assert "/dev/shm" not in json.dumps(request)
 
 
-@pytest.mark.parametrize("provider,options,default", [("sagemaker", SAGEMAKER, "ml.m5.xlarge"), ("ec2", None, "m5.xlarge")])
+@pytest.mark.parametrize("provider,options,default",
+                         [("sagemaker", SAGEMAKER, "ml.m5.xlarge"), ("ec2", None, "m5.xlarge")])
 def test_a_cpu_jobs_minimums_are_met_or_refused(provider, options, default):
     small, _ = rendered(provider, job(provider, options, resources__cpus_per_node=4, resources__memory_gb=16))
     assert default in json.dumps(small)
@@ -105,7 +106,8 @@ def test_kubernetes_runs_another_platforms_instance_type_as_its_cards(provider):
 
 def test_modelarts_flavor_names_its_card_count():
     with pytest.raises(JobFileError) as err:
-        rendered("modelarts", job("modelarts", resources__gpus_per_node=1))  # required flavor_id: modelarts.vm.gpu.8v100
+        # required flavor_id: modelarts.vm.gpu.8v100
+        rendered("modelarts", job("modelarts", resources__gpus_per_node=1))
     assert err.value.field == "providers.modelarts.flavor_id" and "resources.gpus_per_node is 1" in str(err.value)
     _, warned = rendered("modelarts", job("modelarts", resources__cpus_per_node=90))
     assert any("resources.cpus_per_node" in w and "not checked" in w for w in warned)

@@ -78,7 +78,8 @@ NOT_ON_CLOUDS = {"CLOUDTRAIN_RESTART_COUNT"}
 
 
 def test_the_promise_is_read_from_the_docs():
-    assert {"CLOUDTRAIN_NODE_RANK", "CLOUDTRAIN_OUTPUT_DIR", "CLOUDTRAIN_MASTER_ADDR", "CLOUDTRAIN_HOSTS"} <= set(BY_LAUNCHER)
+    assert ({"CLOUDTRAIN_NODE_RANK", "CLOUDTRAIN_OUTPUT_DIR", "CLOUDTRAIN_MASTER_ADDR", "CLOUDTRAIN_HOSTS"}
+            <= set(BY_LAUNCHER))
     assert "CLOUDTRAIN_CHECKPOINT_DIR" in BY_PROVIDER
     assert "every node sees CLOUDTRAIN_INPUT_<NAME>" in (DOCS / "job-file.md").read_text()
 
@@ -224,7 +225,8 @@ def test_every_node_of_the_render_gets_the_promised_variables(provider, kind):
         has = names_in(template)
         if not runs_launcher(template):  # nobody else exports the launcher's variables
             wanted = needed | (set(BY_LAUNCHER) - ({"CLOUDTRAIN_NODE_RANK"} if runs_rank_shim(template) else set()))
-        else:  # the launcher exports CLOUDTRAIN_OUTPUT_DIR: the provider's, or the platform's (SageMaker's /opt/ml/model)
+        else:  # the launcher exports CLOUDTRAIN_OUTPUT_DIR: the provider's, or the platform's
+            # (SageMaker's /opt/ml/model)
             wanted = needed
         missing = sorted(wanted - has)
         where = template.get("name", index) if isinstance(template, dict) and template is not request else "every node"

@@ -60,7 +60,8 @@ def test_a_local_job_reads_its_input_and_writes_its_output(tmp_path, home):
 
 def test_outputs_of_a_local_job_without_storage_output_come_from_its_run_directory(tmp_path, home):
     (tmp_path / "t.py").write_text("import os\nos.makedirs(os.environ['CLOUDTRAIN_OUTPUT_DIR'], exist_ok=True)\n"
-                                   "open(os.path.join(os.environ['CLOUDTRAIN_OUTPUT_DIR'], 'm.json'), 'w').write('{}')\n")
+                                   "open(os.path.join(os.environ['CLOUDTRAIN_OUTPUT_DIR'], 'm.json'), 'w')"
+                                   ".write('{}')\n")
     path = write_job(tmp_path, "name: st\ncommand: python t.py\ndistribution: {type: none, nodes: 1}\n")
     proc = run_cli("submit", "-p", "local", path, cwd=tmp_path, timeout=120, check=0)
     handle = next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("submitted "))
@@ -76,7 +77,8 @@ def test_outputs_of_a_kubernetes_job_reads_its_cluster(tmp_path):
 
 
 def test_docker_binds_inputs_read_only_and_the_output(tmp_path):
-    j = job({"inputs": {"train": str(tmp_path / "data")}, "output": str(tmp_path / "out")}, "docker", code=str(tmp_path))
+    j = job({"inputs": {"train": str(tmp_path / "data")}, "output": str(tmp_path / "out")}, "docker",
+            code=str(tmp_path))
     body = next(a.content for a in get_provider("docker").render(j).artifacts if a.kind == "docker/container")
     assert f"{tmp_path / 'data'}:/inputs/train:ro" in body["HostConfig"]["Binds"]
     assert f"{tmp_path / 'out'}:/output" in body["HostConfig"]["Binds"]
@@ -84,7 +86,8 @@ def test_docker_binds_inputs_read_only_and_the_output(tmp_path):
 
 
 def test_sagemaker_maps_inputs_to_channels_and_output_to_output_data_config(tmp_path):
-    j = job({"inputs": {"train": "s3://data/digits/train"}, "output": "s3://runs/out"}, "sagemaker", SM, code=str(tmp_path))
+    j = job({"inputs": {"train": "s3://data/digits/train"}, "output": "s3://runs/out"}, "sagemaker", SM,
+            code=str(tmp_path))
     arts = {a.kind: a.content for a in get_provider("sagemaker").render(j).artifacts}
     request = arts["sagemaker/CreateTrainingJob"]
     validate_request("sagemaker", "CreateTrainingJob", request, strict=False)

@@ -50,7 +50,8 @@ def test_command_help_imports_no_cloud_sdk_nor_pydantic():
             "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & set(%r + ('pydantic',))))" % (CLOUD_SDKS,))
     for args in (["--help"], ["stage", "--help"], ["submit", "--help"]):
         proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=cli_env())
-        assert "usage: cloudtrain" in proc.stdout and proc.stdout.strip().endswith("LOADED []"), (args, proc.stdout[-300:])
+        assert ("usage: cloudtrain" in proc.stdout
+                and proc.stdout.strip().endswith("LOADED []")), (args, proc.stdout[-300:])
 
 
 def test_stage_on_a_provider_whose_code_travels_in_its_request_is_bad_input(tmp_path):
@@ -97,7 +98,8 @@ def test_emulate_injects_another_platforms_environment(tmp_path):
 
 @pytest.mark.parametrize("args,text", [
     (["submit", "missing.yaml"], "missing.yaml: no such file"),
-    (["submit", "JOB", "--set", "distribution.nodes=0"], "--set distribution.nodes=0: distribution.nodes: must be ≥ 1, got 0"),
+    (["submit", "JOB", "--set", "distribution.nodes=0"],
+     "--set distribution.nodes=0: distribution.nodes: must be ≥ 1, got 0"),
     (["submit", "-p", "nowhere", "JOB"], "unknown provider 'nowhere'; installed providers:"),
     (["submit", "JOB", "--emulate", "nowhere"], "unknown provider 'nowhere'"),
     (["validate", "JOB", "--set", "providers.local.bogus=1"], "providers.local.bogus: unknown field"),
@@ -134,7 +136,8 @@ def test_providers_lists_plugin_extra_and_sdk():
 
 
 def test_disabled_plugins_are_not_loaded():
-    rows = json.loads(run_cli("providers", "-o", "json", env={"CLOUDTRAIN_DISABLE_PLUGINS": "ct_fakeone.plugin,docker,kubernetes,aws,azure,tione,modelarts"},
+    disabled = "ct_fakeone.plugin,docker,kubernetes,aws,azure,tione,modelarts"
+    rows = json.loads(run_cli("providers", "-o", "json", env={"CLOUDTRAIN_DISABLE_PLUGINS": disabled},
                               check=0).stdout)
     assert [r["provider"] for r in rows] == ["local"]
 

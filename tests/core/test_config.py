@@ -27,9 +27,11 @@ providers:
     output_s3: "s3://team-bucket/out"
     region: us-east-1
     volume_gb: 40
-  ec2: {image_id: ami-0123456789abcdef0, instance_profile: cloudtrain-node, code_s3: "s3://team-bucket/code", region: us-east-1}
+  ec2: {image_id: ami-0123456789abcdef0, instance_profile: cloudtrain-node, \
+code_s3: "s3://team-bucket/code", region: us-east-1}
   eks: {cluster: dev, region: us-east-1}
-  azure: {subscription_id: 11111111-2222-3333-4444-555555555555, resource_group: team-rg, workspace: team-ws, compute: gpu-cluster}
+  azure: {subscription_id: 11111111-2222-3333-4444-555555555555, resource_group: team-rg, \
+workspace: team-ws, compute: gpu-cluster}
   tione: {region: ap-shanghai, code_source: "cos://team-1250000000/code/", instance_type: TI.S.LARGE.POST}
   modelarts: {region: cn-north-4, code_dir: "obs://team/code/", flavor_id: modelarts.vm.cpu.8u}
   kubeflow: {namespace: team-ml, context: dev-cluster}
@@ -109,7 +111,8 @@ def test_precedence_defaults_config_project_profile_job_set(tmp_path, account, m
             providers:
               sagemaker: {max_runtime_seconds: 7200}
     """)
-    job = write_job(repo / "train", JOB + "providers:\n  sagemaker:\n    instance_type: ml.c5.2xlarge\n    tags: {team: a}\n")
+    job = write_job(repo / "train",
+                    JOB + "providers:\n  sagemaker:\n    instance_type: ml.c5.2xlarge\n    tags: {team: a}\n")
 
     def options(profile=None, overrides=()):
         from cloudtrain.api import load_job
@@ -336,6 +339,6 @@ def test_a_providers_own_check_points_at_the_settings_file_that_gave_the_value(t
     with pytest.raises(JobFileError) as info:
         from cloudtrain.api import load_job
         from cloudtrain.extend.plugins import get_provider
-        get_provider("sagemaker").validate(load_job(job, ["providers.sagemaker.output_s3=s3://x"], provider="sagemaker"),
-                                           submit=True)
+        get_provider("sagemaker").validate(
+            load_job(job, ["providers.sagemaker.output_s3=s3://x"], provider="sagemaker"), submit=True)
     assert str(info.value).startswith("--set providers.sagemaker.output_s3=s3://x: providers.sagemaker.output_s3: ")

@@ -31,7 +31,8 @@ def test_a_name_with_wrong_characters_is_told_in_words_with_a_fixed_example(tmp_
 
 
 @pytest.mark.parametrize("key,meant", [("nodes", "distribution.nodes"), ("gpus_per_node", "resources.gpus_per_node"),
-                                       ("nodse", "distribution.nodes"), ("procs_per_node", "distribution.procs_per_node")])
+                                       ("nodse", "distribution.nodes"),
+                                       ("procs_per_node", "distribution.procs_per_node")])
 def test_a_section_field_given_at_the_top_suggests_its_section(tmp_path, key, meant):
     line = one_error(run_cli("validate", write_job(tmp_path, JOB), "--set", f"{key}=3"))
     assert line.endswith(f"{key}: unknown field; did you mean '{meant}'?"), line
@@ -97,7 +98,8 @@ def test_a_tab_gets_the_spaces_hint(tmp_path):
 # -- outputs ---------------------------------------------------------------------------------
 @pytest.fixture
 def finished_job(tmp_path, home):
-    job = write_job(tmp_path / "job", 'name: writes\ncommand: [python, -c, "import os; open(os.environ[\'CLOUDTRAIN_OUTPUT_DIR\']'
+    job = write_job(tmp_path / "job", 'name: writes\ncommand: [python, -c, "import os; '
+                                      'open(os.environ[\'CLOUDTRAIN_OUTPUT_DIR\']'
                                       ' + \'/m.txt\', \'w\').write(\'1\')"]\ndistribution: {type: none}\n')
     handle = run_cli("submit", job, "--detach", check=0).stdout.strip()
     assert run_cli("wait", handle).returncode == 0

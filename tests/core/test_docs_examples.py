@@ -32,7 +32,8 @@ class Example:
     command: str
     shown: List[str] = field(default_factory=list)
     block: int = 0
-    config: Optional[str] = None  # the user config the page showed last (a block starting "# ~/.cloudtrain/config.yaml")
+    # the user config the page showed last (a block starting "# ~/.cloudtrain/config.yaml")
+    config: Optional[str] = None
 
     @property
     def id(self) -> str:
@@ -157,7 +158,8 @@ def compare(example: Example, out: str, err: str) -> Optional[str]:
     if shown[0].startswith("usage:"):
         if help_shape(text) != help_shape(out):
             want, got = help_shape(text), help_shape(out)
-            return (f"help differs: flags only shown {sorted(want[0] - got[0])}, only printed {sorted(got[0] - want[0])}; "
+            return (f"help differs: flags only shown {sorted(want[0] - got[0])}, "
+                    f"only printed {sorted(got[0] - want[0])}; "
                     f"commands only shown {sorted(want[1] - got[1])}, only printed {sorted(got[1] - want[1])}")
         return None
     if shown[0].lstrip().startswith(("{", "[")) and not elided:
@@ -202,7 +204,8 @@ def test_the_pages_have_runnable_examples():
 def test_every_offline_example_prints_what_the_page_shows(page, tmp_path):
     problems = []
     for example in (e for e in RUNNABLE if e.page == page):
-        block = tmp_path / f"block-{example.block}"  # a block's commands share their settings (config set, then validate)
+        # a block's commands share their settings (config set, then validate)
+        block = tmp_path / f"block-{example.block}"
         block.mkdir(exist_ok=True)
         proc = run(example, block)
         why = compare(example, proc.stdout, proc.stderr)
@@ -222,7 +225,8 @@ def test_the_emulate_list_of_getting_started_names_every_provider():
 def test_every_status_json_example_has_every_field_status_prints():
     from cloudtrain.providers.provider import JobStatus, State
     fields = set(JobStatus(handle="local://x", state=State.RUNNING).to_dict())
-    shown = [(page, line) for page in sorted(DOCS.rglob("*.md")) for line in page.read_text(encoding="utf-8").splitlines()
+    shown = [(page, line) for page in sorted(DOCS.rglob("*.md"))
+             for line in page.read_text(encoding="utf-8").splitlines()
              if line.startswith('{"handle": ')]
     assert shown
     for page, line in shown:

@@ -55,7 +55,8 @@ def test_the_example_passes_the_contract_suite_as_a_third_party_runs_it(tmp_path
     run_in = tmp_path / "elsewhere"  # not the repository: none of its pytest settings or doubles
     run_in.mkdir()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *SUITE, "-rA"], cwd=run_in,
-                          env=third_party_env(tmp_path, package), capture_output=True, text=True, timeout=600, check=False)
+                          env=third_party_env(tmp_path, package), capture_output=True, text=True, timeout=600,
+                          check=False)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     passed = [line for line in proc.stdout.splitlines() if line.startswith("PASSED ")]
     assert all("[acme" in line for line in passed if "[" in line), passed  # over acme alone

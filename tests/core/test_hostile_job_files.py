@@ -21,7 +21,8 @@ CASES = {
                    "the tag !!python/object/apply:os.system is not allowed"),
     "nul-byte": (HEAD + b"image: a\x00b\n", 3, "a NUL byte"),
     "invalid-utf8": (HEAD + b"image: caf\xe9\n", 3, "not UTF-8 text (byte 0xe9)"),
-    "binary": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 64, 2, "not UTF-8 text (byte 0x80)"),  # 0x80 is on line 2
+    # 0x80 is on line 2
+    "binary": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 64, 2, "not UTF-8 text (byte 0x80)"),
 }
 
 

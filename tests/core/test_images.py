@@ -37,8 +37,8 @@ def test_a_profiles_platform_image_replaces_the_top_level_one_for_that_provider(
     config = tmp_path / "config.yaml"
     config.write_text(f"profiles:\n  cn:\n    providers:\n      {provider}: {{image: '{image}'}}\n")
     job = write_job(tmp_path / "code", f"name: hub\ncommand: python t.py\nimage: {HUB}\n")
-    proc = run_cli("render", "-p", provider, "--profile", "cn", job, "-o", "json", env={"CLOUDTRAIN_CONFIG": str(config)},
-                   check=0)
+    proc = run_cli("render", "-p", provider, "--profile", "cn", job, "-o", "json",
+                   env={"CLOUDTRAIN_CONFIG": str(config)}, check=0)
     assert "is on Docker Hub" not in proc.stderr
     text = proc.stdout
     assert f'"{key}": "{image}"' in text and HUB not in text

@@ -35,12 +35,16 @@ def test_valid_job_loads_with_defaults(tmp_path):
 @pytest.mark.parametrize("edit,expected", [
     (("  nodes: 2", "  nodes: 0"), "job.yaml:6: distribution.nodes: must be ≥ 1, got 0"),
     (("  type: ddp", "  type: dpp"), "job.yaml:5: distribution.type: must be "),
-    (("name: digits-ddp", "name: Digits_DDP"), "job.yaml:1: name: 'Digits_DDP' must be lowercase letters, digits and '-'"),
+    (("name: digits-ddp", "name: Digits_DDP"),
+     "job.yaml:1: name: 'Digits_DDP' must be lowercase letters, digits and '-'"),
     (("code: .", "code: .\ncomand: x"), "job.yaml:3: comand: unknown field"),
     (("command: python train.py --epochs 5\n", ""), "job.yaml:1: command: is required"),
-    (("  procs_per_node: 2", "  procs_per_node: two"), "job.yaml:7: distribution.procs_per_node: input should be a valid integer"),
-    (("env: {OMP_NUM_THREADS: 1}", "env: {1BAD: x}"), "job.yaml:8: env: '1BAD' is not a valid environment variable name"),
-    (("{HF_TOKEN: {from_env: HF_TOKEN}}", "{HF_TOKEN: {}}"), "job.yaml:9: secrets.HF_TOKEN: give exactly one of from_env or from_file"),
+    (("  procs_per_node: 2", "  procs_per_node: two"),
+     "job.yaml:7: distribution.procs_per_node: input should be a valid integer"),
+    (("env: {OMP_NUM_THREADS: 1}", "env: {1BAD: x}"),
+     "job.yaml:8: env: '1BAD' is not a valid environment variable name"),
+    (("{HF_TOKEN: {from_env: HF_TOKEN}}", "{HF_TOKEN: {}}"),
+     "job.yaml:9: secrets.HF_TOKEN: give exactly one of from_env or from_file"),
     (("env: {OMP_NUM_THREADS: 1}", "env: {HF_TOKEN: x}"), "job.yaml:1: HF_TOKEN is both in env and in secrets"),
 ])
 def test_errors_name_file_line_and_field(tmp_path, edit, expected):
@@ -52,7 +56,8 @@ def test_errors_name_file_line_and_field(tmp_path, edit, expected):
 
 def test_ps_worker_needs_a_worker(tmp_path):
     path = write_job(tmp_path, GOOD.replace("type: ddp", "type: ps-worker").replace("procs_per_node: 2", "ps: 2"))
-    with pytest.raises(JobFileError, match=r"job.yaml:4: distribution: ps-worker needs at least one worker: ps \(2\) must be < nodes \(2\)"):
+    with pytest.raises(JobFileError, match=r"job.yaml:4: distribution: ps-worker needs at least one worker: "
+                                           r"ps \(2\) must be < nodes \(2\)"):
         load_job(path)
 
 

@@ -24,7 +24,8 @@ def launch(args, env, site=False):
     """Run the launcher with no site-packages at all (-S): proves it needs the stdlib only.
     The interpreter's folder leads PATH, so a bare ``python`` in a command stays as written
     whatever the caller's PATH holds (with none, the launcher names its interpreter instead)."""
-    base = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'core'}{os.pathsep}{ROOT / 'plugins'}"}
+    base = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+            "PYTHONPATH": f"{ROOT / 'core'}{os.pathsep}{ROOT / 'plugins'}"}
     cmd = [sys.executable] + ([] if site else ["-S"]) + ["-m", "cloudtrain.launch", *args]
     return subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=60)
 
@@ -71,7 +72,8 @@ def test_missing_command_exits_127(tmp_path):
 def test_none_type_execs_with_the_neutral_environment(tmp_path):
     env = {"CLOUDTRAIN_NUM_NODES": "2", "CLOUDTRAIN_NODE_RANK": "1", "CLOUDTRAIN_HOSTS": "127.0.0.1,127.0.0.1",
            "CLOUDTRAIN_MASTER_ADDR": "127.0.0.1", "CLOUDTRAIN_OUTPUT_DIR": str(tmp_path / "out")}
-    code = "import os, json; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith(('CLOUDTRAIN_', 'RANK', 'WORLD', 'GLOO'))}))"
+    code = ("import os, json; print(json.dumps({k: v for k, v in os.environ.items() "
+            "if k.startswith(('CLOUDTRAIN_', 'RANK', 'WORLD', 'GLOO'))}))")
     proc = launch(["--type", "none", "--", sys.executable, "-c", code], env)
     seen = json.loads(proc.stdout)
     assert seen["RANK"] == "1" and seen["WORLD_SIZE"] == "2" and seen["GLOO_SOCKET_IFNAME"] == "lo"

@@ -10,11 +10,13 @@ JOB = "name: typo\ncommand: python train.py\n"
     (["rendr", "-p", "local", "JOB"], "unknown command 'rendr'; did you mean 'render'?"),
     (["valdate", "JOB"], "unknown command 'valdate'; did you mean 'validate'?"),
     (["frobnicate"], "unknown command 'frobnicate'; cloudtrain --help lists the commands"),
-    (["render", "-p", "sagmaker", "JOB"], "unknown provider 'sagmaker'; did you mean 'sagemaker'? (installed providers: "),
+    (["render", "-p", "sagmaker", "JOB"],
+     "unknown provider 'sagmaker'; did you mean 'sagemaker'? (installed providers: "),
     (["validate", "-p", "local", "JOB", "--set", "distributon.nodes=2"],
      "--set distributon.nodes=2: distributon: unknown field; did you mean 'distribution'?"),
     (["validate", "-p", "local", "JOB", "--set", "providers.local.master_prot=29400"],
-     "--set providers.local.master_prot=29400: providers.local.master_prot: unknown field; did you mean 'master_port'?"),
+     "--set providers.local.master_prot=29400: providers.local.master_prot: unknown field; "
+     "did you mean 'master_port'?"),
 ])
 def test_a_misspelling_gets_the_nearest_name(tmp_path, args, expected):
     job = write_job(tmp_path, JOB)

@@ -111,7 +111,8 @@ def test_spot_uses_the_spot_rate():
     from cloudtrain.catalogs.prices import estimate
     # p5e: the source has a spot price but no on-demand one (us-east-2: 14.4663, the lowest zone's)
     spec = {"name": "x", "command": "c", "spot": True, "distribution": {"nodes": 3},
-            "resources": {"accelerator": "H200", "gpus_per_node": 8}, "providers": {"ec2": {**EC2, "region": "us-east-2"}}}
+            "resources": {"accelerator": "H200", "gpus_per_node": 8},
+            "providers": {"ec2": {**EC2, "region": "us-east-2"}}}
     est = estimate(job_from_dict(spec), "ec2")
     assert (est.instance_type, est.spot, est.rate, round(est.hourly, 4)) == ("p5e.48xlarge", True, 14.4663, 43.3989)
     on_demand = estimate(job_from_dict({**spec, "spot": False}), "ec2")
@@ -250,7 +251,8 @@ def test_the_price_list_refresh_reads_get_products_through_boto3(replay):
     from cloudtrain_aws.catalog_refresh import on_demand_prices
 
     def product(region, usd, unit="Hrs"):
-        # AWS Price List GetProducts: PriceList is a list of JSON strings (botocore's pricing model: SynthesizedJsonPriceListJsonItem)
+        # AWS Price List GetProducts: PriceList is a list of JSON strings
+        # (botocore's pricing model: SynthesizedJsonPriceListJsonItem)
         return json.dumps({"product": {"attributes": {"instanceType": "p5.48xlarge", "regionCode": region,
                                                       "operatingSystem": "Linux", "tenancy": "Shared"}},
                            "terms": {"OnDemand": {"SKU.JRTCKXETXF": {"priceDimensions": {"SKU.JRTCKXETXF.6YS6EN2CT7": {

@@ -68,7 +68,8 @@ def test_efa_libfabric_counts_as_rdma():
 
 
 @pytest.mark.parametrize("lines,verdict,used", [
-    (["h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "h:1:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct"],
+    (["h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+      "h:1:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct"],
      "intra-node", None),
     (["h:1:2 [0] NCCL INFO Using network IBext"], "rdma-unconfirmed", True),
     (["h:1:2 [0] NCCL INFO Using network Socket"], "socket", False),

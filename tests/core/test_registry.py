@@ -94,7 +94,8 @@ def test_installed_providers_carry_their_extra_without_importing_their_class(fre
 
 
 def test_the_registry_imports_no_provider_store_or_sdk_module():
-    code = ("import sys; from cloudtrain.extend import plugins, registry; plugins.tables(); registry.builtin_providers(); "
+    code = ("import sys; from cloudtrain.extend import plugins, registry; plugins.tables(); "
+            "registry.builtin_providers(); "
             "print(sorted(m for m in sys.modules if (m.startswith('cloudtrain_') and '.' in m "
             "and not m.endswith('.plugin')) or m.split('.')[0] in ('boto3', 'kubernetes', 'docker', 'azure')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(plugins=False))

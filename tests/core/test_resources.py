@@ -47,7 +47,8 @@ def test_one_job_file_renders_the_right_instance_on_every_provider(accelerator, 
     monkeypatch.chdir(tmp_path)  # the code directory (`.`): not the repository, whose size is not the point
     (tmp_path / "train.py").write_text("print('hi')\n")
     job, want = one_job(accelerator), EXPECTED[accelerator]
-    assert artifact("sagemaker", job, "sagemaker/CreateTrainingJob")["ResourceConfig"]["InstanceType"] == want["sagemaker"]
+    training_job = artifact("sagemaker", job, "sagemaker/CreateTrainingJob")
+    assert training_job["ResourceConfig"]["InstanceType"] == want["sagemaker"]
     run = artifact("ec2", job, "ec2/RunInstances")
     efa = [n for n in run["NetworkInterfaces"] if n["InterfaceType"] in ("efa", "efa-only")]
     assert run["InstanceType"] == want["ec2"] and len(efa) == int(want["eks"][1])  # one per EFA device

@@ -13,8 +13,8 @@ from cloudtrain.runtime.store import Store
 
 
 def test_the_modules_that_run_without_pydantic_import_none():
-    modules = ["cloudtrain.spec.states", "cloudtrain.launch.exitcodes", "cloudtrain.runtime.supervise", "cloudtrain.runtime.store",
-               "cloudtrain.launch.main", "cloudtrain_local.supervisor"]
+    modules = ["cloudtrain.spec.states", "cloudtrain.launch.exitcodes", "cloudtrain.runtime.supervise",
+               "cloudtrain.runtime.store", "cloudtrain.launch.main", "cloudtrain_local.supervisor"]
     code = "import importlib, sys\nfor m in %r: importlib.import_module(m)\nprint(sorted(" \
            "{m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'pluggy'}))" % (modules,)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
@@ -39,7 +39,8 @@ def test_every_module_of_a_bundle_imports_from_the_bundle_alone(tmp_path):
 def test_exit_codes_are_the_documented_ones():
     """docs/cli.md#exit-codes: 0 ok, 1 job failed, 2 bad input, 3 platform, 130 cancelled,
     141 a closed pipe; a signal N is 128 + N as a shell reports it."""
-    assert (exitcodes.EXIT_OK, exitcodes.EXIT_JOB_FAILED, exitcodes.EXIT_BAD_INPUT, exitcodes.EXIT_PLATFORM) == (0, 1, 2, 3)
+    assert ((exitcodes.EXIT_OK, exitcodes.EXIT_JOB_FAILED, exitcodes.EXIT_BAD_INPUT, exitcodes.EXIT_PLATFORM)
+            == (0, 1, 2, 3))
     assert (exitcodes.EXIT_INTERRUPTED, exitcodes.EXIT_KILLED, exitcodes.EXIT_BROKEN_PIPE) == (130, 137, 141)
     assert BadInput("x").exit_code == 2 and PlatformError("x").exit_code == 3
     assert [State(s).exit_code for s in TERMINAL] == [0, 1, 130]

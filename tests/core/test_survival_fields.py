@@ -67,7 +67,8 @@ def test_local_nodes_see_the_checkpoint_directory_relative_to_the_job_file(tmp_p
     for artifact in get_provider("local").render(job).artifacts:
         assert artifact.content["env"]["CLOUDTRAIN_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
     uri = load_job(write_job(tmp_path / "uri", JOB + f"storage: {{checkpoint: 'file://{tmp_path}/c2'}}\n"))
-    assert get_provider("local").render(uri).artifacts[0].content["env"]["CLOUDTRAIN_CHECKPOINT_DIR"] == str(tmp_path / "c2")
+    rendered_env = get_provider("local").render(uri).artifacts[0].content["env"]
+    assert rendered_env["CLOUDTRAIN_CHECKPOINT_DIR"] == str(tmp_path / "c2")
     none = load_job(write_job(tmp_path / "none", JOB))
     assert "CLOUDTRAIN_CHECKPOINT_DIR" not in get_provider("local").render(none).artifacts[0].content["env"]
 
@@ -96,7 +97,8 @@ def test_a_cloud_uri_cannot_be_a_local_checkpoint(tmp_path, provider):
     with pytest.raises(JobFileError) as info:
         get_provider(provider).render(job)
     assert str(info.value).startswith(f"{tmp_path / 'job.yaml'}:6: storage.checkpoint: {provider} keeps checkpoints "
-                                      "in a directory on this machine, got 's3://team/ckpt'; give a path or a file:// URI")
+                                      "in a directory on this machine, got 's3://team/ckpt'; "
+                                      "give a path or a file:// URI")
 
 
 def test_spot_on_this_machine_is_a_warning_not_an_error(tmp_path):
@@ -123,7 +125,8 @@ def test_a_provider_option_that_disagrees_with_the_neutral_field_is_an_error(tmp
                                       "3600 disagrees with max_runtime: 2h; keep one of them")
     assert provider_setting(job, "sagemaker", SageMakerOptions(max_runtime_seconds=7200), "max_runtime_seconds",
                             ("max_runtime",), 7200) == 7200
-    assert provider_setting(job, "sagemaker", SageMakerOptions(), "max_runtime_seconds", ("max_runtime",), None) == 86400
+    assert provider_setting(job, "sagemaker", SageMakerOptions(), "max_runtime_seconds", ("max_runtime",),
+                            None) == 86400
 
 
 # -- the supervisor ------------------------------------------------------------------------------
@@ -183,6 +186,6 @@ def test_status_text_shows_the_restarts_and_why():
     status = JobStatus(handle="local://j-1", state=State.RUNNING, nodes=2, nodes_up=2,
                        restarts=[{"attempt": 1, "reason": "node 1 was killed by signal 9", "at": 1700000000.0}])
     assert "restarts 1" in describe(status, now=10.0)
-    assert describe_restarts(status)[0].endswith("restart 1 at " + time.strftime("%H:%M:%S", time.localtime(1700000000.0))
-                                                 + ": node 1 was killed by signal 9")
+    at = time.strftime("%H:%M:%S", time.localtime(1700000000.0))
+    assert describe_restarts(status)[0].endswith("restart 1 at " + at + ": node 1 was killed by signal 9")
     assert "restarts" not in describe(JobStatus(handle="local://j-2", state=State.RUNNING))

@@ -305,8 +305,10 @@ class FakeAzure:
             return self._json(200, {"id": base + rest, "name": m.group(1), "location": "westeurope",
                                     "properties": {"computeType": "AmlCompute", "provisioningState": "Succeeded",
                                                    "properties": {"vmSize": size,
-                                                                  "vmPriority": self.priorities.get(m.group(1), "Dedicated"),
-                                                                  "scaleSettings": {"maxNodeCount": 4, "minNodeCount": 0}}}})
+                                                                  "vmPriority": self.priorities.get(m.group(1),
+                                                                                                    "Dedicated"),
+                                                                  "scaleSettings": {"maxNodeCount": 4,
+                                                                                    "minNodeCount": 0}}}})
         m = re.match(r"^/codes/([^/]+)/versions(?:/([^/]+))?(/startPendingUpload)?$", rest)
         if m:
             return self._code(method, base + rest, m.group(1), m.group(2), bool(m.group(3)), query, body)
@@ -343,7 +345,8 @@ class FakeAzure:
             sas = f"http://127.0.0.1:{self.port}/{STORE}/{container}?sv=2021-08-06&sig=fake"
             return self._json(200, {"blobReferenceForConsumption": {
                 "blobUri": f"https://{STORE}.blob.core.windows.net/{container}",
-                "storageAccountArmId": "/subscriptions/x/resourceGroups/x/providers/Microsoft.Storage/storageAccounts/x",
+                "storageAccountArmId": ("/subscriptions/x/resourceGroups/x/providers/Microsoft.Storage"
+                                        "/storageAccounts/x"),
                 "credential": {"credentialType": "SAS", "sasUri": sas}}, "pendingUploadId": None,
                 "pendingUploadType": "TemporaryBlobReference"})
         if method == "PUT":
@@ -386,7 +389,8 @@ class FakeAzure:
             return self._error(404, "UserError", f"datastore {name} not found")
         if secrets:  # jobs.download asks for an expiring secret: a SAS token of the container
             return self._json(200, {"secretsType": "Sas", "sasToken": "sv=2021-08-06&sr=c&sig=fake"})
-        return self._json(200, {"id": path, "name": name, "type": "Microsoft.MachineLearningServices/workspaces/datastores",
+        return self._json(200, {"id": path, "name": name,
+                                "type": "Microsoft.MachineLearningServices/workspaces/datastores",
                                 "properties": {"datastoreType": "AzureBlob", "accountName": STORE,
                                                "containerName": self.datastores[name], "endpoint": "core.windows.net",
                                                "protocol": "https", "isDefault": name == "workspaceblobstore",
@@ -451,7 +455,8 @@ class FakeAzure:
         if method == "PUT" and query.get("comp") == "metadata":
             if key not in self.blobs:
                 return 404, {"x-ms-error-code": "BlobNotFound"}, b""
-            self.blobs[key]["metadata"] = {k[len("x-ms-meta-"):]: v for k, v in low.items() if k.startswith("x-ms-meta-")}
+            self.blobs[key]["metadata"] = {k[len("x-ms-meta-"):]: v for k, v in low.items()
+                                           if k.startswith("x-ms-meta-")}
             return 200, {"ETag": '"1"', "Last-Modified": "Thu, 02 Jan 2025 03:04:05 GMT"}, b""
         if method == "PUT":
             self.blobs[key] = {"data": body, "metadata": {}}
@@ -471,7 +476,8 @@ class FakeAzure:
             if method == "GET" and wanted:  # the SDK downloads in ranges (Get Blob, x-ms-range)
                 first = int(wanted.group(1))
                 last = min(int(wanted.group(2) or len(data) - 1), len(data) - 1)
-                out.update({"Content-Range": f"bytes {first}-{last}/{len(data)}", "Content-Length": str(last - first + 1)})
+                out.update({"Content-Range": f"bytes {first}-{last}/{len(data)}",
+                            "Content-Length": str(last - first + 1)})
                 return 206, out, data[first:last + 1]
             return 200, out, (data if method == "GET" else b"")
         return 400, {"x-ms-error-code": "UnsupportedHttpVerb"}, b""

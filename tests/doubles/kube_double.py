@@ -3,8 +3,9 @@
 It stores objects (custom resources, ConfigMaps, Secrets, Pods) as the API server would:
 ``metadata.uid``/``resourceVersion``/``creationTimestamp`` on create, 409 ``AlreadyExists``,
 404 ``NotFound`` as ``Status`` objects, label selectors on lists, merge patches, deletes that
-garbage-collect what the deleted object owns.  It checks the bearer token on every request (``token``: the expected token, or a function
-that judges the ``Authorization`` header, e.g. an EKS token's shape).
+garbage-collect what the deleted object owns.  It checks the bearer token on every request
+(``token``: the expected token, or a function that judges the ``Authorization`` header, e.g. an
+EKS token's shape).
 
 Tests play the operator: ``start_pods`` makes a job's pods (named as each operator names
 them) and marks the job running, ``log`` appends lines to a pod's log (``follow=true`` streams
@@ -26,8 +27,10 @@ from urllib.parse import parse_qs, urlparse
 from loopback import LoopbackServer, QuietHandler
 
 TOKEN = "test-token-7c1e"
-CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(/(?P<name>[^/]+))?(/(?P<sub>status))?$")
-CORE = re.compile(r"^/api/v1(/namespaces/(?P<ns>[^/]+))?/(?P<plural>configmaps|secrets|pods)(/(?P<name>[^/]+))?(/(?P<sub>log|exec))?$")
+CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(/namespaces/(?P<ns>[^/]+))?"
+                    r"/(?P<plural>[^/]+)(/(?P<name>[^/]+))?(/(?P<sub>status))?$")
+CORE = re.compile(r"^/api/v1(/namespaces/(?P<ns>[^/]+))?/(?P<plural>configmaps|secrets|pods)"
+                  r"(/(?P<name>[^/]+))?(/(?P<sub>log|exec))?$")
 KINDS = {"configmaps": "ConfigMap", "secrets": "Secret", "pods": "Pod"}
 
 
@@ -163,8 +166,10 @@ class FakeKube(LoopbackServer):
                 labels = {**(patches.get(rj, {}).get("metadata") or {}).get("labels", {}),
                           "jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": rj,
                           "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(index)}
-                template = {"metadata": {"labels": labels}, "spec": {"hostname": host, "subdomain": name, "containers": [
-                    {"name": "node", "image": spec["trainer"]["image"], "command": spec["trainer"]["command"]}]}}
+                template = {"metadata": {"labels": labels},
+                            "spec": {"hostname": host, "subdomain": name, "containers": [
+                                {"name": "node", "image": spec["trainer"]["image"],
+                                 "command": spec["trainer"]["command"]}]}}
                 out.append((f"{host}-{uuid.uuid4().hex[:5]}", template))
             return out
         if job["kind"] == "Job":  # Volcano
@@ -182,9 +187,10 @@ class FakeKube(LoopbackServer):
             names = []
             for pod_name, template in self.pod_names(job):
                 pod = {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": pod_name, "namespace": ns, "labels": dict(template["metadata"].get("labels") or {}),
-                                    "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": name,
-                                                         "uid": job["metadata"]["uid"]}]},
+                       "metadata": {"name": pod_name, "namespace": ns,
+                                    "labels": dict(template["metadata"].get("labels") or {}),
+                                    "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"],
+                                                         "name": name, "uid": job["metadata"]["uid"]}]},
                        "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Running"}}
                 self._store("/api/v1/pods", ns, pod)
                 self.logs.setdefault((ns, pod_name), [])
@@ -196,7 +202,8 @@ class FakeKube(LoopbackServer):
         with self.lock:
             self.logs.setdefault((ns, pod), []).extend(lines)
 
-    def finish(self, ns: str, name: str, state: str, exit_codes: Optional[Dict[str, int]] = None, message: str = "") -> None:
+    def finish(self, ns: str, name: str, state: str, exit_codes: Optional[Dict[str, int]] = None,
+               message: str = "") -> None:
         with self.lock:
             for (key, o_ns, _), pod in self.objects.items():
                 owners = pod["metadata"].get("ownerReferences") or []
@@ -282,7 +289,8 @@ class FakeKube(LoopbackServer):
                         if "name" not in body["metadata"] and body["metadata"].get("generateName"):
                             body["metadata"]["name"] = body["metadata"]["generateName"] + uuid.uuid4().hex[:5]
                         if (key, ns, body["metadata"]["name"]) in fake.objects:
-                            return self._status(409, "AlreadyExists", f"{g['plural']} \"{body['metadata']['name']}\" already exists")
+                            return self._status(409, "AlreadyExists",
+                                                f"{g['plural']} \"{body['metadata']['name']}\" already exists")
                         if kind == "Pod" and not body.get("status"):
                             body["status"] = {"phase": fake.created_pod_phase}
                         return self.send_json(201, copy.deepcopy(fake._store(key, ns, body)))

@@ -19,7 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 from loopback import LoopbackServer, QuietHandler
 
 AK, SK, PROJECT = "AKTESTMODELARTS0001", "sk-test-secret-key-0001", "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-AUTH = re.compile(r"^SDK-HMAC-SHA256 Access=(?P<ak>[^,]+), SignedHeaders=(?P<headers>[^,]+), Signature=(?P<sig>[0-9a-f]{64})$")
+AUTH = re.compile(r"^SDK-HMAC-SHA256 Access=(?P<ak>[^,]+), SignedHeaders=(?P<headers>[^,]+), "
+                  r"Signature=(?P<sig>[0-9a-f]{64})$")
 JOBS = re.compile(r"^/v2/(?P<pid>[^/]+)/training-jobs$")
 JOB = re.compile(r"^/v2/(?P<pid>[^/]+)/training-jobs/(?P<id>[^/]+)$")
 ACTIONS = re.compile(r"^/v2/(?P<pid>[^/]+)/training-jobs/(?P<id>[^/]+)/actions$")
@@ -98,9 +99,11 @@ class FakeModelArts(LoopbackServer):
                     fake.calls.append((method, path))
                     auth = AUTH.match(self.headers.get("Authorization", ""))
                     if not auth or not self.headers.get("X-Sdk-Date"):
-                        return self._error(401, "APIGW.0301", "Incorrect IAM authentication information: no AK/SK signature")
+                        return self._error(401, "APIGW.0301",
+                                           "Incorrect IAM authentication information: no AK/SK signature")
                     if auth.group("ak") != AK:
-                        return self._error(401, "APIGW.0301", "Incorrect IAM authentication information: unknown access key")
+                        return self._error(401, "APIGW.0301",
+                                           "Incorrect IAM authentication information: unknown access key")
                     if "x-sdk-date" not in auth.group("headers").split(";"):
                         return self._error(401, "APIGW.0301", "X-Sdk-Date is not signed")
                     for i, (m, pattern, status, code, msg) in enumerate(fake.fail_next):
@@ -116,7 +119,8 @@ class FakeModelArts(LoopbackServer):
                         if match:
                             break
                     else:
-                        return self._error(404, "APIGW.0101", f"The API does not exist or has not been published: {path}")
+                        return self._error(404, "APIGW.0101",
+                                           f"The API does not exist or has not been published: {path}")
                     if match.group("pid") != PROJECT:
                         return self._error(403, "ModelArts.0203", "Invalid token: the project does not match")
                     if self.headers.get("X-Project-Id") not in (PROJECT, None) and regex is not CERT:

@@ -69,7 +69,8 @@ class ObsDouble(MotoDouble):
                     double.refused.append(problem)
                 body = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SignatureDoesNotMatch</Code>"
                         f"<Message>{problem}</Message><RequestId>req-obs-denied</RequestId></Error>").encode()
-                start_response("403 Forbidden", [("Content-Type", "application/xml"), ("x-amz-request-id", "req-obs-denied"),
+                start_response("403 Forbidden", [("Content-Type", "application/xml"),
+                                                 ("x-amz-request-id", "req-obs-denied"),
                                                  ("Content-Length", str(len(body)))])
                 return [body]
             with double.lock:

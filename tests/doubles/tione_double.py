@@ -107,7 +107,8 @@ class FakeTione(LoopbackServer):
         status = self.status_of(task)
         started = self.reached(task, "STARTING") or self.reached(task, "RUNNING")
         detail = {k: task[k] for k in ("Id", "Name", "Tags", "ResourceConfigInfos", "ChargeStatus", "CreateTime")}
-        detail.update({"Status": status, "FailureReason": task["FailureReason"] if status in ("FAILED", "SUBMIT_FAILED") else "",
+        detail.update({"Status": status,
+                       "FailureReason": task["FailureReason"] if status in ("FAILED", "SUBMIT_FAILED") else "",
                        "Message": "", "TrainingMode": "DDP"})
         if started:
             detail["StartTime"] = rfc3339(BASE_TIME + timedelta(seconds=30))
@@ -118,7 +119,8 @@ class FakeTione(LoopbackServer):
 
     def CreateTrainingTask(self, body: dict) -> dict:
         tags = {t["TagKey"]: t["TagValue"] for t in body.get("Tags", [])}
-        task_id = self.add_task(body["Name"], tags=tags, nodes=sum(r["InstanceNum"] for r in body["ResourceConfigInfos"]))
+        task_id = self.add_task(body["Name"], tags=tags,
+                                nodes=sum(r["InstanceNum"] for r in body["ResourceConfigInfos"]))
         self.tasks[task_id].update({k: body[k] for k in ECHOED if k in body})
         return {"Id": task_id}
 
@@ -154,7 +156,8 @@ class FakeTione(LoopbackServer):
         task = self._task(body["Id"])
         pods = task["pods"] if self.reached(task, "STARTING") or self.reached(task, "RUNNING") else []
         return {"PodNames": pods, "TotalCount": len(pods),
-                "PodInfoList": [{"Name": p, "IP": "10.0.0.%d" % (i + 2), "Status": "RUNNING"} for i, p in enumerate(pods)]}
+                "PodInfoList": [{"Name": p, "IP": "10.0.0.%d" % (i + 2), "Status": "RUNNING"}
+                                for i, p in enumerate(pods)]}
 
     def DescribeLogs(self, body: dict) -> dict:
         if body.get("Service") != "TRAIN":
@@ -206,9 +209,11 @@ class FakeTione(LoopbackServer):
         if m.group("id") != SECRET_ID or m.group("signed") != "content-type;host":
             return "Authorization names the wrong SecretId or signed headers"
         timestamp = headers.get("X-TC-Timestamp", "")
-        if not timestamp.isdigit() or datetime.fromtimestamp(int(timestamp), timezone.utc).strftime("%Y-%m-%d") != m.group("date"):
+        if (not timestamp.isdigit()
+                or datetime.fromtimestamp(int(timestamp), timezone.utc).strftime("%Y-%m-%d") != m.group("date")):
             return "the credential date does not match X-TC-Timestamp"
-        want = tc3_signature(SECRET_KEY, m.group("date"), timestamp, "POST", body, headers["Content-Type"], headers["Host"])
+        want = tc3_signature(SECRET_KEY, m.group("date"), timestamp, "POST", body, headers["Content-Type"],
+                             headers["Host"])
         if not hmac.compare_digest(want, m.group("sig")):
             return "the TC3 signature does not verify"
         return None

@@ -145,7 +145,9 @@ def test_secrets_never_reach_docker_inspect(engine, home, tmp_path):
     job.write_text(f"""
 name: sec
 code: {EXAMPLES / 'digits-ddp'}
-command: python -c "import hashlib, os, time; assert hashlib.sha256(os.environ['TOKEN'].encode()).hexdigest()[:12] == 'a603a49132f8'; print('secret ok', flush=True); time.sleep(20)"
+command: python -c "import hashlib, os, time; \
+assert hashlib.sha256(os.environ['TOKEN'].encode()).hexdigest()[:12] == 'a603a49132f8'; \
+print('secret ok', flush=True); time.sleep(20)"
 image: {IMAGE}
 distribution: {{type: none, nodes: 1}}
 secrets: {{TOKEN: {{from_env: CT_DOCKER_TOKEN}}}}

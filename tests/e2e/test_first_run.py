@@ -85,7 +85,8 @@ def test_a_closed_pipe_does_not_hide_the_jobs_outcome(home, tmp_path, outcome, e
     code is still the job's, and only once the job has ended."""
     job = write_job(tmp_path, f"""
         name: piped
-        command: python -c "import sys, time; [print(i, flush=True) or time.sleep(0.05) for i in range(60)]; sys.exit({outcome})"
+        command: python -c "import sys, time; \
+[print(i, flush=True) or time.sleep(0.05) for i in range(60)]; sys.exit({outcome})"
         distribution: {{type: none}}
     """)
     first, code, stderr = _submit_piped(job, home)

@@ -73,7 +73,8 @@ def mount(volumes, mounts, kube, ns, root):
             continue
         cm = kube.find("configmaps", ns, volume["configMap"]["name"])
         local = root / vm["mountPath"].lstrip("/")
-        items = volume["configMap"].get("items") or [{"key": k, "path": k} for k in {**cm.get("data", {}), **cm.get("binaryData", {})}]
+        items = volume["configMap"].get("items") or [{"key": k, "path": k}
+                                                     for k in {**cm.get("data", {}), **cm.get("binaryData", {})}]
         for item in items:
             path = local / item["path"]
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +173,8 @@ def trainjob_pods(obj, port):
     for patch in obj["spec"].get("runtimePatches") or []:
         template = strategic_merge(template, patch["trainingRuntimeSpec"]["template"]["spec"])
     [node_job] = [rj for rj in template["replicatedJobs"]
-                  if rj["template"]["metadata"]["labels"].get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer"]
+                  if rj["template"]["metadata"]["labels"].get("trainer.kubeflow.org/trainjob-ancestor-step")
+                  == "trainer"]
     spec = copy.deepcopy(node_job["template"]["spec"]["template"]["spec"])
     [container] = [c for c in spec["containers"] if c["name"] == "node"]
     container.update(image=trainer["image"], command=trainer["command"],
@@ -215,7 +217,8 @@ def run_pods(kube, provider, name, tmp_path):
                     "CLOUDTRAIN_OUTPUT_DIR": str(root / "output"), "CLOUDTRAIN_MASTER_PORT": str(port)})
         paths = re.compile("|".join(re.escape(p) for p in sorted(mounts, key=len, reverse=True)) + r"(?![-\w])")
         # what the process receives: the kubelet's $(VAR) expansion first (tests/doubles/kubelet_double.py)
-        command = [sys.executable if arg == "python3" else paths.sub(lambda hit, mounts=mounts: mounts[hit.group(0)], arg)
+        command = [sys.executable if arg == "python3"
+                   else paths.sub(lambda hit, mounts=mounts: mounts[hit.group(0)], arg)
                    for arg in (kubelet_expand(a, container_env(container, pod.fields)) for a in container["command"])]
         procs.append(subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
@@ -231,12 +234,14 @@ def submit(provider, kube, tmp_path, request, overrides):
     if provider == "eks":
         aws = request.getfixturevalue("moto")
         aws.eks_cluster("train", kube.url)
-        job = load_job(job_file, overrides={**overrides, "providers.eks.cluster": "train", "providers.eks.region": REGION})
+        job = load_job(job_file, overrides={**overrides, "providers.eks.cluster": "train",
+                                            "providers.eks.region": REGION})
         return EksProvider(eks=aws.client("eks"), session=session()).submit(job)
     if provider == "modelarts-lite":
         # ranktable routing fetches Huawei's bootstrap.sh from OBS (and is skipped below 3 nodes anyway)
         overrides["providers.modelarts-lite.routing"] = False
-    job = load_job(job_file, overrides={**overrides, f"providers.{provider}.kubeconfig": kube.kubeconfig(tmp_path / "kc")})
+    job = load_job(job_file, overrides={**overrides,
+                                        f"providers.{provider}.kubeconfig": kube.kubeconfig(tmp_path / "kc")})
     return get_provider(provider).submit(job)
 
 
@@ -277,7 +282,8 @@ def test_code_too_large_for_a_configmap_is_fetched_through_the_presigned_url_and
     with FakeKube() as kube:
         submit(provider, kube, tmp_path, request, {
             "job_file": code / "job.yaml", "command": "python train.py --epochs 3",
-            f"providers.{provider}.code_store": f"s3://{BUCKET}/e2e", f"providers.{provider}.code_store_endpoint": moto.endpoint})
+            f"providers.{provider}.code_store": f"s3://{BUCKET}/e2e",
+            f"providers.{provider}.code_store_endpoint": moto.endpoint})
         assert kube.find("configmaps", "default", "digits-ddp-code") is None
         [url] = secret_files(kube, "default", "digits-ddp-code-url").values()
         assert url.decode().startswith(f"{moto.endpoint}/{BUCKET}/e2e/cloudtrain-code/")

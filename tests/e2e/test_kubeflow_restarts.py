@@ -135,7 +135,8 @@ def render_pods(tmp_path, max_restarts, **extra_env):
     code.mkdir()
     (code / "train.py").write_text(TRAIN)
     job = job_from_dict({"name": "restarts", "image": "pytorch/pytorch:2.4.0", "code": str(code),
-                         "command": "%s %s %d" % (sys.executable, code / "train.py", EPOCHS), "max_restarts": max_restarts,
+                         "command": "%s %s %d" % (sys.executable, code / "train.py", EPOCHS),
+                         "max_restarts": max_restarts,
                          "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 1}})
     pytorchjob = manifests.build_kubeflow(job, {"master_port": free_port(), "python": sys.executable})[-1]
     spec = pytorchjob["spec"]

@@ -105,7 +105,8 @@ def test_secrets_reach_the_nodes_but_no_output(tmp_path, home):
     handle = handle_from(proc.stderr)
     texts = [proc.stdout, proc.stderr, run_cli("logs", handle).stdout,
              run_cli("render", "-p", "local", job, env={"CT_E2E_TOKEN": secret}).stdout]
-    texts += [p.read_text(errors="replace") for p in run_dir(home, handle).rglob("*") if p.is_file() and p.suffix in (".log", ".json")]
+    texts += [p.read_text(errors="replace") for p in run_dir(home, handle).rglob("*")
+              if p.is_file() and p.suffix in (".log", ".json")]
     for text in texts:
         assert secret not in text
     assert "secret value: ***" in proc.stdout

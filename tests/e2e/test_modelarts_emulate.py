@@ -98,7 +98,8 @@ def test_digits_ddp_trains_from_the_code_submit_shipped_to_obs(tmp_path, monkeyp
         (channel,) = [o for o in algorithm["outputs"] if o["name"] == "cloudtrain_output"]
         out_bucket, _, out_key = channel["remote"]["obs"]["obs_url"].lstrip("/").partition("/")
         for path in sorted(p for p in nodes[0][0].rglob("*") if p.is_file()):
-            store.put(ObjectUrl("obs", out_bucket, out_key + path.relative_to(nodes[0][0]).as_posix()), path.read_bytes())
+            store.put(ObjectUrl("obs", out_bucket, out_key + path.relative_to(nodes[0][0]).as_posix()),
+                      path.read_bytes())
         files = provider.outputs(run.id, tmp_path / "downloaded")
         assert "metrics.json" in {Path(f).name for f in files}
         assert json.loads((tmp_path / "downloaded" / "metrics.json").read_text())["world_size"] == 2

@@ -109,7 +109,8 @@ def test_several_processes_write_the_store_at_once(tmp_path, home):
     assert [p.returncode for p in procs] == [0] * writers, errors
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall() == [("SUCCEEDED", writers * jobs)]
+        assert (db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+                == [("SUCCEEDED", writers * jobs)])
         assert db.execute("SELECT count(*) FROM nodes WHERE exit_code = 0").fetchone() == (2 * writers * jobs,)
     records = [json.loads(p.read_text()) for p in (home / "runs").glob("*/job.json")]
     assert len(records) == writers * jobs and {r["job"]["state"] for r in records} == {"SUCCEEDED"}

@@ -37,7 +37,8 @@ def aws_env(aws, cfg, **extra):
 def made_job(aws, name):
     aws.client("s3").create_bucket(Bucket="ct-bucket")
     aws.client("sagemaker").create_training_job(
-        TrainingJobName=name, RoleArn=ROLE, AlgorithmSpecification={"TrainingImage": "img:1", "TrainingInputMode": "File"},
+        TrainingJobName=name, RoleArn=ROLE,
+        AlgorithmSpecification={"TrainingImage": "img:1", "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": "s3://ct-bucket/o"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
         ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30})
 

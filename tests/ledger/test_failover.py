@@ -104,8 +104,9 @@ def test_a_capacity_failure_before_the_first_instance_starts_moves_on(aws, fake,
         while not aws.backend("sagemaker").training_jobs and time.monotonic() < deadline:
             time.sleep(0.02)
         name = next(iter(aws.backend("sagemaker").training_jobs))
-        aws.set_training(name, "Failed", "Failed", failure="CapacityError: Unable to provision requested ML "
-                                                           "compute capacity. Please retry using a different ML instance type.")
+        aws.set_training(name, "Failed", "Failed",
+                         failure="CapacityError: Unable to provision requested ML compute capacity. "
+                                 "Please retry using a different ML instance type.")
     player = threading.Thread(target=fail_it)
     player.start()
     proc = run_cli("submit", "-p", "sagemaker,tione", job_file(tmp_path), "--detach", env=env_for(aws, fake))
@@ -159,12 +160,14 @@ def test_the_code_table_reads_each_sdks_own_exception():
 
     ec2 = ClientError({"Error": {"Code": "InsufficientInstanceCapacity", "Message": "no p4d"}}, "RunInstances")
     assert is_capacity_refusal("ec2", wrapped(ec2))
-    assert not is_capacity_refusal("ec2", wrapped(ClientError({"Error": {"Code": "UnauthorizedOperation"}}, "RunInstances")))
+    unauthorized = ClientError({"Error": {"Code": "UnauthorizedOperation"}}, "RunInstances")
+    assert not is_capacity_refusal("ec2", wrapped(unauthorized))
     huawei = ClientRequestException(400, SdkError("r", "ModelArts.3976", "No resources are available for the "
                                                                          "selected specification."))
     assert is_capacity_refusal("modelarts", wrapped(huawei))
     assert is_capacity_refusal("tione", wrapped(TencentCloudSDKException("LimitExceeded", "超过配额限制。")))
-    assert not is_capacity_refusal("tione", wrapped(TencentCloudSDKException("OperationDenied.BalanceInsufficient", "")))
+    no_balance = TencentCloudSDKException("OperationDenied.BalanceInsufficient", "")
+    assert not is_capacity_refusal("tione", wrapped(no_balance))
     assert not is_capacity_refusal("tione", PlatformError("no code at all"))
 
 
@@ -220,7 +223,8 @@ def test_a_refused_job_runs_on_the_next_provider_at_its_catalog_rate_with_one_ca
     and at what rate; the refused candidate cost one create call, and nothing else was asked of it
     (failover adds no round trip of its own)."""
     fake_azure, env = azure_double
-    fake.fail("CreateTrainingTask", "ResourceInsufficient.QuotaInsufficient", "申请资源超过用户在当前资源组的最大配额限制")
+    fake.fail("CreateTrainingTask", "ResourceInsufficient.QuotaInsufficient",
+              "申请资源超过用户在当前资源组的最大配额限制")
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "train.py").write_text("print('hi')\n")
     path = write_job(tmp_path, f"""

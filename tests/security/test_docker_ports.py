@@ -48,8 +48,10 @@ def test_no_container_of_a_docker_job_publishes_a_port(home, tmp_path):
             host = inspected["HostConfig"]
             assert not host.get("PortBindings"), host.get("PortBindings")
             assert not host.get("PublishAllPorts")
-            assert host.get("NetworkMode") not in ("host",) and not str(host.get("NetworkMode")).startswith("container:")
-            published = {port: bound for port, bound in (inspected["NetworkSettings"].get("Ports") or {}).items() if bound}
+            network_mode = host.get("NetworkMode")
+            assert network_mode not in ("host",) and not str(network_mode).startswith("container:")
+            published = {port: bound for port, bound in (inspected["NetworkSettings"].get("Ports") or {}).items()
+                         if bound}
             assert not published, published
             assert list(inspected["NetworkSettings"]["Networks"]) == [f"ct-{job_id}"]
     finally:

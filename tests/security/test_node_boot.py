@@ -71,7 +71,8 @@ def test_ec2_node_script_checks_the_archive(tmp_path, changed):
     job, prov, data, sha = code(tmp_path, "ec2")
     archive = tmp_path / "in-s3.tar.gz"
     archive.write_bytes(data + (b"\0" * 512 if changed else b""))
-    script = next(a.content["script"] for a in prov.render(job).artifacts if a.kind == "shell/script" and a.name == "nodes")
+    script = next(a.content["script"] for a in prov.render(job).artifacts
+                  if a.kind == "shell/script" and a.name == "nodes")
     for placeholder, value in (("<job-id>", "corpus-aaaaaaaaaaaa"), ("<code-digest>", sha),
                                ("<presigned-code-url>", archive.as_uri()), ("<instance-ids>", "i-0,i-1"),
                                ("<master-ip>", "10.0.0.4"), ("<node-ips>", "10.0.0.4,10.0.0.5"),

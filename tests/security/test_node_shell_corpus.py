@@ -185,7 +185,8 @@ def node_runs(provider: str, rendered, root: Path):
         return [([SH], {"AWS_SSM_INSTANCE_ID": "i-0", "CT_FAIL_COPY": "1"}, script)]
     if provider == "tione":
         from cloudtrain_tione.render import decode_start_commands
-        req = next(c for c in arts.values() if isinstance(c, dict) and ("StartCmdInfo" in c or "EncodedStartCmdInfo" in c))
+        req = next(c for c in arts.values()
+                   if isinstance(c, dict) and ("StartCmdInfo" in c or "EncodedStartCmdInfo" in c))
         code_dir = Path(rendered.options.code_dir)
         if str(code_dir).startswith(str(root)):
             code_dir.mkdir(parents=True, exist_ok=True)

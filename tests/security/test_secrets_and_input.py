@@ -390,7 +390,8 @@ def test_an_invalid_kubernetes_name_is_refused_at_its_line(tmp_path, home, provi
     job = kube_job(tmp_path, provider, option)
     for command in ("validate", "render"):
         proc = run_cli(command, "-p", provider, job, check=2)
-        assert [line.split(": ")[2:4] for line in cli_error_lines(proc)] == [[f"{job}:7", f"providers.{provider}.{field}"]], proc.stderr
+        assert ([line.split(": ")[2:4] for line in cli_error_lines(proc)]
+                == [[f"{job}:7", f"providers.{provider}.{field}"]]), proc.stderr
         assert proc.stdout == ""  # render printed nothing
 
 
@@ -476,5 +477,6 @@ def test_a_nul_in_any_field_is_refused_at_its_line_not_a_traceback(tmp_path, hom
     """)
     for command in ("validate", "render", "submit"):
         proc = run_cli(command, "-p", "local", job, check=2)
-        assert [line.split(": ")[2] for line in cli_error_lines(proc)] == [f"{job}:3"] and "NUL" in proc.stderr, proc.stderr
+        assert ([line.split(": ")[2] for line in cli_error_lines(proc)] == [f"{job}:3"]
+                and "NUL" in proc.stderr), proc.stderr
         assert "Traceback" not in proc.stderr

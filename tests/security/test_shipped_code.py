@@ -127,7 +127,8 @@ def test_s3_gets_the_links_never_their_targets_and_no_credential_file(tmp_path, 
     assert_copy_of_the_tree(aws.client("s3").get_object(Bucket="code-bucket", Key=key)["Body"].read())
     text = "\n".join(str(w.message) for w in said)
     assert "9 credential files" in text and ".env" in text and "stay on this machine" in text
-    assert "creds -> " in text and "zero -> /dev/zero" in text and "pkg/up -> ../../home/.aws/credentials" in text and "dangle" in text
+    assert ("creds -> " in text and "zero -> /dev/zero" in text and "pkg/up -> ../../home/.aws/credentials" in text
+            and "dangle" in text)
     assert "pipe (FIFO)" in text and "sock (socket)" in text
     assert "inside.py" not in text
 
@@ -140,8 +141,9 @@ def test_cos_gets_the_same_copy_through_tione(tmp_path, monkeypatch, fake, cos):
     from cloudtrain_tione.provider import TioneProvider
     from doubles.tione_double import SECRET_ID, SECRET_KEY
     job = job_from_dict({"name": "hostile", "code": str(tmp_path / "code"), "command": "python train.py",
-                         "image": "img:1", "providers": {"tione": {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST",
-                                                                   "code_store": "cos://train-1250000000/c"}}})
+                         "image": "img:1",
+                         "providers": {"tione": {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST",
+                                                 "code_store": "cos://train-1250000000/c"}}})
     rendered = get_provider("tione").render(job)
     TioneProvider(credential=Credential(SECRET_ID, SECRET_KEY), endpoint=fake.url, cos_endpoint=cos.url,
                   poll=0).ship_code(rendered)
@@ -227,7 +229,8 @@ def test_render_with_a_fifo_finishes_and_names_what_it_left_out(tmp_path, monkey
     assert len(warnings) == 3, proc.stderr  # once each, although render validates first
     assert "9 credential files" in warnings[0] and "and 4 more" in warnings[0]  # names truncated
     assert "pipe (FIFO)" in warnings[2]
-    validate = run_cli("validate", str(path), "-p", "kubeflow", env=cli_env({"HOME": str(tmp_path / "home")}), timeout=60)
+    validate = run_cli("validate", str(path), "-p", "kubeflow", env=cli_env({"HOME": str(tmp_path / "home")}),
+                       timeout=60)
     assert validate.returncode == 0 and validate.stderr.count("cloudtrain: warning: code:") == 3, validate.stderr
 
 
@@ -301,7 +304,8 @@ def test_the_cli_leaves_no_archive_behind(tmp_path):
     (code / "train.py").write_text("print(1)\n")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    proc = run_cli("render", str(kube_job(tmp_path, "kubeflow")), "-p", "kubeflow", env=cli_env({"TMPDIR": str(scratch)}))
+    proc = run_cli("render", str(kube_job(tmp_path, "kubeflow")), "-p", "kubeflow",
+                   env=cli_env({"TMPDIR": str(scratch)}))
     assert proc.returncode == 0 and "ConfigMap" in proc.stdout, proc.stderr
     assert list(scratch.iterdir()) == []
 

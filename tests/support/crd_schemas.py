@@ -114,9 +114,11 @@ def validate(obj):
         # ConfigMap: data and/or binaryData, keys [-._a-zA-Z0-9]+, together at most 1 MiB
         # (kubernetes pkg/apis/core/validation ValidateConfigMap: totalSize > core.MaxSecretSize).
         # A rendered binaryData value is the placeholder naming the archive's size and digest.
-        assert set(obj) <= {"apiVersion", "kind", "metadata", "data", "binaryData"} and ("data" in obj or "binaryData" in obj)
+        assert (set(obj) <= {"apiVersion", "kind", "metadata", "data", "binaryData"}
+                and ("data" in obj or "binaryData" in obj))
         entries = {**obj.get("data", {}), **obj.get("binaryData", {})}
-        assert len(entries) == len(obj.get("data", {})) + len(obj.get("binaryData", {})), "a key in both data and binaryData"
+        assert len(entries) == len(obj.get("data", {})) + len(obj.get("binaryData", {})), (
+            "a key in both data and binaryData")
         assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", k) and isinstance(v, str) for k, v in entries.items())
         size = sum(len(v.encode()) for v in obj.get("data", {}).values())
         for value in obj.get("binaryData", {}).values():

@@ -169,8 +169,8 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
 
         # a state change appears without a reload: the gated job finishes, and the cloud job starts
         marker = browser.execute_script("window.__noReload = 1; return window.__noReload;")
-        browser.execute_script("window.__row = document.querySelector(`#jobs tbody tr[data-handle='${arguments[0]}']`);",
-                               waiting)
+        browser.execute_script("window.__row = "
+                               "document.querySelector(`#jobs tbody tr[data-handle='${arguments[0]}']`);", waiting)
         gate.write_text("go")
         aws.set_training(cloud.rsplit("/", 1)[-1], "InProgress", "Training")
         run_cli("list", "--refresh", env=env, check=0)  # what `list` read from the platform, the page shows
@@ -178,14 +178,16 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
         wait_until(lambda: row_state(browser, cloud) == "RUNNING", what="the cloud job RUNNING without a reload")
         assert browser.execute_script("return window.__noReload;") == marker
         # the row changed where it stands (a user reading or selecting it keeps it)
-        assert browser.execute_script("return document.contains(window.__row) && window.__row.dataset.handle;") == waiting
+        assert browser.execute_script(
+            "return document.contains(window.__row) && window.__row.dataset.handle;") == waiting
 
         # filters
         browser.find_element(By.ID, "f-text").send_keys("chatty")
         wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 1, what="the text filter")
         browser.find_element(By.ID, "f-text").clear()
         browser.execute_script("document.getElementById('f-text').dispatchEvent(new Event('input'))")
-        wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 5, what="the filter cleared")
+        wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 5,
+                   what="the filter cleared")
 
         # one job: logs stream while it runs, its request is shown, cancel asks first
         browser.find_element(By.CSS_SELECTOR, f'#jobs tbody tr[data-handle="{chatty}"]').click()
@@ -231,7 +233,8 @@ def test_the_page_lists_every_providers_jobs_live_streams_logs_and_cancels_after
 def _resource_rows(driver, accelerator):
     """The resources table's cells, once every row is of ``accelerator`` (the filtered answer)."""
     rows = driver.execute_script(
-        "return [...document.querySelectorAll('#resources tbody tr')].map(tr => [...tr.children].map(td => td.textContent));")
+        "return [...document.querySelectorAll('#resources tbody tr')]"
+        ".map(tr => [...tr.children].map(td => td.textContent));")
     return rows if rows and all(accelerator in r[2] for r in rows) else None
 
 

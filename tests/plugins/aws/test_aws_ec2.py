@@ -28,7 +28,8 @@ SSH_PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests cloudtrain"
 
 
 def job(**extra):
-    data = {"name": "ec2-job", "command": "python train.py", "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 1},
+    data = {"name": "ec2-job", "command": "python train.py",
+            "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 1},
             "env": {"OMP_NUM_THREADS": "2"}, "providers": {"ec2": dict(OPTIONS)}}
     for key, value in extra.items():
         if key == "options":
@@ -43,7 +44,8 @@ def artifacts(j):
 
 
 def filled(text):
-    for placeholder, value in (("<spec-hash>", "a" * 64), ("<job-id>", "ec2-job-aaaaaaaaaaaa"), ("<code-digest>", "f" * 64),
+    for placeholder, value in (("<spec-hash>", "a" * 64), ("<job-id>", "ec2-job-aaaaaaaaaaaa"),
+                               ("<code-digest>", "f" * 64),
                                ("<master-ip>", "10.0.0.4"), ("<node-ips>", "10.0.0.4,10.0.0.5"),
                                ("<hosts-lines>", "10.0.0.4 ct-node-0\n10.0.0.5 ct-node-1"),
                                ("<presigned-code-url>", "https://example.com/x"), ("<ssh-public-key>", SSH_PUB),
@@ -262,7 +264,8 @@ def test_submit_runs_every_node_through_ssm_and_follows_it(aws):
     assert send["InstanceIds"] == ids and send["MaxConcurrency"] == "100%"
     script = send["Parameters"]["commands"][0]
     assert f"NODE=$(echo '{','.join(ids)}' | tr , " in script
-    assert f"export CLOUDTRAIN_MASTER_ADDR='{ips[0]}'\n" in script and f"{ips[1]} ct-node-1  # cloudtrain {name}" in script
+    assert f"export CLOUDTRAIN_MASTER_ADDR='{ips[0]}'\n" in script
+    assert f"{ips[1]} ct-node-1  # cloudtrain {name}" in script
     assert "<" not in script.replace("<<", "")  # every placeholder filled
     assert {command_of(i) for i in nodes} == {aws.client("ssm").list_commands()["Commands"][0]["CommandId"]}
     url = re.search(r"'(http[^']+)' code.tar.gz", script).group(1)
@@ -352,12 +355,14 @@ def test_cancel_terminates_only_the_jobs_instances(aws):
     status = run.cancel()
     assert status.state is State.CANCELLED
     assert {i["State"]["Name"] for i in job_instances(aws, name)} == {"terminated"}
-    states = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    states = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"]
+              for i in r["Instances"]}
     assert states[foreign] == "running"
     assert {i["State"]["Name"] for i in job_instances(aws, other_job.id.split("/")[1])} == {"running"}
     ssm = aws.client("ssm")
     inst = job_instances(aws, name)[0]
-    assert ssm.get_command_invocation(CommandId=command_of(inst), InstanceId=inst["InstanceId"])["Status"] == "Cancelled"
+    invocation = ssm.get_command_invocation(CommandId=command_of(inst), InstanceId=inst["InstanceId"])
+    assert invocation["Status"] == "Cancelled"
     assert run.cancel().state is State.CANCELLED  # idempotent
     assert aws.count("TerminateInstances") == 1
 
@@ -407,7 +412,8 @@ def test_instances_that_never_reach_ssm_are_terminated(aws):
     with pytest.raises(PlatformError, match="did not register with SSM") as info:
         provider(aws).submit(digits(**{"providers.ec2.ready_timeout_seconds": 1}))
     assert info.value.exit_code == 3
-    states = {i["State"]["Name"] for r in aws.client("ec2").describe_instances()["Reservations"] for i in r["Instances"]}
+    states = {i["State"]["Name"] for r in aws.client("ec2").describe_instances()["Reservations"]
+              for i in r["Instances"]}
     assert states == {"terminated"}
 
 
@@ -419,7 +425,8 @@ def test_nothing_is_started_without_an_ami(aws):
 
 def test_cli_submit_detach_status_logs_cancel(aws):
     sets = [f"--set={k}={v}" for k, v in SETS.items()]
-    proc = run_cli("submit", "-p", "ec2", EXAMPLES / "digits-ddp" / "job.yaml", *sets, "--detach", env=aws.env(), check=0)
+    proc = run_cli("submit", "-p", "ec2", EXAMPLES / "digits-ddp" / "job.yaml", *sets, "--detach", env=aws.env(),
+                   check=0)
     handle = proc.stdout.strip()
     assert re.fullmatch(r"ec2://us-east-1/digits-ddp-[0-9a-f]{12}", handle)
     status = json.loads(run_cli("status", handle, "-o", "json", env=aws.env(), check=0).stdout)

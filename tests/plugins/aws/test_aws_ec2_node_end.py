@@ -63,7 +63,8 @@ TARGET = "s3://team-data/runs/ec2-job-aaaaaaaaaaaa"
 CASES = {  # $FAIL -> exit code, the step named, the calls made (the last: the shutdown)
     "fetch": (7, "fetching the code", ["fetch"]),
     "code": (7, "checking and unpacking the code", ["fetch", "code"]),
-    "input": (7, "copying storage.inputs.vocab from s3://team-data/vocab.txt", ["fetch", "code", "other-input", "input"]),
+    "input": (7, "copying storage.inputs.vocab from s3://team-data/vocab.txt",
+              ["fetch", "code", "other-input", "input"]),
     "launch": (7, "running cloudtrain launch", ["fetch", "code", "other-input", "input", "launch", "output"]),
     "output": (3, f"copying its output to {TARGET}", ["fetch", "code", "other-input", "input", "launch", "output"]),
     "term": (143, "running cloudtrain launch", ["fetch", "code", "other-input", "input", "launch"]),

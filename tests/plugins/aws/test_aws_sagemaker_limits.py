@@ -138,7 +138,8 @@ def test_six_secrets_with_arns_fit_and_every_node_reads_them_all(aws, monkeypatc
     request = [p for s, a, p in aws.requests if a == "CreateTrainingJob"][0]
     validate_request("sagemaker", "CreateTrainingJob", request)  # every value <= 512 characters
     env = request["Environment"]
-    assert len(json.dumps(dict(sorted((n, overrides[f"providers.sagemaker.secrets_manager.{n}"]) for n in names)))) > 512
+    secret_ids = dict(sorted((n, overrides[f"providers.sagemaker.secrets_manager.{n}"]) for n in names))
+    assert len(json.dumps(secret_ids)) > 512
     ids = {k: v for k, v in env.items() if k.startswith("CLOUDTRAIN_SECRET_IDS")}
     assert len(ids) > 1 and "CLOUDTRAIN_SECRET_IDS" in ids
     probe = "import json, os; print(json.dumps(json.load(open(os.environ['CLOUDTRAIN_SECRETS_FILE']))))"
@@ -168,7 +169,8 @@ def test_many_variables_fit_and_the_launcher_gets_every_name(tmp_path):
 
 @pytest.mark.parametrize("options,extra,field", [
     ({"role_arn": "arn:aws:iam::123:role/x"}, {}, "providers.sagemaker.role_arn"),  # RoleArn: \d{12} account
-    ({"subnets": ["subnet_1"], "security_group_ids": ["sg-1"]}, {}, "providers.sagemaker.subnets"),  # SubnetId [-0-9a-zA-Z]+
+    # SubnetId [-0-9a-zA-Z]+
+    ({"subnets": ["subnet_1"], "security_group_ids": ["sg-1"]}, {}, "providers.sagemaker.subnets"),
     ({"keep_alive_seconds": 0, "run_label": "a#b"}, {}, "providers.sagemaker.run_label"),  # TagValue
     ({}, {"image": "1" * 256}, "image"),  # AlgorithmImage: at most 255
 ])

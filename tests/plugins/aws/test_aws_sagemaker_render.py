@@ -23,7 +23,8 @@ DISTRIBUTIONS = [("ddp", 2, 2, None), ("mpi", 2, 2, None), ("horovod", 3, 1, Non
 
 
 def job(**extra):
-    data = {"name": "sm-job", "command": "python train.py --epochs 3", "image": "123.dkr.ecr.us-east-1.amazonaws.com/t:1",
+    data = {"name": "sm-job", "command": "python train.py --epochs 3",
+            "image": "123.dkr.ecr.us-east-1.amazonaws.com/t:1",
             "distribution": {"type": "ddp", "nodes": 2, "procs_per_node": 2}, "env": {"OMP_NUM_THREADS": "1"},
             "providers": {"sagemaker": dict(OPTIONS)}}
     for key, value in extra.items():
@@ -107,7 +108,8 @@ def test_options_map_to_their_fields():
     assert {"Key": "team", "Value": "vision"} in request["Tags"]
     assert {"Key": "cloudtrain:spec-hash", "Value": "<spec-hash>"} in request["Tags"]
     plain = render(job())["sagemaker/CreateTrainingJob"]
-    for absent in ("RetryStrategy", "CheckpointConfig", "VpcConfig", "EnableManagedSpotTraining", "EnableNetworkIsolation"):
+    for absent in ("RetryStrategy", "CheckpointConfig", "VpcConfig", "EnableManagedSpotTraining",
+                   "EnableNetworkIsolation"):
         assert absent not in plain
 
 
@@ -153,10 +155,12 @@ def test_secrets_never_rendered_only_their_secrets_manager_ids(monkeypatch):
     out = {a.kind: a.content for a in rendered.artifacts}
     env = out["sagemaker/CreateTrainingJob"]["Environment"]
     assert "HF_TOKEN" not in env
-    assert json.loads(env["CLOUDTRAIN_SECRET_IDS"]) == {"HF_TOKEN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hf"}
+    assert json.loads(env["CLOUDTRAIN_SECRET_IDS"]) == {
+        "HF_TOKEN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:hf"}
     assert "HF_TOKEN" in env["CLOUDTRAIN_ENV_NAMES"].split(",")  # mpirun forwards it once the launcher has it
     assert out["secretsmanager/GetSecretValue"] == {"HF_TOKEN": {"SecretId": "arn:aws:secretsmanager:eu-west-1:"
-                                                                             "123456789012:secret:hf", "SecretString": "***"}}
+                                                                             "123456789012:secret:hf",
+                                                                 "SecretString": "***"}}
 
 
 @pytest.mark.parametrize("options,extra,field", [
@@ -265,7 +269,8 @@ def test_detector_is_stdlib_only_and_python38():
         tree = ast.parse(source, feature_version=(3, 8))
         imported = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert imported <= {"json", "os", "re", "shutil", "sys", "subprocess", "tempfile", "cloudtrain", "boto3"}, imported
+        assert imported <= {"json", "os", "re", "shutil", "sys", "subprocess", "tempfile", "cloudtrain",
+                            "boto3"}, imported
 
 
 def test_emulated_nodes_sharing_an_address_know_their_rank():

@@ -28,7 +28,8 @@ def test_code_is_put_once_and_found_by_a_second_process(store):
     assert objectstore.upload_once(s3, url, b"archive") is True
     objectstore.forget_uploads()
     assert objectstore.upload_once(s3, url, b"archive") is False
-    assert aws.calls[("s3", "S3.PUT")] == 1 and aws.calls[("s3", "S3.HEAD")] == 2  # the double counts REST calls by method
+    # the double counts REST calls by method
+    assert aws.calls[("s3", "S3.PUT")] == 1 and aws.calls[("s3", "S3.HEAD")] == 2
     body = aws.client("s3").get_object(Bucket=BUCKET, Key=url.key)
     assert body["Body"].read() == b"archive" and body["ContentType"] == "application/gzip"
 

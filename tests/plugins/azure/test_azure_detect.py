@@ -25,7 +25,8 @@ def job(kind, nodes, procs=2, **extra):
     return job_from_dict({"name": "detect-me", "command": "python train.py", "distribution": dist, **extra})
 
 
-@pytest.mark.parametrize("kind,nodes", [(k, n) for k in ("ddp", "deepspeed", "mpi", "horovod", "ps-worker", "ray", "none")
+@pytest.mark.parametrize("kind,nodes", [(k, n)
+                                        for k in ("ddp", "deepspeed", "mpi", "horovod", "ps-worker", "ray", "none")
                                         for n in (1, 3) if (k, n) != ("ps-worker", 1)])  # ps-worker needs a worker
 def test_environment_and_detect_are_inverses(kind, nodes):
     spec = job(kind, nodes)

@@ -88,9 +88,11 @@ def test_submit_uploads_the_code_with_the_launcher_and_creates_the_job(fake, pro
     assert props["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 1}
     assert props["resources"]["instanceCount"] == 2
     assert props["computeId"].endswith("/computes/gpu-cluster")
-    assert props["command"].startswith('PYTHONPATH=.cloudtrain"${PYTHONPATH:+:$PYTHONPATH}" python3 -m cloudtrain.launch '
+    assert props["command"].startswith('PYTHONPATH=.cloudtrain"${PYTHONPATH:+:$PYTHONPATH}" '
+                                       "python3 -m cloudtrain.launch "
                                        "--platform azure --type ddp --nproc-per-node 4 -- python train.py --epochs 2")
-    assert re.fullmatch(r"[0-9a-f]{64}", props["tags"]["cloudtrain.spec"]) and name.endswith(props["tags"]["cloudtrain.spec"][:10])
+    assert re.fullmatch(r"[0-9a-f]{64}", props["tags"]["cloudtrain.spec"])
+    assert name.endswith(props["tags"]["cloudtrain.spec"][:10])
     assert props["environmentVariables"]["CLOUDTRAIN_DETECTORS"] == "azure=cloudtrain_azure.detect:detect"
     assert props["displayName"] == "digits-ddp"
     # the code asset: created from the staged copy, uploaded to the SAS URL the service handed out
@@ -175,7 +177,8 @@ def test_an_accelerator_the_cluster_does_not_have_is_refused_before_anything_is_
     assert info.value.exit_code == 2 and info.value.field == "resources.accelerator"
     assert "a100-cluster" in str(info.value) and "Standard_ND96asr_v4" in str(info.value)
     assert not job_puts(fake)
-    provider.submit(make_job(tmp_path, compute="a100-cluster", extra="resources: {accelerator: A100, gpus_per_node: 8}"))
+    provider.submit(make_job(tmp_path, compute="a100-cluster",
+                             extra="resources: {accelerator: A100, gpus_per_node: 8}"))
     assert len(job_puts(fake)) == 1
 
 

@@ -42,7 +42,8 @@ def test_the_job_mounts_its_data_and_outputs_brings_the_output_back(fake, provid
     [put] = job_puts(fake)
     props, name = put["body"]["properties"], put["path"].rsplit("/", 1)[1]
     assert props["inputs"] == {"train": {"jobInputType": "uri_folder", "uri": DATA, "mode": "ReadOnlyMount"}}
-    assert props["outputs"] == {"cloudtrain_output": {"jobOutputType": "uri_folder", "uri": OUT, "mode": "ReadWriteMount"}}
+    assert props["outputs"] == {
+        "cloudtrain_output": {"jobOutputType": "uri_folder", "uri": OUT, "mode": "ReadWriteMount"}}
     assert props["command"].startswith("export CLOUDTRAIN_INPUT_TRAIN=${{inputs.train}} "
                                        "CLOUDTRAIN_OUTPUT_DIR=${{outputs.cloudtrain_output}}; ")
     # while it runs there is nothing to fetch yet

@@ -147,7 +147,8 @@ def sdk_built(job):
 
 
 ORACLE_CASES = {
-    **{kind: {"distribution": {"type": kind, "nodes": 3, "procs_per_node": 2, **({"ps": 1} if kind == "ps-worker" else {})}}
+    **{kind: {"distribution": {"type": kind, "nodes": 3, "procs_per_node": 2,
+                               **({"ps": 1} if kind == "ps-worker" else {})}}
        for kind in EXPECTED},
     "single-node": {"distribution": {"type": "none", "nodes": 1}},
     "cluster-options": {
@@ -244,7 +245,8 @@ def test_secrets_are_left_out_of_the_render(tmp_path, monkeypatch):
 def test_render_needs_an_image_or_an_environment(tmp_path):
     with pytest.raises(JobFileError, match="needs an image"):
         render(make_job(tmp_path, image=None))
-    content = render(make_job(tmp_path, image=None, providers={"azure": {"environment": "azureml:acpt-pytorch@latest"}}))
+    content = render(make_job(tmp_path, image=None,
+                              providers={"azure": {"environment": "azureml:acpt-pytorch@latest"}}))
     assert content["environment"] == "azureml:acpt-pytorch@latest"
 
 
@@ -312,7 +314,8 @@ def test_infiniband_sizes(size, ib):
 
 
 def test_rdma_on_with_a_size_without_infiniband_names_it_and_suggests_one(tmp_path):
-    job = make_job(tmp_path, network={"rdma": "on"}, providers={"azure": {"compute": "c", "vm_size": "Standard_NC24s_v3"}})
+    job = make_job(tmp_path, network={"rdma": "on"},
+                   providers={"azure": {"compute": "c", "vm_size": "Standard_NC24s_v3"}})
     with pytest.raises(JobFileError) as info:
         render(job)
     message = str(info.value)
@@ -424,7 +427,8 @@ def test_mpi_ranks_get_the_masters_address_from_azures_own_variables(nodes, tmp_
     prelude = content["command"].split("PYTHONPATH=", 1)[0]
     hosts = [f"10.0.0.{i + 4}" for i in range(nodes)]
     azure_env = detect.node_environment("mpi", nodes, nodes - 1, hosts, 6000)
-    shown = subprocess.run(["sh", "-c", prelude + 'echo "$CLOUDTRAIN_MASTER_ADDR $CLOUDTRAIN_MASTER_PORT $CLOUDTRAIN_HOSTS"'],
+    shown = subprocess.run(["sh", "-c",
+                            prelude + 'echo "$CLOUDTRAIN_MASTER_ADDR $CLOUDTRAIN_MASTER_PORT $CLOUDTRAIN_HOSTS"'],
                            env={"PATH": "/usr/bin:/bin", **azure_env}, capture_output=True, text=True, check=True)
     topo = detect.detect(azure_env)
     assert shown.stdout.split() == [topo.master_addr, str(topo.master_port), ",".join(topo.hosts)]

@@ -52,7 +52,8 @@ def test_inputs_are_read_only_mounts_and_the_output_a_read_write_mount(tmp_path)
         "val": {"jobInputType": "uri_folder", "uri": inputs["val"], "mode": "ReadOnlyMount"},
         "lake": {"jobInputType": "uri_folder", "uri": inputs["lake"], "mode": "ReadOnlyMount"},
     }
-    assert rest["outputs"] == {"cloudtrain_output": {"jobOutputType": "uri_folder", "uri": OUT, "mode": "ReadWriteMount"}}
+    assert rest["outputs"] == {
+        "cloudtrain_output": {"jobOutputType": "uri_folder", "uri": OUT, "mode": "ReadWriteMount"}}
     # every node sees the mounts' paths, exported by the command (bindings resolve there only)
     assert content["command"].startswith(
         "export CLOUDTRAIN_INPUT_LAKE=${{inputs.lake}} CLOUDTRAIN_INPUT_TRAIN=${{inputs.train}} "
@@ -121,15 +122,18 @@ def test_the_command_may_bind_the_neutral_inputs_itself(tmp_path):
     ("storage: {inputs: {train: 's3://team/data'}}", 4,
      "storage.inputs.train: azure cannot take 's3://team/data' (scheme s3); it takes azureml://, https://, wasbs://, "
      "abfss://: give one of those"),
-    ("storage: {inputs: {train: /data/train}}", 4, "storage.inputs.train: azure cannot take '/data/train' (scheme file)"),
+    ("storage: {inputs: {train: /data/train}}", 4,
+     "storage.inputs.train: azure cannot take '/data/train' (scheme file)"),
     ("storage: {output: 'https://acct.blob.core.windows.net/runs/x/'}", 4,
      "storage.output: azure cannot take 'https://acct.blob.core.windows.net/runs/x/' (scheme https); it takes "
      "azureml://: give one of those"),
     ("storage: {output: 's3://team/runs/'}", 4,  # the inputs' schemes are not offered for the output
      "storage.output: azure cannot take 's3://team/runs/' (scheme s3); it takes azureml://: give one of those"),
     (f"storage: {{output: '{OUT}'}}\nproviders:\n  azure: {{outputs: {{cloudtrain_output: {{mode: upload}}}}}}", 6,
-     "providers.azure.outputs.cloudtrain_output: the name 'cloudtrain_output' holds storage.output; rename this output"),
-    (f"storage: {{inputs: {{train: '{DATA}'}}}}\nproviders:\n  azure: {{inputs: {{train: 'azureml://datastores/x/paths/y'}}}}", 4,
+     "providers.azure.outputs.cloudtrain_output: the name 'cloudtrain_output' holds storage.output; "
+     "rename this output"),
+    (f"storage: {{inputs: {{train: '{DATA}'}}}}\n"
+     "providers:\n  azure: {inputs: {train: 'azureml://datastores/x/paths/y'}}", 4,
      f"storage.inputs.train: is {DATA} but providers.azure.inputs.train is azureml://datastores/x/paths/y; keep one"),
 ])
 def test_what_azure_cannot_take_is_refused_at_its_line(tmp_path, text, line, message):
@@ -149,7 +153,8 @@ def test_a_node_running_the_rendered_command_reads_its_input_and_writes_its_outp
     from cloudtrain.transfer import shipping
     from cloudtrain_azure.detect import node_environment
 
-    job = make_job(tmp_path, distribution={"type": "none", "nodes": 1}, storage={"inputs": {"train": DATA}, "output": OUT})
+    job = make_job(tmp_path, distribution={"type": "none", "nodes": 1},
+                   storage={"inputs": {"train": DATA}, "output": OUT})
     (tmp_path / "code" / "train.py").write_text(
         "import os, pathlib\n"
         "numbers = pathlib.Path(os.environ['CLOUDTRAIN_INPUT_TRAIN'], 'numbers.txt').read_text().split()\n"
@@ -157,7 +162,8 @@ def test_a_node_running_the_rendered_command_reads_its_input_and_writes_its_outp
     provider = get_provider("azure")
     content = render(job)
     staged = shipping.stage(job, tmp_path / "staged", [provider.node_platform()])
-    mounts = {"${{inputs.train}}": tmp_path / "mnt" / "train", "${{outputs.cloudtrain_output}}": tmp_path / "mnt" / "out"}
+    mounts = {"${{inputs.train}}": tmp_path / "mnt" / "train",
+              "${{outputs.cloudtrain_output}}": tmp_path / "mnt" / "out"}
     command = content["command"]
     for binding, mount in mounts.items():
         mount.mkdir(parents=True)

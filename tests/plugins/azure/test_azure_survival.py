@@ -27,7 +27,8 @@ def test_spot_max_runtime_and_the_checkpoint_mount_reach_the_rest_body(tmp_path)
 
 
 def test_the_checkpoint_output_sits_next_to_the_jobs_own_outputs(tmp_path):
-    content = render(make_job(tmp_path, storage={"checkpoint": CKPT}, command="python train.py --out ${{outputs.model}}",
+    content = render(make_job(tmp_path, storage={"checkpoint": CKPT},
+                              command="python train.py --out ${{outputs.model}}",
                               providers={"azure": {"outputs": {"model": {"type": "uri_folder", "mode": "upload"}}}}))
     _, rest = sdk_round_trip(content, tmp_path)
     assert sorted(rest["outputs"]) == ["checkpoint", "model"]

@@ -83,7 +83,9 @@ def test_render_imports_no_docker_sdk():
     import subprocess
     import sys
     from conftest import cli_env
-    code = ("import sys; from cloudtrain.input.loading import job_from_dict; from cloudtrain.extend.plugins import get_provider; "
+    code = ("import sys; from cloudtrain.input.loading import job_from_dict; "
+            "from cloudtrain.extend.plugins import get_provider; "
             "get_provider('docker').render(job_from_dict({'name': 'x', 'command': 'c', 'image': 'i'})); "
             "print('docker' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env()).stdout.strip() == "False"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
+    assert proc.stdout.strip() == "False"

@@ -30,7 +30,8 @@ from crd_schemas import validate
 from doubles.kube_double import FakeKube
 
 PROVIDERS = {"kubeflow": {}, "kubeflow-trainer": {}, "volcano": {},
-             "eks": {"cluster": "c", "region": "us-east-1"}, "modelarts-lite": {"cluster_id": "x", "region": "cn-north-4"}}
+             "eks": {"cluster": "c", "region": "us-east-1"},
+             "modelarts-lite": {"cluster_id": "x", "region": "cn-north-4"}}
 
 
 def code_dir(tmp_path, **files):
@@ -81,7 +82,8 @@ def test_the_render_holds_size_and_digest_not_the_bytes(tmp_path):
     big = os.urandom(300 * 1024)  # incompressible
     code_dir(tmp_path, **{"train.py": "print(1)\n", "weights.bin": big})
     proc = run_cli("render", "-p", "kubeflow", job_yaml(tmp_path, "kubeflow"), "-o", "yaml", check=0)
-    assert len(proc.stdout) < 200 * 1024  # the launcher ConfigMap is ~100 KiB; the code (400 KiB as base64) is not there
+    # the launcher ConfigMap is ~100 KiB; the code (400 KiB as base64) is not there
+    assert len(proc.stdout) < 200 * 1024
     cm = next(d for d in yaml.safe_load_all(proc.stdout) if d and d["metadata"]["name"] == "ship-code")
     size = int(cm["binaryData"]["code.tar.gz"].split()[1])
     assert 300 * 1024 < size < m.INLINE_CODE_LIMIT

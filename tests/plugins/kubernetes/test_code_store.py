@@ -145,7 +145,8 @@ def test_an_s3_store_without_boto3_is_exit_2_with_the_install_command(tmp_path, 
 def test_render_imports_no_sdk_and_shows_no_signed_url(tmp_path):
     big_code(tmp_path)
     path = job_yaml(tmp_path, code_store=STORE)
-    script = ("import sys; from cloudtrain.input.loading import load_job; from cloudtrain.extend.plugins import get_provider; "
+    script = ("import sys; from cloudtrain.input.loading import load_job; "
+              "from cloudtrain.extend.plugins import get_provider; "
               f"print(get_provider('kubeflow').render(load_job({str(path)!r})).to_yaml()); "
               "assert not {'boto3', 'botocore'} & set(sys.modules), sorted(sys.modules)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=cli_env(), timeout=120)
@@ -205,7 +206,8 @@ def test_submit_uploads_once_and_the_pod_fetches_the_archive_through_the_secrets
     mounted.write_text(url)
     work = tmp_path / "pod" / "work"
     assert unpacking.main(["--url-file", str(mounted), "--sha256", sha, str(work)]) == 0
-    assert (work / "train.py").read_text() == "print('trained')\n" and (work / "pkg" / "util.py").read_text() == "X = 1\n"
+    assert (work / "train.py").read_text() == "print('trained')\n"
+    assert (work / "pkg" / "util.py").read_text() == "X = 1\n"
     assert (work / "weights.bin").read_bytes() == (tmp_path / "code" / "weights.bin").read_bytes()
     # the same code again (a new process's memory, another job): found in the store, not sent again
     from cloudtrain.transfer.objectstore import forget_uploads
@@ -245,7 +247,8 @@ def test_submit_with_code_changed_since_render_creates_and_uploads_nothing(tmp_p
         (code / "weights.bin").write_bytes(os.urandom(1000))
         with pytest.raises(BadInput, match="changed after the job was rendered"):
             provider.submit(rendered)
-        assert kube.find("pytorchjobs", "default", "big") is None and kube.find("secrets", "default", "big-code-url") is None
+        assert kube.find("pytorchjobs", "default", "big") is None
+        assert kube.find("secrets", "default", "big-code-url") is None
     assert s3.count("S3.PUT", "s3") == 0
 
 
@@ -297,7 +300,8 @@ def test_unpack_names_an_expired_url_and_tries_a_5xx_again(tmp_path):
     data, sha = archive_of(tmp_path)
     with Answers((403, b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>")) as server:
         proc = run_unpack(tmp_path, f"{server.url}/k?Signature=s3cr3t", sha)
-    assert proc.returncode == 1 and "HTTP 403" in proc.stderr and "expired" in proc.stderr and "s3cr3t" not in proc.stderr
+    assert (proc.returncode == 1 and "HTTP 403" in proc.stderr and "expired" in proc.stderr
+            and "s3cr3t" not in proc.stderr)
     assert len(server.paths) == 1  # a refusal is final
     with Answers((503, b"slow down"), (200, data)) as server:
         proc = run_unpack(tmp_path, f"{server.url}/k?Signature=s3cr3t", sha)

@@ -52,4 +52,5 @@ def test_no_efa_no_huge_pages_and_the_option_turns_them_off():
     assert "hugepages-2Mi" not in node_resources({"gpus_per_node": 8})["limits"]
     off = node_resources({"accelerator": "A100", "gpus_per_node": 8}, efa_hugepages=None)
     assert "hugepages-2Mi" not in off["limits"] and "memory" not in off["requests"]
-    assert node_resources({"accelerator": "A100", "gpus_per_node": 8}, efa_hugepages="10Gi")["limits"]["hugepages-2Mi"] == "10Gi"
+    on = node_resources({"accelerator": "A100", "gpus_per_node": 8}, efa_hugepages="10Gi")
+    assert on["limits"]["hugepages-2Mi"] == "10Gi"

@@ -98,7 +98,8 @@ def test_an_accelerator_without_known_values_is_exit_2_at_its_line(tmp_path):
     path = job_file(tmp_path, "volcano", "L4")
     with pytest.raises(JobFileError) as info:
         render(path)
-    assert str(info.value).startswith(f"{path}:5: resources.accelerator: volcano selects nodes by nvidia.com/gpu.product")
+    assert str(info.value).startswith(f"{path}:5: resources.accelerator: "
+                                      "volcano selects nodes by nvidia.com/gpu.product")
     assert "providers.volcano.gpu_products" in str(info.value) and info.value.exit_code == 2
 
 

@@ -84,7 +84,8 @@ def test_launch_print_in_a_pytorchjob_pod_gives_torchrun_the_node_rank():
     out = subprocess.run([sys.executable, "-m", "cloudtrain", "launch", "--print", "--", "python", "train.py"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    for part in ("--nnodes 2", "--node-rank 1", "--nproc-per-node 2", "--master-addr dj-master-0", "--master-port 23456"):
+    for part in ("--nnodes 2", "--node-rank 1", "--nproc-per-node 2", "--master-addr dj-master-0",
+                 "--master-port 23456"):
         assert part in out.stdout
 
 
@@ -109,8 +110,10 @@ def test_trainjob_mpi_launcher_reads_the_trainer_hostfile(tmp_path):
     # runLauncherAsNode, mounted at /etc/mpi/hostfile (OMPI_MCA_orte_default_hostfile)
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("ds-launcher-0-0.ds slots=2\nds-node-0-0.ds slots=2\nds-node-0-1.ds slots=2\n")
-    topo = detect_kubeflow_trainer({"OMPI_MCA_orte_default_hostfile": str(hostfile), "OMPI_MCA_orte_set_default_slots": "2",
-                                    "CLOUDTRAIN_TRAINER_RUNTIME": "deepspeed-distributed", "CLOUDTRAIN_TRAINER_MPI": "1"})
+    topo = detect_kubeflow_trainer({"OMPI_MCA_orte_default_hostfile": str(hostfile),
+                                    "OMPI_MCA_orte_set_default_slots": "2",
+                                    "CLOUDTRAIN_TRAINER_RUNTIME": "deepspeed-distributed",
+                                    "CLOUDTRAIN_TRAINER_MPI": "1"})
     assert (topo.platform, topo.node_rank, topo.num_nodes, topo.slots) == ("kubeflow-trainer", 0, 3, [2, 2, 2])
     assert topo.hosts[0] == "ds-launcher-0-0.ds" and topo.hostfile == str(hostfile)
 
@@ -136,5 +139,6 @@ def test_launch_print_in_a_trainjob_pod_gives_torchrun_the_node_rank_and_port_29
     out = subprocess.run([*command[:command.index("--")], "--print", *command[command.index("--"):]],
                          env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    for part in ("--nnodes 2", "--node-rank 1", "--nproc-per-node 2", "--master-addr tj-node-0-0.tj", "--master-port 29500"):
+    for part in ("--nnodes 2", "--node-rank 1", "--nproc-per-node 2", "--master-addr tj-node-0-0.tj",
+                 "--master-port 29500"):
         assert part in out.stdout

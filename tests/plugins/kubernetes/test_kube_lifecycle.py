@@ -58,7 +58,8 @@ def test_submit_creates_secret_configmap_and_job_owned_by_it(tmp_path, kube, mon
     assert secret["stringData"] == {"HF_TOKEN": SECRET}          # the real value reaches the cluster...
     container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     assert SECRET not in json.dumps(job)                          # ...only through the Secret
-    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "kjob-secrets", "key": "HF_TOKEN"}}} in container["env"]
+    secret_ref = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "kjob-secrets", "key": "HF_TOKEN"}}}
+    assert secret_ref in container["env"]
     for owned in (secret, kube.find("configmaps", "team-a", "kjob-launcher")):
         assert owned["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     assert Store().recall(run.handle)["kind"] == "PyTorchJob"
@@ -190,7 +191,8 @@ def test_list_by_label_across_kinds(tmp_path, kube, monkeypatch, home):
     monkeypatch.setenv("KUBECONFIG", kube.config_path)
     listed = {s.handle: s.state for s in get_provider("kubeflow").list()}
     assert listed == {"kubeflow://team-a/kjob": State.PENDING, "kubeflow://team-a/tfj": State.PENDING}
-    assert kube.count("GET", r"^/apis/kubeflow.org/v1/tfjobs\?labelSelector=cloudtrain.io(%2F|/)provider(%3D|=)kubeflow") == 1, kube.calls
+    listing = r"^/apis/kubeflow.org/v1/tfjobs\?labelSelector=cloudtrain.io(%2F|/)provider(%3D|=)kubeflow"
+    assert kube.count("GET", listing) == 1, kube.calls
 
 
 def test_volcano_lifecycle(tmp_path, kube, monkeypatch, home):

@@ -37,7 +37,8 @@ def test_kubeflow_jobs_get_an_active_deadline_and_the_checkpoint_claim(type_):
         if role == "Launcher":  # mpirun's pod trains nothing
             assert not mounted
             continue
-        assert mounted == [{"name": m.CHECKPOINT_VOLUME, "mountPath": "/cloudtrain/checkpoint", "subPath": "digits/run-1"}]
+        assert mounted == [{"name": m.CHECKPOINT_VOLUME, "mountPath": "/cloudtrain/checkpoint",
+                            "subPath": "digits/run-1"}]
         assert {"name": "CLOUDTRAIN_CHECKPOINT_DIR", "value": "/cloudtrain/checkpoint"} in c["env"]
         assert {"name": m.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": "team-ckpt"}} in spec["volumes"]
 

@@ -203,7 +203,8 @@ def test_volcano_job_tasks_and_policies(type_, tasks):
     assert spec["plugins"]["svc"] == ["--publish-not-ready-addresses=true"] and spec["plugins"]["env"] == []
     assert ("ssh" in spec["plugins"]) == (type_ in ("mpi", "horovod"))
     assert spec["maxRetry"] == 0 and {"event": "PodFailed", "action": "AbortJob"} in spec["policies"]
-    completes = [t["name"] for t in spec["tasks"] if {"event": "TaskCompleted", "action": "CompleteJob"} in t.get("policies", [])]
+    completes = [t["name"] for t in spec["tasks"]
+                 if {"event": "TaskCompleted", "action": "CompleteJob"} in t.get("policies", [])]
     expected = {"mpi": ["launcher"], "horovod": ["launcher"], "ray": ["head"], "ps-worker": ["worker"]}.get(type_, [])
     assert completes == expected
     for t in spec["tasks"]:
@@ -252,9 +253,11 @@ def test_rdma_resources_capability_and_nccl_env():
     # auto: on only when the options name a resource; off: never
     auto = make_job("ddp", network={"rdma": "auto"})
     assert "securityContext" not in pods(workload(m.build_kubeflow(auto)))["Master"][1]["containers"][0]
-    assert "securityContext" in pods(workload(m.build_kubeflow(auto, {"rdma_resource": "rdma/hca"})))["Master"][1]["containers"][0]
+    auto_rdma = pods(workload(m.build_kubeflow(auto, {"rdma_resource": "rdma/hca"})))["Master"][1]["containers"][0]
+    assert "securityContext" in auto_rdma
     off = make_job("ddp", network={"rdma": "off"})
-    assert "securityContext" not in pods(workload(m.build_kubeflow(off, {"rdma_resource": "rdma/hca"})))["Master"][1]["containers"][0]
+    off_rdma = pods(workload(m.build_kubeflow(off, {"rdma_resource": "rdma/hca"})))["Master"][1]["containers"][0]
+    assert "securityContext" not in off_rdma
 
 
 IMAGE_PYTHONPATH = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages"
@@ -304,7 +307,8 @@ def test_secrets_are_placeholders_and_references_only(monkeypatch):
         for _role, (_count, spec) in pods(workload(objs)).items():
             env = spec["containers"][0]["env"]
             names = {e["name"]: e for e in env}
-            assert "value" not in names["HF_TOKEN"] and names["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "HF_TOKEN"
+            assert "value" not in names["HF_TOKEN"]
+            assert names["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "HF_TOKEN"
             assert names["CLOUDTRAIN_ENV_NAMES"]["value"] == "HF_TOKEN,OMP_NUM_THREADS,WANDB_API_KEY"
 
 
@@ -329,7 +333,8 @@ def test_labels_hash_and_names():
         assert obj["metadata"]["labels"][m.LABEL_JOB] == "digits"
         assert obj["metadata"]["labels"][m.LABEL_PROVIDER] == "kubeflow"
     changed = m.build_kubeflow(make_job("ddp", nodes=4))
-    assert changed[-1]["metadata"]["annotations"][m.ANNOTATION_HASH] != a[-1]["metadata"]["annotations"][m.ANNOTATION_HASH]
+    assert (changed[-1]["metadata"]["annotations"][m.ANNOTATION_HASH]
+            != a[-1]["metadata"]["annotations"][m.ANNOTATION_HASH])
     assert workload(m.build_volcano(job))["metadata"]["labels"][m.LABEL_PROVIDER] == "volcano"
     # a 63-character job name is shortened so that "<name>-launcher-<i>" stays a DNS-1123 label
     long = make_job("ddp", nodes=12, name="a" * 60 + "-xy")

@@ -96,7 +96,8 @@ def test_the_user_env_and_secrets_reach_the_mpijob_ranks_by_name(tmp_path, monke
     CLOUDTRAIN_ENV_NAMES; the secret's value stays in its Secret (valueFrom) and off the argv."""
     monkeypatch.setenv("CT_MPI_RANK_SECRET", "never-on-a-command-line-5521")
     p = KubeflowProvider()
-    job = mpi_job(env={"OMP_NUM_THREADS": "1", "MY_FLAG": "on"}, secrets={"HF_TOKEN": {"from_env": "CT_MPI_RANK_SECRET"}})
+    job = mpi_job(env={"OMP_NUM_THREADS": "1", "MY_FLAG": "on"},
+                  secrets={"HF_TOKEN": {"from_env": "CT_MPI_RANK_SECRET"}})
     launcher = replica_container(p.manifests(job, p.Options())[-1], "Launcher")
     argv = launcher_mpirun(launcher, tmp_path)
     forwarded = {argv[i + 1] for i, a in enumerate(argv) if a == "-x"}

@@ -43,7 +43,8 @@ def test_kueue_labels_on_kubeflow_trainer_and_eks(tmp_path, provider, dist):
     assert labels["kueue.x-k8s.io/queue-name"] == "team-q" and labels["kueue.x-k8s.io/priority-class"] == "urgent"
     assert "schedulingPolicy" not in (obj["spec"].get("runPolicy") or {})  # Kueue admits the whole job
     if obj["kind"] == "TrainJob":
-        assert obj["spec"]["suspend"] is True  # Kueue resumes it on admission (trainer examples/yaml/03-kueue-integration.yaml)
+        # Kueue resumes it on admission (trainer examples/yaml/03-kueue-integration.yaml)
+        assert obj["spec"]["suspend"] is True
 
 
 @pytest.mark.parametrize("provider", sorted(VOLCANO))

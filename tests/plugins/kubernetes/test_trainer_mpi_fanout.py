@@ -35,7 +35,8 @@ TRAINER_OPTIONS = {"provider": tj.PLATFORM, "platform": tj.PLATFORM,
 
 
 def deepspeed_job(nodes=2, **extra):
-    data = {"name": "dsdigits", "command": "python train.py --epochs 2", "image": "ghcr.io/kubeflow/trainer/deepspeed-runtime",
+    data = {"name": "dsdigits", "command": "python train.py --epochs 2",
+            "image": "ghcr.io/kubeflow/trainer/deepspeed-runtime",
             "code": None, "distribution": {"type": "deepspeed", "nodes": nodes, "procs_per_node": 1},
             "env": {"OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}}
     data.update(extra)

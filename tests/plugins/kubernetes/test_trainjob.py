@@ -160,7 +160,8 @@ def test_render_refuses_a_type_without_a_runtime_at_its_line(tmp_path, home):
         """)
     proc = run_cli("render", "-p", "kubeflow-trainer", path)
     assert proc.returncode == EXIT_BAD_INPUT and proc.stdout == ""
-    assert f"{path}:5: distribution.type: kubeflow-trainer: ps-worker has no default Kubeflow Trainer runtime" in proc.stderr
+    assert (f"{path}:5: distribution.type: kubeflow-trainer: ps-worker has no default Kubeflow Trainer runtime"
+            in proc.stderr)
     assert "Trainer v2 has no TensorFlow runtime" in proc.stderr and "providers.kubeflow-trainer.runtime" in proc.stderr
     named = run_cli("render", "-p", "kubeflow-trainer", path, "--set", "providers.kubeflow-trainer.runtime=tf-ps",
                     "-o", "json", check=0)
@@ -179,7 +180,8 @@ def test_provider_render_ships_the_trainjob_detector(tmp_path):
     assert "cloudtrain_kubernetes.trainer_detect.py" in cm["data"] and "cloudtrain_kubernetes.detect.py" in cm["data"]
     env = {e["name"]: e.get("value") for e in rendered.artifacts[-1].content["spec"]["trainer"]["env"]}
     assert env["CLOUDTRAIN_DETECTORS"] == "kubeflow-trainer=" + tj.DETECTOR
-    assert launch_args(rendered.artifacts[-1].content["spec"]["trainer"]["command"])[0][:2] == ["--platform", "kubeflow-trainer"]
+    command = rendered.artifacts[-1].content["spec"]["trainer"]["command"]
+    assert launch_args(command)[0][:2] == ["--platform", "kubeflow-trainer"]
 
 
 

@@ -103,8 +103,10 @@ def created(fake):
 
 
 @pytest.mark.parametrize("resources, nodes, chosen, line", [
-    ("{cpus_per_node: 8, memory_gb: 32}", 2, "modelarts.vm.cpu.8u", "modelarts.vm.cpu.8u (8 vCPUs, 32 GB) for 8 vCPUs / 32 GB"),
-    ("{cpus_per_node: 8, memory_gb: 32}", 1, "modelarts.vm.cpu.8a", "modelarts.vm.cpu.8a (8 vCPUs, 32 GB) for 8 vCPUs / 32 GB"),
+    ("{cpus_per_node: 8, memory_gb: 32}", 2, "modelarts.vm.cpu.8u",
+     "modelarts.vm.cpu.8u (8 vCPUs, 32 GB) for 8 vCPUs / 32 GB"),
+    ("{cpus_per_node: 8, memory_gb: 32}", 1, "modelarts.vm.cpu.8a",
+     "modelarts.vm.cpu.8a (8 vCPUs, 32 GB) for 8 vCPUs / 32 GB"),
     ("{memory_gb: 12}", 2, "modelarts.vm.cpu.4u", "modelarts.vm.cpu.4u (4 vCPUs, 16 GB) for 12 GB"),
     ("{}", 2, "modelarts.vm.cpu.2u", "modelarts.vm.cpu.2u (2 vCPUs, 8 GB) for any size"),
 ])

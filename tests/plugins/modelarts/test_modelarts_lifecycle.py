@@ -117,7 +117,8 @@ def test_status_maps_phase_and_shows_the_secondary_phase(tmp_path, ma):
     assert (run.status().state, run.status().raw_state) == (State.PENDING, "Creating")
     ma.set_phase(job_id, "Pending", "Queuing")
     status = run.status()
-    assert (status.state, status.raw_state, status.message, status.nodes) == (State.PENDING, "Pending/Queuing", "Queuing", 2)
+    assert ((status.state, status.raw_state, status.message, status.nodes)
+            == (State.PENDING, "Pending/Queuing", "Queuing", 2))
     ma.set_phase(job_id, "Running")
     status = run.status()
     assert (status.state, status.raw_state) == (State.RUNNING, "Running") and status.started_at
@@ -244,7 +245,8 @@ def test_api_errors_carry_code_message_and_request_id(tmp_path, ma):
     assert "ModelArts.2742: Training job no-such-job not found (HTTP 404)" in text
     assert re.search(r"\(request id req-[0-9a-f]{16}\)$", text) and info.value.request_id.startswith("req-")
     ma.fail_next.append(("POST", r"/training-jobs$", 400, "ModelArts.2704", "flavor modelarts.vm.cpu.8u is sold out"))
-    with pytest.raises(PlatformError, match="refused create_training_job: ModelArts.2704: flavor modelarts.vm.cpu.8u is sold out"):
+    with pytest.raises(PlatformError,
+                       match="refused create_training_job: ModelArts.2704: flavor modelarts.vm.cpu.8u is sold out"):
         submit(tmp_path)
 
 
@@ -263,11 +265,13 @@ def test_unreachable_endpoint_is_a_platform_error(ma, monkeypatch):
 def test_nothing_is_sent_without_code_store_or_credentials(tmp_path, ma, monkeypatch, obs):
     job = load_job(job_file(tmp_path), {"providers.modelarts.code_store": None})
     with pytest.raises(BadInput, match=r"^--set providers.modelarts.code_store=null: providers.modelarts.code_store: "
-                                       r"is not set; modelarts needs it to submit: ModelArts runs code from OBS: submit "
+                                       r"is not set; modelarts needs it to submit: "
+                                       r"ModelArts runs code from OBS: submit "
                                        r"uploads the code"):
         get_provider("modelarts").submit(job)
     monkeypatch.delenv("HUAWEICLOUD_SDK_AK")
-    with pytest.raises(MissingCredentials, match=r"no Huawei Cloud credentials found \(looked in: .*\); export HUAWEICLOUD_SDK_AK"):
+    with pytest.raises(MissingCredentials, match=r"no Huawei Cloud credentials found \(looked in: .*\); "
+                                                 r"export HUAWEICLOUD_SDK_AK"):
         get_provider("modelarts").submit(load_job(job_file(tmp_path)))
     assert ma.calls == [] and obs.calls == []
 
@@ -278,7 +282,8 @@ def test_submit_uploads_the_archive_before_the_request_and_a_second_submit_uploa
     data, sha = shipping.packed(rendered.job, (provider.detector_target(), *provider.node_modules))
     key = f"team/cloudtrain-code/{sha}/code/code.tar.gz"
     assert (obs.count("HEAD"), obs.count("PUT")) == (1, 1) and obs.refused == []
-    assert obs.object(CODE_BUCKET, key) == data.read_bytes()                      # the archive alone in the job's code_dir
+    # the archive alone in the job's code_dir
+    assert obs.object(CODE_BUCKET, key) == data.read_bytes()
     assert created(ma)[0]["algorithm"]["code_dir"] == f"/{CODE_BUCKET}/{key.rsplit('/', 1)[0]}/"
     obs.calls.clear()
     objectstore.forget_uploads()                                       # as a new process would
@@ -351,7 +356,8 @@ def test_secrets_are_refused_unless_allowed_then_sent_only_to_the_platform(tmp_p
     with pytest.raises(PlatformError) as info:
         submit(tmp_path, extra=extra, extra_options="secrets_in_environment: true", command="python train.py")
     assert SECRET not in str(info.value) and "bad value ***" in str(info.value)
-    assert info.value.request_id.startswith("req-") and str(info.value).endswith(f"(request id {info.value.request_id})")
+    assert info.value.request_id.startswith("req-")
+    assert str(info.value).endswith(f"(request id {info.value.request_id})")
 
 
 def test_cli_lifecycle(tmp_path, ma, obs, home):

@@ -109,7 +109,8 @@ def test_kubeconfig_from_cce_cluster_certificate(tmp_path, kube, cce, monkeypatc
         # the loopback API server wants a bearer token, not CCE's client certificate: the request
         # reaching it, refused, proves where the kubeconfig pointed the client
         provider.submit(job)
-    assert cce.requests == [("POST", f"/api/v3/projects/{PROJECT}/clusters/c0ffee-cluster/clustercert", {"duration": 2})]
+    assert cce.requests == [("POST", f"/api/v3/projects/{PROJECT}/clusters/c0ffee-cluster/clustercert",
+                             {"duration": 2})]
     assert kube.count("GET", "/namespaces/train/jobs/npu-ddp") == 1
     target = provider.target(provider.options(job))
     assert target == {"kubeconfig": None, "context": None, "region": "cn-southwest-2", "cluster_id": "c0ffee-cluster",

@@ -65,7 +65,10 @@ spec:
           command:
           - /bin/bash
           - -c
-          - "wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q && bash bootstrap.sh; export RANK_AFTER_ACC=${VC_TASK_INDEX}; rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); [ -n \\"${rank_acc}\\" ] && export RANK_AFTER_ACC=${rank_acc};export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); bash xxxx_train.sh"
+          - "wget ${OPEN_SCRIPT_ADDRESS}/bootstrap.sh -q && bash bootstrap.sh; \
+export RANK_AFTER_ACC=${VC_TASK_INDEX}; rank_acc=$(cat /tmp/RANK_AFTER_ACC 2>/dev/null); \
+[ -n \\"${rank_acc}\\" ] && export RANK_AFTER_ACC=${rank_acc};\
+export MA_MASTER_INDEX=$(cat /tmp/MASTER_INDEX 2>/dev/null || echo 0); bash xxxx_train.sh"
           resources:
             requests: {huawei.com/ascend-1980: "8"}
             limits: {huawei.com/ascend-1980: "8"}
@@ -239,7 +242,8 @@ def test_options_reshape_the_manifest():
     assert "annotations" not in pod["metadata"]  # no routing, no cabinet
     assert pod["spec"]["nodeSelector"] == {"accelerator/huawei-npu": "ascend-1980", "pool": "p1"}
     assert env_of(container)["HCCL_CONNECT_TIMEOUT"] == "600" and "OPEN_SCRIPT_ADDRESS" not in env_of(container)
-    assert {"name": "data", "persistentVolumeClaim": {"claimName": "sfs-turbo", "readOnly": True}} in pod["spec"]["volumes"]
+    assert ({"name": "data", "persistentVolumeClaim": {"claimName": "sfs-turbo", "readOnly": True}}
+            in pod["spec"]["volumes"])
     assert {"name": "data", "mountPath": "/data", "readOnly": True} in container["volumeMounts"]
     assert container["workingDir"] == "/home/ma-user/work"
 
@@ -317,7 +321,8 @@ def test_fewer_than_three_nodes_warns_only_when_routing_was_asked_for(tmp_path):
 def test_image_python_other_than_37_or_39_warns(tmp_path):
     path = job_in(tmp_path, NPU_JOB + "providers: {modelarts-lite: {image_python: '3.10'}}\n")
     proc = run_cli("validate", "-p", "modelarts-lite", path, check=0)
-    assert "cloudtrain: warning: ranktable routing needs Python 3.7 or 3.9 in the image (image_python: 3.10)" in proc.stderr
+    assert ("cloudtrain: warning: ranktable routing needs Python 3.7 or 3.9 in the image (image_python: 3.10)"
+            in proc.stderr)
     for ok in ("3.9", "3.7"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -400,7 +405,8 @@ def test_shape_errors(tmp_path):
         get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.accelerator": "gpu",
                                                                 "providers.modelarts-lite.routing": True}))
     with pytest.raises(JobFileError, match=r"emulate_rank_after_acc: must be a permutation of 0..5"):
-        get_provider("modelarts-lite").validate(load_job(path, {"providers.modelarts-lite.emulate_rank_after_acc": [0, 1]}))
+        get_provider("modelarts-lite").validate(
+            load_job(path, {"providers.modelarts-lite.emulate_rank_after_acc": [0, 1]}))
     with pytest.raises(JobFileError, match=r"^--set distribution.min_nodes=4: distribution.min_nodes: ranktable "
                                            r"routing needs fixed node ranks"):
         get_provider("modelarts-lite").validate(load_job(path, {"distribution.min_nodes": 4}))

@@ -25,7 +25,8 @@ SECRET = "s3cr3t-modelarts-render-5521"
 
 
 def render(options=None, **extra):
-    data = {"name": "digits", "command": "python train.py --epochs 5", "image": "swr.cn-north-4.myhuaweicloud.com/o/pt:2",
+    data = {"name": "digits", "command": "python train.py --epochs 5",
+            "image": "swr.cn-north-4.myhuaweicloud.com/o/pt:2",
             "code": str(EXAMPLES / "digits-ddp"), "distribution": {"type": "ddp", "nodes": 2},
             "env": {"OMP_NUM_THREADS": "1"}}
     data.update(extra)
@@ -226,7 +227,8 @@ def test_the_shipped_archive_runs_with_the_rendered_command_and_modelarts_env(tm
     out = subprocess.run(["/bin/sh", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--node-rank 1 --master-addr stg-0 --master-port 29500" in out.stdout
-    assert (workdir / "train.py").is_file() and (workdir / ".cloudtrain" / "cloudtrain_modelarts" / "detect.py").is_file()
+    assert (workdir / "train.py").is_file()
+    assert (workdir / ".cloudtrain" / "cloudtrain_modelarts" / "detect.py").is_file()
 
 
 def test_code_dir_is_a_directory_that_modelarts_downloads():
@@ -270,7 +272,8 @@ def test_code_dir_and_code_store_together_are_refused_at_the_line(tmp_path):
         image: x
         providers: {modelarts: {code_store: "s3://b/team"}}
         """)
-    with pytest.raises(JobFileError, match=r"job.yaml:4: providers.modelarts.code_store: .*not an obs://BUCKET/PREFIX URL"):
+    with pytest.raises(JobFileError,
+                       match=r"job.yaml:4: providers.modelarts.code_store: .*not an obs://BUCKET/PREFIX URL"):
         get_provider("modelarts").render(load_job(bad))
 
 
@@ -280,9 +283,11 @@ def test_storage_maps_to_the_jobs_obs_inputs_and_outputs():
     local_dir, access_method "parameter"|"env", remote.obs.obs_url; Input.local_dir's example
     "/home/ma-user/modelarts/inputs/data_url_0").  access_method env: ModelArts appends nothing
     to the command (parameter would add --<name>=<dir> to the user's script's arguments)."""
-    assert v1.Input.openapi_types["remote"] == "InputDataInfo" and v1.InputDataInfo.openapi_types["obs"] == "InputDataInfoObs"
+    assert v1.Input.openapi_types["remote"] == "InputDataInfo"
+    assert v1.InputDataInfo.openapi_types["obs"] == "InputDataInfoObs"
     assert v1.Output.openapi_types["remote"] == "Remote" and v1.Remote.openapi_types["obs"] == "RemoteObs"
-    assert "env" in v1.Input.__init__.__doc__ and "/home/ma-user/modelarts/inputs/data_url_0" in v1.Input.__init__.__doc__
+    assert "env" in v1.Input.__init__.__doc__
+    assert "/home/ma-user/modelarts/inputs/data_url_0" in v1.Input.__init__.__doc__
     _, body = render(storage={"inputs": {"train": "obs://data/digits/train/", "vocab": "obs://data/vocab.txt"},
                               "output": "obs://data/runs"})
     algo = body["algorithm"]
@@ -344,12 +349,14 @@ def test_rdma_on_is_exit_2_because_the_training_job_api_has_no_rdma_field():
     pool_group_id and main_container_customized_flavor: no RDMA switch (today's main dropped rdma: on)."""
     from huaweicloudsdkmodelarts.v1.model import Spec, SpecResource
     assert not [f for f in (*SpecResource.openapi_types, *Spec.openapi_types) if "rdma" in f or "roce" in f]
-    with pytest.raises(JobFileError, match=r"network.rdma: is on, but ModelArts Standard's training-job API has no RDMA"):
+    with pytest.raises(JobFileError,
+                       match=r"network.rdma: is on, but ModelArts Standard's training-job API has no RDMA"):
         render(network={"rdma": "on"})
     _, off = render(network={"rdma": "off"}, resources={"accelerator": "V100-32GB", "gpus_per_node": 1})
     assert off["algorithm"]["environments"]["NCCL_IB_DISABLE"] == "1"
     with pytest.raises(JobFileError, match=r"network.rdma: is off, but Ascend NPUs"):
-        render({"pool_id": "pool-1"}, network={"rdma": "off"}, resources={"accelerator": "Ascend-910B", "gpus_per_node": 8})
+        render({"pool_id": "pool-1"}, network={"rdma": "off"},
+               resources={"accelerator": "Ascend-910B", "gpus_per_node": 8})
     _, auto = render()
     assert "NCCL_IB_DISABLE" not in auto["algorithm"]["environments"]
 

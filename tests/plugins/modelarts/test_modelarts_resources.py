@@ -53,10 +53,12 @@ def test_a_pool_gets_its_flavor_by_card_count_and_a_warning_about_the_card_type(
     # every --set error reads so (tests/core/test_job_file.py): the --set, the field, the message
     assert str(info.value).startswith("--set resources.gpus_per_node=3: resources.gpus_per_node: a ModelArts dedicated "
                                       "pool gives 1, 2, 4, 8 or 16")
-    named = job_file(tmp_path / "c", "{gpus_per_node: 8}", "{pool_id: pool-1, flavor_id: modelarts.pool.visual.4xlarge}")
+    named = job_file(tmp_path / "c", "{gpus_per_node: 8}",
+                     "{pool_id: pool-1, flavor_id: modelarts.pool.visual.4xlarge}")
     with pytest.raises(JobFileError) as info:
         flavor(named)
-    assert str(info.value).startswith(f"{named}:6: providers.modelarts.flavor_id: modelarts.pool.visual.4xlarge gives 4")
+    assert str(info.value).startswith(f"{named}:6: providers.modelarts.flavor_id: "
+                                      "modelarts.pool.visual.4xlarge gives 4")
 
 
 def test_a_public_flavor_comes_from_the_catalog_or_exit_2(tmp_path):
@@ -170,5 +172,6 @@ def test_a_cpu_job_gets_its_flavor_at_submit_while_the_catalog_lists_none(tmp_pa
 def test_cpus_and_memory_on_a_pool_are_said_to_be_unsent(tmp_path):
     """On a dedicated pool spec.resource carries the pool flavor only: the job's minimums are not silently dropped."""
     path = job_file(tmp_path, "{accelerator: V100, gpus_per_node: 8, cpus_per_node: 60}", "{pool_id: pool-1}")
-    with pytest.warns(CloudtrainWarning, match="resources.cpus_per_node/memory_gb are not sent on dedicated pool pool-1"):
+    with pytest.warns(CloudtrainWarning,
+                      match="resources.cpus_per_node/memory_gb are not sent on dedicated pool pool-1"):
         assert flavor(path) == "modelarts.pool.visual.8xlarge"

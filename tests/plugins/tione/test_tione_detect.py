@@ -84,7 +84,8 @@ def test_mpi_node_from_the_hostfile_and_host_name(tmp_path, monkeypatch):
     monkeypatch.setattr(td.socket, "gethostbyname", lambda name: "10.9.9.9")
     topo = td.detect(env)
     assert (topo.node_rank, topo.num_nodes, topo.hostfile) == (1, 2, str(hostfile))
-    assert topo.hosts == ["train-960258573108964736-7an39bddmfpc-launcher", "train-960258573108964736-7an39bddmfpc-worker-0"]
+    assert topo.hosts == ["train-960258573108964736-7an39bddmfpc-launcher",
+                          "train-960258573108964736-7an39bddmfpc-worker-0"]
     # with the IP list only (no readable hostfile), the node is found by its address
     monkeypatch.setattr(td.socket, "gethostname", lambda: "somewhere-else")
     monkeypatch.setattr(td.socket, "gethostbyname", lambda name: "9.0.255.118")
@@ -178,7 +179,8 @@ def test_environment_detect_round_trip_every_mode(kind, nodes, extra, local):
 def launch(env, *args):
     """``cloudtrain launch`` in a clean environment holding only ``env`` (plus PATH, led by the
     interpreter's folder: a bare ``python`` stays as written whatever the caller's PATH holds)."""
-    base = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": str(SUPPORT)}
+    base = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+            "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": str(SUPPORT)}
     proc = subprocess.run([sys.executable, "-m", "cloudtrain", "launch", *args], capture_output=True, text=True,
                           env=dict(base, **env), timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -208,9 +210,11 @@ def test_launch_print_under_a_tione_ddp_environment():
 def test_launch_print_under_tione_mpi_and_ray():
     # --platform tione, as the rendered start command says: auto-detection may ask another
     # platform's detector first, and OMPI_MCA_orte_default_hostfile is Kubeflow MPIJob's variable too
-    node0 = launch(dict(MPI_ENV, INDEX="0"), "--print", "--platform", "tione", "--type", "mpi", "--", "python", "train.py")
+    node0 = launch(dict(MPI_ENV, INDEX="0"), "--print", "--platform", "tione", "--type", "mpi", "--", "python",
+                   "train.py")
     assert node0.startswith("mpirun ") and "-np 2 -H 9.0.255.56:1,9.0.255.118:1" in node0
-    node1 = launch(dict(MPI_ENV, INDEX="1"), "--print", "--platform", "tione", "--type", "mpi", "--", "python", "train.py")
+    node1 = launch(dict(MPI_ENV, INDEX="1"), "--print", "--platform", "tione", "--type", "mpi", "--", "python",
+                   "train.py")
     assert node1 == "# node 1 waits for node 0 (9.0.255.56:29501) to finish"
     hvd = launch(dict(MPI_ENV, INDEX="0"), "--print", "--platform", "tione", "--type", "horovod", "--", "python",
                  "train.py")

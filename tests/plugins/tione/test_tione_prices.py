@@ -32,7 +32,8 @@ def test_catalog_refresh_prices_tione_specs_in_cny_per_hour(home):
         assert not fake.bad_requests  # requests and answers fit the SDK's models
     assert asked == [{"SpecsParam": [{"SpecName": n, "SpecCount": 1} for n in (
         "TI.GN10.20XLARGE320.POST", "TI.GN7.8XLARGE128.POST", "TI.S.LARGE.POST")]}]
-    rows = {r["instance_type"]: r for r in json.loads(run_cli("resources", "-p", "tione", "-o", "json", check=0).stdout)}
+    listed = json.loads(run_cli("resources", "-p", "tione", "-o", "json", check=0).stdout)
+    rows = {r["instance_type"]: r for r in listed}
     v100 = rows["TI.GN10.20XLARGE320.POST"]
     assert (v100["rate"], v100["currency"], v100["prices"]) == (167.28, "CNY", {"ap-shanghai": {"on_demand": 167.28,
                                                                                                 "spot": None}})

@@ -256,7 +256,8 @@ def test_rdma_is_a_resource_group_feature(tmp_path, capsys):
     assert auto["ChargeType"] == "POSTPAID_BY_HOUR"
     assert all("RDMAConfig" not in r for r in auto["ResourceConfigInfos"]) and "CLOUDTRAIN_TIONE_RDMA" not in envs(auto)
     assert "RDMA is not requested" in capsys.readouterr().err
-    off = render(resources={"gpus_per_node": 8}, network={"rdma": "off"}, tione={"instance_type": "TI.GN10.20XLARGE320.POST"})
+    off = render(resources={"gpus_per_node": 8}, network={"rdma": "off"},
+                 tione={"instance_type": "TI.GN10.20XLARGE320.POST"})
     assert all("RDMAConfig" not in r for r in off["ResourceConfigInfos"])
 
 
@@ -271,7 +272,8 @@ def test_ray_needs_whole_cpus(tmp_path):
         """)
     with pytest.raises(JobFileError) as info:
         get_provider("tione").render(load_job(path))
-    assert str(info.value).startswith(f"{path}:4: resources.cpus_per_node: Ray schedules whole CPUs and truncates 0.7 to 0")
+    assert str(info.value).startswith(f"{path}:4: resources.cpus_per_node: "
+                                      "Ray schedules whole CPUs and truncates 0.7 to 0")
     with pytest.raises(JobFileError, match="truncates 2.5 to 2"):
         get_provider("tione").render(load_job(path, {"resources.cpus_per_node": 2.5}))
     # the same fraction is fine outside Ray: TI-ONE takes 1/1000 cores

@@ -245,7 +245,8 @@ def test_a_cpu_job_bigger_than_every_spec_is_exit_2(tmp_path):
     path = job_file(tmp_path, "{cpus_per_node: 100}")
     proc = run_cli("validate", path, "-p", "tione")
     assert proc.returncode == 2
-    assert f"{path}:4: resources.cpus_per_node: no tione postpaid spec without accelerators has 100 vCPUs" in proc.stderr
+    assert (f"{path}:4: resources.cpus_per_node: no tione postpaid spec without accelerators has 100 vCPUs"
+            in proc.stderr)
     assert "TI.S.8XLARGE128.POST" in proc.stderr
 
 
@@ -257,7 +258,8 @@ def test_a_configured_spec_that_contradicts_the_job_is_exit_2_naming_both(tmp_pa
     path = job_file(tmp_path / "a", "{accelerator: A100, gpus_per_node: 8}")
     proc = run_cli("validate", path, "-p", "tione", env=env)
     assert proc.returncode == 2
-    assert f"{config}:" in proc.stderr and "providers.tione.instance_type: TI.GN10.20XLARGE320.POST has V100" in proc.stderr
+    assert f"{config}:" in proc.stderr
+    assert "providers.tione.instance_type: TI.GN10.20XLARGE320.POST has V100" in proc.stderr
     assert "resources.accelerator is A100" in proc.stderr
     run_cli("config", "set", "-p", "tione", "instance_type=TI.S.LARGE.POST", env=env, check=0)
     path = job_file(tmp_path / "b", "{cpus_per_node: 16}")
@@ -293,4 +295,5 @@ def test_shm_gb_is_exit_2_not_dropped(tmp_path):
     assert not [n for n in names if "shm" in n.lower() or "sharedmem" in n.lower()]
     path = job_file(tmp_path, "{shm_gb: 16}")
     proc = run_cli("validate", path, "-p", "tione")
-    assert proc.returncode == 2 and f"{path}:4: resources.shm_gb: TI-ONE's CreateTrainingTask has no /dev/shm" in proc.stderr
+    assert proc.returncode == 2
+    assert f"{path}:4: resources.shm_gb: TI-ONE's CreateTrainingTask has no /dev/shm" in proc.stderr
