@@ -107,11 +107,11 @@ def test_spot_on_this_machine_is_a_warning_not_an_error(tmp_path):
         get_provider("local").render(job)
 
 
-def test_the_cli_refuses_a_bad_duration_with_exit_2(tmp_path):
+def test_the_cli_refuses_a_bad_duration_with_exit_2(tmp_path, home):
     proc = run_cli("submit", write_job(tmp_path, JOB), "--set", "max_runtime=8 hours")
     assert proc.returncode == 2
     assert "--set max_runtime=8 hours: max_runtime: '8 hours' is not a duration" in proc.stderr
-    assert not (tmp_path / "ct-home").exists() or not list((tmp_path / "ct-home").glob("runs/*"))
+    assert not list(home.glob("runs/*")) and not (home / "state.db").exists()  # nothing started
 
 
 # -- a neutral field and a provider's own option for the same thing -------------------------

@@ -26,7 +26,8 @@ class FakeOneProvider(Provider):
     def render_request(self, job, options) -> FakeOneRequest:
         return FakeOneRequest({"Name": job.name,
                                "Envs": [{"Name": k, "Value": v} for k, v in self.rendered_env(job).items()],
-                               "StartCmd": "cloudtrain launch " + " ".join(job.launch_args()) + " -- " + job.command_line,
+                               "StartCmd": ("cloudtrain launch " + " ".join(job.launch_args()) + " -- "
+                                            + job.command_line),
                                "InstanceNum": job.distribution.nodes})
 
     def schedule(self, rendered, secrets) -> str:
