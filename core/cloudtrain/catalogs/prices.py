@@ -37,14 +37,14 @@ class Estimate:
     def line(self) -> str:
         if self.instance_type is None:
             return f"estimate: none ({self.provider}: {self.note})"
-        rate = self.rate
-        if rate is None:
+        rate, hourly = self.rate, self.hourly
+        if rate is None or hourly is None:
             return f"estimate: none ({self.nodes} x {self.instance_type}: {self.note})"
         where = "every region" if self.region in (None, "*") else self.region
         if self.note:  # no region known: the cheapest region the catalog prices
             where += ", the cheapest listed; the job's region is unknown"
         text = (f"estimate: {self.nodes} x {self.instance_type} at {_money(rate)} {self.currency}/h "
-                f"({'spot' if self.spot else 'on-demand'}, {where}) = {_money(rate * self.nodes)} {self.currency}/h")
+                f"({'spot' if self.spot else 'on-demand'}, {where}) = {_money(hourly)} {self.currency}/h")
         if self.ceiling is not None:
             text += f"; at most {_money(self.ceiling)} {self.currency} for max_runtime {self.max_hours:g}h"
         return text
@@ -86,13 +86,12 @@ def check_max_hourly_cost(job: JobSpec, est: Estimate) -> None:
     cap = getattr(job, "max_hourly_cost", None)
     if cap is None:
         return
-    rate = est.rate  # the hourly estimate is rate x nodes: None exactly when the rate is
-    if rate is None:
+    rate, hourly = est.rate, est.hourly
+    if rate is None or hourly is None:
         raise JobFileError.at(job, ("max_hourly_cost",),
                               f"is {cap:g}, but {est.provider} has no price for this job ({est.note}); drop "
                               "max_hourly_cost, or refresh the catalog (cloudtrain catalog refresh -p "
                               f"{est.provider})")
-    hourly = rate * est.nodes
     if hourly > cap:
         raise JobFileError.at(job, ("max_hourly_cost",),
                               f"the estimate {_money(hourly)} {est.currency}/h ({est.nodes} x {est.instance_type} "

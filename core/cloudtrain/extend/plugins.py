@@ -17,8 +17,6 @@ from . import hookspecs, registry
 from ..spec.errors import BadInput, UnknownProvider
 from ..launch.platform import import_target, installed_entry_points
 
-ENTRY_POINT_GROUP = registry.ENTRY_POINT_GROUP
-
 _pm: Optional[pluggy.PluginManager] = None
 _tables: Optional[registry.Tables] = None
 _providers: Optional[Dict[str, "ProviderInfo"]] = None
@@ -150,8 +148,7 @@ def tables() -> registry.Tables:
             for impl in getattr(pm.hook, hook).get_hookimpls():
                 module_name: str = getattr(impl.plugin, "__name__", "?")
                 plugin = pm.get_name(impl.plugin) or module_name
-                registry.fill(found, plugin, {kind: impl.function},
-                              registry.extra_of(getattr(impl.plugin, "__name__", None)))
+                registry.fill(found, plugin, {kind: impl.function}, registry.extra_of(module_name))
         _tables = found
     return _tables
 

@@ -139,8 +139,8 @@ def platforms_of(module: str) -> List[Platform]:
 def installed_entry_points() -> Tuple[Tuple[str, str], ...]:
     """``(name, value)`` of every installed entry point of the ``cloudtrain`` group, read once per
     process: finding them reads every installed distribution's metadata (~10 ms among 180), and
-    the plugin manager and the node platforms both need them.  None when the metadata cannot be
-    read (a broken distribution must not stop a training node)."""
+    the plugin manager and the node platforms both need them.  Empty when the metadata cannot
+    be read (a broken distribution must not stop a training node)."""
     try:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python < 3.8

@@ -154,8 +154,7 @@ class CloudProvider(Provider):
         from ..transfer.objectstore import ObjectUrl, upload_once
         code = rendered.job.code_path
         if code is None:  # a request that uploads code for a job without any (``code: null``)
-            raise self.job_error(rendered.job, ("code",), f"is null (the image holds the code), but {self.name}'s "
-                                                          "request uploads the job's code; set `code` to its directory")
+            raise self.null_code(rendered.job)
         if not code.is_dir():
             raise self.job_error(rendered.job, ("code",), f"the code directory {code} does not "
                                                           "exist; fix `code` (relative to the job file)")
