@@ -10,6 +10,9 @@ set -euo pipefail
 LOG=${CLOUDTRAIN_DOCKERD_LOG:-/var/log/cloudtrain-dockerd.log}
 TIMEOUT=${CLOUDTRAIN_DOCKERD_TIMEOUT:-60}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+# Debian installs dockerd (and the iptables it runs) in /usr/sbin, which a minimal PATH lacks
+# (`env -i PATH=/usr/local/bin:/usr/bin:/bin`): found there, not reported as missing once installed.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 engine_version() { docker version --format '{{.Server.Version}}' 2>/dev/null; }
 
