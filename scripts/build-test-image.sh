@@ -9,6 +9,8 @@
 # Re-running after a failure resumes at the step that failed.
 # Usage: bash scripts/build-test-image.sh [--force]      (root; starts dockerd if needed)
 set -euo pipefail
+# root's tools (debootstrap, dockerd, iptables) live in /usr/sbin, which a minimal PATH lacks
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 { # the whole script is read before it runs: editing or checking out this file mid-build is safe
 
 REPO=cloudtrain/test-python

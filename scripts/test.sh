@@ -6,6 +6,8 @@
 #   python: a venv with cloudtrain[test] (with ruff and mypy, which run before pytest)
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
+# root's tools (debootstrap, dockerd, iptables) live in /usr/sbin, which a minimal PATH lacks
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 cd "$(dirname "$0")/.."
 
 need_apt=()
