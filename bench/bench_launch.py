@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from cloudtrain.launch.failure import RESULT_FD, SHIM
 from benchlib import BIN, EXAMPLE, Proc, Rounds, Row, Torchx, base_env, bin_first_on_path, cancel_submitted, \
     find_torchx, free_port, rounds_order, run_procs, show, store_times
 
 EPOCHS = "10"  # what examples/digits-ddp/job.yaml runs
 FIRST_STEP = r"epoch 1/\d+"
+LAST_LINE = r"saved model\.pt"  # rank 0's last line: what follows is the ranks' and torchrun's exit
 STEPS_PER_SEC = r"steps_per_sec ([0-9.]+)"
 WALL_GOAL = 1.05
 THROUGHPUT_GOAL = 0.98
@@ -29,7 +31,7 @@ TIMEOUT = 240.0
 @dataclass
 class Variant:
     name: str        # e.g. "cloudtrain 1x2"
-    tool: str        # cloudtrain | torchrun | torchrun-tee | torchx
+    tool: str        # cloudtrain | torchrun | torchrun-tee | shim | torchx
     nodes: int
     procs: int
     epochs: str = EPOCHS
@@ -49,6 +51,9 @@ def variants(torchx: Torchx) -> List[Variant]:
     # where the rest of cloudtrain's overhead goes: torchrun as the launcher runs it, with the
     # per-rank log lines (--tee 3 --log-dir), whose tailer threads poll and stop rank by rank
     out.append(Variant("torchrun --tee 1x2", "torchrun-tee", 1, 2))
+    # and torchrun exactly as the node's launcher runs it: through the failure shim, whose exit
+    # skips the collections of torch's heap (cloudtrain.launch.failure)
+    out.append(Variant("torchrun via the shim 1x2", "shim", 1, 2))
     return out
 
 
@@ -61,12 +66,15 @@ def commands(v: Variant, workdir: Path, home: Path, torchx: Optional[str], port:
         if v.epochs != EPOCHS:
             argv += ["--set", f"command=python train.py --epochs {v.epochs}"]
         return [Proc(argv, str(workdir), env)]
-    if v.tool in ("torchrun", "torchrun-tee"):
-        tee = []
-        if v.tool == "torchrun-tee":  # as the launcher runs it (unbuffered: lines as they come)
+    if v.tool in ("torchrun", "torchrun-tee", "shim"):
+        tee, torchrun = [], [f"{BIN}/torchrun"]
+        if v.tool != "torchrun":  # as the launcher runs it (unbuffered: lines as they come)
             tee = ["--tee", "3", "--log-dir", "tmp/torchrun"]
             env["PYTHONUNBUFFERED"] = "1"
-        return [Proc([f"{BIN}/torchrun", "--nnodes", str(v.nodes), "--nproc-per-node", str(v.procs),
+        if v.tool == "shim":  # its report goes to fd 3 (here /dev/null), as the launcher's pipe
+            env[RESULT_FD] = "3"
+            torchrun = ["sh", "-c", 'exec "$@" 3>/dev/null', "sh", f"{BIN}/python", "-c", SHIM]
+        return [Proc([*torchrun, "--nnodes", str(v.nodes), "--nproc-per-node", str(v.procs),
                       "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port, *tee,
                       "train.py", "--epochs", v.epochs], str(workdir), env)
                 for rank in range(v.nodes)]
@@ -80,6 +88,9 @@ def display(v: Variant) -> List[str]:
     """The commands as a person types them, from examples/digits-ddp."""
     out = []
     procs = commands(v, EXAMPLE, Path("/tmp/home"), "torchx", "$PORT")
+    if v.tool == "shim":
+        return ["(as the torchrun command with `--tee 3 --log-dir tmp/torchrun`, run as `python -c "
+                "\"$SHIM\" ARGS` with `CLOUDTRAIN_RESULT_FD=3`: `cloudtrain.launch.failure.SHIM`)"]
     for i, p in enumerate(procs):
         extra = {"CLOUDTRAIN_HOME": "$(mktemp -d)"} if v.tool == "cloudtrain" else None
         text = show(p.argv, EXAMPLE, extra).replace("'$PORT'", "$PORT").replace("'$(mktemp -d)'", "$(mktemp -d)")
@@ -93,6 +104,7 @@ class Sample:
     first_step: Optional[float]
     steps_per_sec: Optional[float]
     round: int = -1
+    exit_tail: Optional[float] = None    # rank 0's last line -> the last process exited
     to_nodes: Optional[float] = None     # cloudtrain: command start -> supervisor started the nodes
     end_to_exit: Optional[float] = None  # cloudtrain: job ended (store) -> `submit` exited
 
@@ -127,6 +139,8 @@ class DDPRuns(Rounds):
         ok = result.ok and result.find(r"test_accuracy 0\.9") is not None
         m = result.find(STEPS_PER_SEC)
         sample = Sample(result.wall, result.first(FIRST_STEP), float(m.group(1)) if m else None, round_index)
+        last = result.first(LAST_LINE)
+        sample.exit_tail = result.wall - last if last is not None else None
         if v.tool == "cloudtrain":
             started_at, ended_at = store_times(home, "started_at", "ended_at")
             if started_at is not None and ended_at is not None:
@@ -190,6 +204,18 @@ def run_overhead(ctx) -> List[Row]:
                                      "without torchrun's log tailer)", ours_v, tee_v)):
                 rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: wall time, {label}", a_v.name,
                                           b_v.name, "wall", display(a_v), display(b_v)))
+        shim_v = next((v for v in vs if v.tool == "shim" and v.shape == shape), None)
+        if shim_v is not None and tee_v is not None:
+            rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: wall time, torchrun through the "
+                                      "launcher's failure shim vs bare torchrun (both with `--tee 3 --log-dir`)",
+                                      shim_v.name, tee_v.name, "wall", display(shim_v), display(tee_v)))
+            rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: rank 0's last line → the command "
+                                      "exits (the ranks' and torchrun's exit), through the shim vs bare torchrun",
+                                      shim_v.name, tee_v.name, "exit_tail", ["(same commands as above)"],
+                                      ["(same commands as above)"]))
+        rows.append(runs.compared("launch-overhead", f"digits DDP {shape}: rank 0's last line → the command exits, "
+                                  "cloudtrain vs bare torchrun", ours_v.name, ref_v.name, "exit_tail",
+                                  ["(same commands as above)"], ["(same commands as above)"]))
         for attr, what in (("to_nodes", "command start → the supervisor has started every node (store's `started_at`)"),
                            ("end_to_exit", "the job ended (store's `ended_at`) → `cloudtrain submit` exits")):
             st = runs.stats(ours_v.name, attr)
