@@ -86,11 +86,11 @@ def commands(v: Variant, workdir: Path, home: Path, torchx: Optional[str], port:
 
 def display(v: Variant) -> List[str]:
     """The commands as a person types them, from examples/digits-ddp."""
-    out = []
-    procs = commands(v, EXAMPLE, Path("/tmp/home"), "torchx", "$PORT")
     if v.tool == "shim":
         return ["(as the torchrun command with `--tee 3 --log-dir tmp/torchrun`, run as `python -c "
                 "\"$SHIM\" ARGS` with `CLOUDTRAIN_RESULT_FD=3`: `cloudtrain.launch.failure.SHIM`)"]
+    out = []
+    procs = commands(v, EXAMPLE, Path("/tmp/home"), "torchx", "$PORT")
     for i, p in enumerate(procs):
         extra = {"CLOUDTRAIN_HOME": "$(mktemp -d)"} if v.tool == "cloudtrain" else None
         text = show(p.argv, EXAMPLE, extra).replace("'$PORT'", "$PORT").replace("'$(mktemp -d)'", "$(mktemp -d)")
