@@ -67,6 +67,11 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
     master_ip = master_address(topology, wait=not getattr(args, "print_only", False) and distribution != "none")
     node_ip = netif.local_ip_towards(master_ip)
     iface = environ.get("CLOUDTRAIN_IFNAME") or netif.interface_for(node_ip)
+    log_dir = environ.get("CLOUDTRAIN_LOG_DIR") or None
+    loopback = netif.is_loopback(master_ip)
+    # the files a plan may write (a loopback job's sitecustomize, DeepSpeed's hostfile) go to the
+    # run's own directory, else to this user's private one
+    needs_dir = not log_dir and (loopback or distribution == "deepspeed")
     return plans.Settings(
         distribution=distribution,
         command=command,
@@ -78,13 +83,50 @@ def settings_for(args, topology: Topology, environ) -> plans.Settings:
         iface=iface,
         node_ip=node_ip,
         is_root=hasattr(os, "geteuid") and os.geteuid() == 0,
-        log_dir=environ.get("CLOUDTRAIN_LOG_DIR") or None,
+        log_dir=log_dir,
         env_names=[n for n in environ.get("CLOUDTRAIN_ENV_NAMES", "").split(",") if n],
         min_nodes=args.min_nodes,
         python=_python_of(command),
         mpi_major=_open_mpi_major() if distribution == "mpi" and topology.is_master else None,
-        loopback=netif.is_loopback(master_ip),
+        loopback=loopback,
+        scratch_dir=scratch_dir(create=not getattr(args, "print_only", False)) if needs_dir else None,
     )
+
+
+def scratch_dir(create: bool = True) -> str:
+    """This user's private directory for the launcher's files (``setup.private_dir``).  When
+    another local user made that name first (or planted a link there), a new private directory
+    of random name instead, and a line that says so: a launch is never stopped by someone else's
+    directory, and never reads from it or writes through it."""
+    from . import setup
+    if not create:
+        return setup.private_dir_path()
+    try:
+        return setup.private_dir()
+    except OSError as exc:
+        import tempfile
+        fresh = tempfile.mkdtemp(prefix="cloudtrain-%d-" % os.getuid())
+        print("cloudtrain launch: %s; using %s instead" % (exc, fresh), file=sys.stderr, flush=True)
+        return fresh
+
+
+def write_files(files) -> None:
+    """The plan's files, each written to a new file of its directory and renamed into place: a
+    name there that already exists (a link, another launch's file) is replaced, never written through."""
+    import tempfile
+    for path, content in files.items():
+        folder = os.path.dirname(path) or "."
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=folder, prefix=".partial-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(content)
+            os.chmod(partial, 0o644)
+            os.replace(partial, path)
+        except BaseException:
+            if os.path.exists(partial):
+                os.unlink(partial)
+            raise
 
 
 class MasterUnresolved(Exception):
@@ -355,10 +397,7 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
         from . import sshd
         sshd.start_sshd()
     os.makedirs(env["CLOUDTRAIN_OUTPUT_DIR"], exist_ok=True)
-    for path, content in plan.files.items():
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
+    write_files(plan.files)
     try:
         wait_ports(plan.wait_ports, PEER_TIMEOUT)
     except RuntimeError as exc:

@@ -48,6 +48,9 @@ class Settings:
     python: str = "python3"
     mpi_major: Optional[int] = None  # Open MPI's major version on this node (None: unknown, 4's names)
     loopback: bool = False  # the master address is a loopback one: every node is on this machine
+    # where the launcher's own files go when there is no log_dir: this user's private directory
+    # (setup.private_dir), never a name in the shared temporary directory another user could make first
+    scratch_dir: Optional[str] = None
 
 
 @dataclass
@@ -312,12 +315,23 @@ def final_environment(plan_env: Dict[str, str], topology: Topology, s: Settings,
 LOOPBACK = "127.0.0.1"
 
 
+def launcher_dir(s: Settings) -> str:
+    """Where the files the launcher makes go: the run's own directory (``log_dir``), else this
+    user's private directory (``scratch_dir``, made and checked by ``main``; see ``setup.private_dir``)."""
+    if s.log_dir:
+        return s.log_dir
+    if s.scratch_dir:
+        return s.scratch_dir
+    from .setup import private_dir_path
+    return private_dir_path()
+
+
 def site_dir(topology: Topology, s: Settings) -> str:
-    """Where a loopback job's ``sitecustomize`` (``loopback_site``) is written."""
+    """Where a loopback job's ``sitecustomize`` (``loopback_site``) is written: it is first on the
+    ranks' ``PYTHONPATH``, so only ever in a directory of this user's."""
     if s.log_dir:
         return os.path.join(s.log_dir, "site")
-    import tempfile
-    return os.path.join(tempfile.gettempdir(), "cloudtrain-%s-node%d-site" % (s.job_id, topology.node_rank))
+    return os.path.join(launcher_dir(s), "%s-node%d-site" % (s.job_id, topology.node_rank))
 
 
 def loopback_env(topology: Topology, s: Settings, environ) -> Dict[str, str]:
@@ -362,8 +376,7 @@ def _plan(topology: Topology, s: Settings, environ) -> Plan:
     if d == "deepspeed":
         if topology.num_nodes == 1:
             return Plan("exec", deepspeed(topology, s), env)
-        import tempfile  # here: tempfile (random, shutil) costs every node start ~5 ms
-        path = os.path.join(tempfile.gettempdir(), "cloudtrain-%s-node%d.hostfile" % (s.job_id, topology.node_rank))
+        path = os.path.join(launcher_dir(s), "%s-node%d.hostfile" % (s.job_id, topology.node_rank))
         return Plan("exec", deepspeed(topology, s, path), env, files={path: deepspeed_hostfile(topology, s)})
     if d in ("mpi", "horovod"):
         if not topology.is_master:

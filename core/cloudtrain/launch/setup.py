@@ -9,7 +9,8 @@ fails, the node fails with one line that says so and repeats the last thing it p
 ``once_per_node`` is the same for ranks that an MPI launcher started with no ``cloudtrain launch``
 per node (Azure ML runs mpirun itself; every rank runs ``cloudtrain.launch.mpirank``): the node's
 local rank 0 runs the setup, its output in that rank's output (the node's log), and records the
-outcome in a marker file of a private directory under the node's temporary directory; the node's
+outcome in a marker file of this user's private directory under the node's temporary directory
+(``private_dir``); the node's
 other ranks wait for that marker (``SETUP_WAIT`` seconds at most) and fail with the same reason.
 """
 
@@ -90,18 +91,32 @@ def once_per_node(command: str, env: Mapping[str, str], out=None, wait: float = 
 
 
 def marker_path(env: Mapping[str, str]) -> str:
-    """This run's marker, in ``cloudtrain-setup-UID`` under the node's temporary directory: made
-    private (0700) when missing, refused when it is not a directory of this user's only."""
-    directory = os.path.join(tempfile.gettempdir(), "cloudtrain-setup-%d" % os.getuid())
+    """This run's marker, in this user's private directory (``private_dir``)."""
+    ids = [next((env[n] for n in names if env.get(n)), "") for names in RUN_IDS]
+    return os.path.join(private_dir(), hashlib.sha256("\0".join(ids).encode()).hexdigest()[:32] + ".json")
+
+
+def private_dir_path() -> str:
+    """``cloudtrain-UID`` under the node's temporary directory: the one place where the launcher
+    keeps what it makes outside the run's own directory (setup markers, a loopback job's
+    ``sitecustomize``, DeepSpeed's hostfile)."""
+    return os.path.join(tempfile.gettempdir(), "cloudtrain-%d" % os.getuid())
+
+
+def private_dir() -> str:
+    """``private_dir_path()``, made private (0700) when missing; OSError when it is not a directory
+    of this user's only (another local user made it first, or planted a link there): nothing of
+    this user's is read from it or written through it then."""
+    directory = private_dir_path()
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:
         pass
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise OSError("%s is not a private directory of this user" % directory)
-    ids = [next((env[n] for n in names if env.get(n)), "") for names in RUN_IDS]
-    return os.path.join(directory, hashlib.sha256("\0".join(ids).encode()).hexdigest()[:32] + ".json")
+        raise OSError("%s is not a private directory of this user (another user made it, or it is a link, "
+                      "or others may write in it)" % directory)
+    return directory
 
 
 def write_marker(path: str, failed: Optional[str]) -> None:
