@@ -99,6 +99,16 @@ def first_rows(url: str, rounds: int) -> list:
     return times
 
 
+def session_cookie(base: str, token: str) -> str:
+    """The cookie the dashboard sets when its printed URL is opened (its own session value)."""
+    import http.client
+    conn = http.client.HTTPConnection(base.split("//", 1)[1], timeout=10)
+    conn.request("GET", "/?token=" + token)
+    cookie = conn.getresponse().getheader("set-cookie").split(";")[0]
+    conn.close()
+    return cookie
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=10000)
@@ -113,7 +123,7 @@ def main() -> int:
         url = next(m.group(0) for line in ui.stdout
                    for m in [re.search(r"http://127\.0\.0\.1:\d+/\?token=[\w-]+", line)] if m)
         base, token = url.split("/?token=")
-        cookie = f"cloudtrain_ui={token}"
+        cookie = session_cookie(base, token)
         api = [timed_get(base + "/api/jobs", cookie) for _ in range(args.rounds)]
         text = [timed_get(base + "/api/jobs?q=job-0999", cookie) for _ in range(args.rounds)]
         cli = []

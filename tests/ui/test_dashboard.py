@@ -61,6 +61,15 @@ class Dashboard:
             raise AssertionError("cloudtrain ui printed no URL")
         self.base = f"http://127.0.0.1:{self.port}"
 
+    def session_cookie(self) -> str:
+        """The ``Cookie`` header a browser sends after opening the printed URL."""
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", "/?token=" + self.token)
+        cookie = conn.getresponse().getheader("set-cookie").split(";")[0]
+        conn.close()
+        return cookie
+
     def close(self):
         self.proc.terminate()
         self.proc.wait(timeout=20)
@@ -119,7 +128,13 @@ def test_without_the_token_nothing_is_served_and_changes_need_the_csrf_token(tmp
         with pytest.raises(urllib.error.HTTPError) as host:
             urllib.request.urlopen(rebinding, timeout=10)
         assert host.value.code == 421
-        cookie = f"cloudtrain_ui={ui.token}"
+        cookie = ui.session_cookie()
+        # the token itself is no cookie (issue 39: the cookie holds a session value of its own)
+        with pytest.raises(urllib.error.HTTPError) as raw:
+            urllib.request.urlopen(urllib.request.Request(ui.base + "/api/jobs",
+                                                          headers={"Cookie": f"cloudtrain_ui_{ui.port}={ui.token}"}),
+                                   timeout=10)
+        assert raw.value.code == 403
         jobs = urllib.request.urlopen(urllib.request.Request(ui.base + "/api/jobs", headers={"Cookie": cookie}),
                                       timeout=10)
         assert json.loads(jobs.read())["jobs"] == []

@@ -2,6 +2,9 @@
 
 Access: every request needs the server's token, from the URL the command prints (``?token=``,
 which sets an HttpOnly, SameSite=Strict cookie and redirects to the bare URL) or that cookie.
+Cookies ignore ports (RFC 6265 section 8.5: every server on 127.0.0.1 receives them), so the
+cookie is named after this server's port (two dashboards keep their own) and holds a random
+session value of this server's, never the token.
 The Host header must be this server's own address (a page elsewhere that points a name of its
 own at 127.0.0.1 is refused: DNS rebinding).  What changes something (cancel, fetching outputs)
 is a POST that also carries the page's CSRF token in the ``X-CSRF-Token`` header, which a
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import secrets
 import threading
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
@@ -22,22 +26,26 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainT
 from starlette.routing import Route
 
 STATIC = Path(__file__).with_name("static")
-COOKIE = "cloudtrain_ui"
+COOKIE = "cloudtrain_ui"  # the prefix of the cookie's name: cloudtrain_ui_<port>
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 
 
 class Access:
-    """The server's secrets: the token (in the URL and the cookie) and the CSRF token (in the page)."""
+    """The server's secrets: the token (in the URL it prints), the session (the cookie's value,
+    under ``cookie``: a name of this port's) and the CSRF token (in the page)."""
 
-    def __init__(self, token: str, csrf: str, hosts: List[str]):
+    def __init__(self, token: str, csrf: str, hosts: List[str], port: int = 0):
         self.token, self.csrf, self.hosts = token, csrf, hosts
+        self.cookie = f"{COOKIE}_{port}"
+        self.session = secrets.token_urlsafe(32)
 
     def host_ok(self, request: Request) -> bool:
         return request.headers.get("host", "") in self.hosts
 
     def token_ok(self, request: Request) -> bool:
-        given = request.query_params.get("token") or request.cookies.get(COOKIE) or ""
-        return hmac.compare_digest(given.encode(), self.token.encode())
+        if "token" in request.query_params:
+            return hmac.compare_digest(request.query_params["token"].encode(), self.token.encode())
+        return hmac.compare_digest(request.cookies.get(self.cookie, "").encode(), self.session.encode())
 
     def csrf_ok(self, request: Request) -> bool:
         return hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), self.csrf.encode())
@@ -64,7 +72,7 @@ def make_app(access: Access, data) -> Starlette:
     async def page(request: Request) -> Response:
         if "token" in request.query_params:  # into the cookie, out of the address bar and history
             response = RedirectResponse("/", status_code=303)
-            response.set_cookie(COOKIE, access.token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(access.cookie, access.session, httponly=True, samesite="strict", path="/")
             return response
         html = (STATIC / "index.html").read_text(encoding="utf-8").replace("{{csrf}}", access.csrf)
         return HTMLResponse(html, headers=_page_headers())
@@ -77,9 +85,11 @@ def make_app(access: Access, data) -> Starlette:
 
     async def jobs(request: Request) -> Response:
         q = request.query_params
+        limit = _number(q, "limit", 500)
+        if isinstance(limit, Response):
+            return limit
         return _json(await _threaded(data.jobs, providers=_split(q.get("provider")), states=_split(q.get("state")),
-                                     since=q.get("since") or None, text=q.get("q") or None,
-                                     limit=int(q.get("limit") or 500)))
+                                     since=q.get("since") or None, text=q.get("q") or None, limit=limit))
 
     async def job(request: Request) -> Response:
         found = await _threaded(data.job, request.path_params["handle"])
@@ -98,9 +108,11 @@ def make_app(access: Access, data) -> Starlette:
 
     async def resources(request: Request) -> Response:
         q = request.query_params
-        gpus = q.get("gpus")
+        gpus = _number(q, "gpus", None)
+        if isinstance(gpus, Response):
+            return gpus
         return _json(await _threaded(data.resources, accelerator=q.get("accelerator") or None,
-                                     gpus=int(gpus) if gpus else None, provider=q.get("provider") or None))
+                                     gpus=gpus, provider=q.get("provider") or None))
 
     async def costs(request: Request) -> Response:
         return _json(await _threaded(data.costs, since=request.query_params.get("since") or None))
@@ -136,6 +148,17 @@ async def _error(request: Request, exc: Exception) -> Response:
 def _json(value) -> Response:
     return Response(json.dumps(value, default=str), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
+
+
+def _number(query, name: str, default: Optional[int]):
+    """The whole number ``?name=`` gives (``default`` when absent), or a 400 answer saying what is wrong."""
+    text = query.get(name)
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        return JSONResponse({"error": f"{name} must be a whole number, not {text[:40]!r}"}, status_code=400)
 
 
 def _split(text: Optional[str]) -> Optional[List[str]]:
