@@ -8,10 +8,16 @@ wherever it is and whatever its name), and the default place, ``./outputs``, is 
 selection never takes either."""
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import stat
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Tuple
+
+from ..spec.errors import CloudtrainWarning
 
 MARKER_TEXT = ("Downloaded by `cloudtrain outputs`: this directory is never shipped with a job's code.\n"
                "Remove this file to ship it.\n")
@@ -57,19 +63,92 @@ def default_dest(handle: str) -> Path:
 
 
 def copy_tree(source: Path, dest: Path) -> List[Path]:
-    """Copy every file under ``source`` to the same place under ``dest``; the files written."""
+    """Copy every file under ``source`` to the same place under ``dest``; the files written.
+
+    Nothing in ``source`` is followed: the job (a container's image, a script) writes there, and
+    a link it made may point anywhere on this machine (``~/.aws/credentials``).  A link whose
+    target stays inside ``source`` is copied as a link (a checkpoint's ``latest``); any other link,
+    and whatever is not a regular file (a FIFO, a socket, a device), is left out and named in a
+    warning.  Only regular files are opened, each without following a link."""
     from ..spec.errors import BadInput
-    if not source.is_dir():
+    source, dest = Path(source), Path(dest)
+    if source.is_symlink() or not source.is_dir():
         raise BadInput(f"the job's output directory {source} does not exist (the job wrote nothing to "
                        "CLOUDTRAIN_OUTPUT_DIR, or it was removed)")
-    files = sorted(p for p in source.rglob("*") if p.is_file())
-    if not files:
+    files, links, left_out = _entries(source)
+    if not files and not links:
         raise BadInput(f"the job wrote nothing to CLOUDTRAIN_OUTPUT_DIR ({source} is empty; a job cancelled or failed "
                        "before it wrote has no outputs); nothing was downloaded")
     written = []
-    for path in files:
-        target = dest / path.relative_to(source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+    for rel in files:
+        target = _fresh(dest, rel)
+        _copy_file(source / rel, target)
         written.append(target)
+    for rel, pointee in links:
+        target = _fresh(dest, rel)
+        os.symlink(pointee, target)
+        written.append(target)
+    if left_out:
+        shown = ", ".join(str(rel) for rel in left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        warnings.warn(CloudtrainWarning(
+            f"left out of the download {len(left_out)} entr{'ies' if len(left_out) > 1 else 'y'} of the job's output "
+            f"that {'are not files' if len(left_out) > 1 else 'is not a file'} or link outside it "
+            f"(a link is never followed): {shown}"), stacklevel=2)
     return written
+
+
+def _entries(source: Path) -> Tuple[List[Path], List[Tuple[Path, str]], List[Path]]:
+    """(regular files, links that stay inside ``source`` with their targets, everything left out),
+    relative to ``source``; directories are walked without following links."""
+    files: List[Path] = []
+    links: List[Tuple[Path, str]] = []
+    left_out: List[Path] = []
+    root = os.path.realpath(source)
+    for folder, dirs, names in os.walk(source, followlinks=False):
+        here = Path(folder)
+        for name in sorted(dirs + names):
+            path = here / name
+            rel = path.relative_to(source)
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                pointee = os.readlink(path)
+                inside = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(path)), pointee))
+                if not os.path.isabs(pointee) and (inside + os.sep).startswith(root + os.sep):
+                    links.append((rel, pointee))
+                else:
+                    left_out.append(rel)
+            elif stat.S_ISREG(info.st_mode):
+                files.append(rel)
+            elif not stat.S_ISDIR(info.st_mode):
+                left_out.append(rel)
+    return sorted(files), sorted(links), sorted(left_out)
+
+
+def _fresh(dest: Path, rel: Path) -> Path:
+    """``dest/rel`` with its folders made and nothing at that name (a link there from an earlier
+    download is replaced, not written through)."""
+    target = dest / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists() and not target.is_dir():
+        target.unlink()
+    return target
+
+
+def _copy_file(path: Path, target: Path) -> None:
+    """``path``'s bytes, mode and times into ``target``; ``path`` opened without following a link
+    (a link swapped in after the walk fails instead)."""
+    from ..spec.errors import BadInput
+    changed = BadInput(f"{path} stopped being a file while the output was copied (the job still writes there?); "
+                       "download again once it ended")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise changed from None
+        raise
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise changed
+        with open(target, "xb") as out:
+            shutil.copyfileobj(src, out)
+    shutil.copystat(path, target, follow_symlinks=False)
