@@ -256,8 +256,7 @@ def write(rows: List[Instance], ml_rows: List[Instance], out_dir: str, date: Opt
             ("sagemaker", ml_rows, SOURCE + via + "; ml.* names: botocore's SageMaker model, shape "
                                                   "TrainingInstanceType")):
         path = os.path.join(out_dir, f"{name}.json")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(cat.dump(name, these, date=date, source=source, notes=NOTES))
+        cat.write_text(path, cat.dump(name, these, date=date, source=source, notes=NOTES))
         written.append(path)
     return written
 

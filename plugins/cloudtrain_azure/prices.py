@@ -86,7 +86,6 @@ def refresh(out_dir: Optional[str] = None, base: Optional[str] = None) -> List[s
     out_dir = out_dir or str(cat.user_dir())
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "azure.json")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(cat.dump("azure", rows, date=date, source=f"{shipped.source}; prices: {SOURCE}",
-                         notes=shipped.notes or ""))
+    cat.write_text(path, cat.dump("azure", rows, date=date, source=f"{shipped.source}; prices: {SOURCE}",
+                                  notes=shipped.notes or ""))
     return [path]

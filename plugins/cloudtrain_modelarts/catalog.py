@@ -110,9 +110,8 @@ def fetch(client) -> List[Instance]:
 def write(rows: Iterable[Instance], out_dir: str, date: Optional[str] = None) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "modelarts.json")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(cat.dump("modelarts", rows, date=date or datetime.date.today().isoformat(), source=SOURCE,
-                         notes=NOTES))
+    cat.write_text(path, cat.dump("modelarts", rows, date=date or datetime.date.today().isoformat(), source=SOURCE,
+                                  notes=NOTES))
     return path
 
 

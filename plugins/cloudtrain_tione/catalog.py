@@ -119,9 +119,8 @@ def priced(client, rows: List[Instance], date: str, region: str) -> List[Instanc
 def write(rows: Iterable[Instance], out_dir: str, date: Optional[str] = None, via: str = "") -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "tione.json")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(cat.dump("tione", rows, date=date or datetime.date.today().isoformat(), source=SOURCE + via,
-                         notes=NOTES))
+    cat.write_text(path, cat.dump("tione", rows, date=date or datetime.date.today().isoformat(), source=SOURCE + via,
+                                  notes=NOTES))
     return path
 
 

@@ -193,9 +193,43 @@ def user_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def load(path: str) -> Catalog:
-    """The catalog in ``path`` (read once per process)."""
+    """The catalog in ``path`` (read once per process); BadInput, one line naming the file, when
+    it cannot be read or is not a catalog."""
+    problem = unreadable(path)
+    if problem is not None:
+        from ..spec.errors import BadInput
+        raise BadInput(f"catalog {path}: {problem}")
+    return _parsed(path)
+
+
+@lru_cache(maxsize=None)
+def _read(path: str):
     with open(path, encoding="utf-8") as f:
-        return parse(json.load(f))
+        return json.load(f)
+
+
+@lru_cache(maxsize=None)
+def _parsed(path: str) -> Catalog:
+    return parse(_read(path))
+
+
+@lru_cache(maxsize=None)
+def unreadable(path: str) -> Optional[str]:
+    """Why ``path`` is not a readable catalog (cut short, not JSON, rows of another shape), or None."""
+    try:
+        data = _read(path)
+        if path.endswith(CATALOG_SUFFIX) and isinstance(data, dict) and "rows" in data:
+            _parsed(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    except ValueError as exc:
+        return f"is not valid JSON ({exc}); was it cut short?"
+    except (TypeError, KeyError, AttributeError) as exc:
+        return f"is not a catalog ({type(exc).__name__}: {exc})"
+    return None
+
+
+CATALOG_SUFFIX = ".json"
 
 
 def shipped_file(module_file: str, name: str) -> str:
@@ -205,9 +239,48 @@ def shipped_file(module_file: str, name: str) -> str:
 
 def package_file(module_file: str, name: str) -> str:
     """The catalog a provider reads: the user's refreshed copy (``$CLOUDTRAIN_HOME/catalogs/<name>``)
-    when there is one, else the shipped snapshot."""
+    when there is one and it reads, else the shipped snapshot.  A copy that does not read (cut
+    short by a full disk, edited by hand) is named in a warning, once, and the shipped one is read."""
     mine = user_dir() / name
-    return str(mine) if mine.is_file() else shipped_file(module_file, name)
+    if not mine.is_file():
+        return shipped_file(module_file, name)
+    problem = unreadable(str(mine))
+    if problem is None:
+        return str(mine)
+    _warn_once(f"your catalog {mine} {problem}: using the one cloudtrain ships instead; "
+               "`cloudtrain catalog refresh -p PROVIDER` writes it again (or remove it)")
+    return shipped_file(module_file, name)
+
+
+@lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    import warnings
+    from ..spec.errors import CloudtrainWarning
+    warnings.warn(CloudtrainWarning(message), stacklevel=3)
+
+
+def write_text(path: str, text: str) -> str:
+    """Write a catalog file whole or not at all: to a new file of the same directory, then renamed
+    over ``path`` (a reader, or a refresh cut short, never leaves half a file).  Returns ``path``."""
+    import os
+    import tempfile
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=folder, prefix=".partial-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(partial, 0o644)
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+    for cached in (_read, _parsed, unreadable, load):
+        cached.cache_clear()
+    return path
 
 
 def dump(catalog_name: str, rows: Iterable[Instance], *, date: str, source: str, notes: str = "") -> str:

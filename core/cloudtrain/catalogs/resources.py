@@ -81,7 +81,8 @@ def rows_table(found: List[Tuple[str, Instance]], region: Optional[str] = None) 
 
 
 def refresh(provider: Optional[str], out_dir: Optional[str]) -> List[str]:
-    """Rebuild ``provider``'s catalog through its platform's SDK (or price API); the files written.
+    """Rebuild ``provider``'s catalog through its platform's SDK (or price API) into ``out_dir``
+    (default: ``$CLOUDTRAIN_HOME/catalogs``); the files written.
     The refresh is the provider class's ``catalog_refresh`` (it needs the provider's SDK), else
     one its plugin registered (``cloudtrain_register_catalogs``: a price API without the SDK)."""
     from ..launch.platform import import_target
@@ -96,11 +97,18 @@ def refresh(provider: Optional[str], out_dir: Optional[str]) -> List[str]:
     if not target:
         raise BadInput(f"{provider} has no catalog refresh; its catalog file is edited by hand (see its header)")
     if not cls.catalog_refresh:
-        return import_target(target)(out_dir=out_dir)
+        return import_target(target)(out_dir=out_dir or _user_catalogs())
     for sdk in cls.sdk_modules:
         cls.require_sdk(sdk)
-    fn = import_target(target)
-    return fn(out_dir=out_dir) if out_dir else fn()
+    # never the installed package's own files: everything cloudtrain writes is under $CLOUDTRAIN_HOME
+    return import_target(target)(out_dir=out_dir or _user_catalogs())
+
+
+def _user_catalogs() -> str:
+    """``$CLOUDTRAIN_HOME/catalogs`` (private), where the providers read a refreshed catalog first."""
+    from .catalog import user_dir
+    from ..input.homedir import private_dir
+    return str(private_dir(user_dir()))
 
 
 def retired_matches(accelerator: Optional[str] = None, gpus: Optional[int] = None,

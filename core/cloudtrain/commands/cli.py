@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--provider", help="only this provider's catalog")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--refresh", action="store_true", help="rebuild -p's catalog from the platform's API (its SDK)")
-    p.add_argument("--out", help="--refresh: directory to write the catalog to (default: the plugin's own)")
+    p.add_argument("--out", help="--refresh: directory to write the catalog to (default: $CLOUDTRAIN_HOME/catalogs, read first)")
     _price_options(p)
     _catalog_parser(sub)
 
@@ -426,8 +426,10 @@ def cmd_logs(args) -> int:
         for line in report.evidence:
             print(f"  {line}")
         return 0 if report.ok else 1
+    from .progress import printable, to_terminal
+    shown = printable if to_terminal(sys.stdout) else str  # a pipe or a file gets the bytes as they are
     for line in attach(args.handle, profile=args.profile).logs(follow=args.follow):
-        sys.stdout.write(line)
+        sys.stdout.write(shown(line))
         sys.stdout.flush()
     return 0
 
