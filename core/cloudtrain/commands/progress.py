@@ -1,9 +1,36 @@
 """Feedback while waiting: a live status line on a terminal, plain lines otherwise."""
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import List, Optional, TextIO
+
+# C0 controls but tab and newline, DEL, and C1 controls (U+009B is a terminal's CSI, as ESC [ is)
+_CONTROL = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(match) -> str:
+    c = match.group()
+    if c == "\r\n" or c == "\r":  # a line end of Windows' / a progress bar's redraw: a line end
+        return "\n"
+    code = ord(c)
+    return "^" + chr(code ^ 0x40) if code < 0x20 or code == 0x7F else f"<U+{code:04X}>"
+
+
+def printable(text: str) -> str:
+    """A job's output as a terminal may show it: every control character but newline and tab
+    made visible (ESC as ``^[``), so nothing the job printed moves the cursor, clears the screen,
+    retitles the window, writes to the clipboard (OSC 52) or hides a line; a carriage return
+    ends a line.  The log files keep the bytes as the job wrote them."""
+    return _CONTROL.sub(_shown, text)
+
+
+def to_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _elapsed(seconds: float) -> str:
@@ -23,7 +50,7 @@ def describe(status, now: Optional[float] = None) -> str:
     if status.restarts:
         parts.append(f"restarts {len(status.restarts)}")
     if status.message:
-        parts.append(status.message)
+        parts.append(printable(status.message))
     return "  ".join(parts)
 
 
@@ -68,6 +95,9 @@ class StatusLine:
         self._last_key = key
 
     def log(self, line: str) -> None:
+        """One line of the job's output (shown with ``printable`` on a terminal)."""
+        if to_terminal(self.out):
+            line = printable(line)
         if self.live and self._shown:
             self._write("stream", "\r\033[K")
         self._write("out", line if line.endswith("\n") else line + "\n")

@@ -10,14 +10,17 @@ submit too), each problem at its line, before anything is started or sent.
   request and platform console would show.  The platform's credential chain, or ``secrets:``,
   gives it instead;
 and, as a warning naming the variable (never its value), an ``env`` value shaped like a
-credential: ``env`` is rendered and kept in the platform's job definition, ``secrets:`` is not.
+credential: ``env`` is rendered and kept in the platform's job definition, ``secrets:`` is not;
+the same for a credential written into ``setup`` or ``command`` (a token's shape, a URI's user
+info, ``NAME=value`` or ``--option value`` under a secret's name), which every render, the
+platform's console and the nodes' process lists show.
 """
 from __future__ import annotations
 
 import re
 from typing import List, Tuple
 
-from ..spec.credentials import has_userinfo, looks_like, secret_named
+from ..spec.credentials import TOKEN_SHAPES, has_userinfo, looks_like, secret_named
 
 # C0 controls but tab and newline, DEL, C1 controls (U+009B is a terminal's CSI)
 ENV_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -60,7 +63,7 @@ def problems(job, provider: str) -> List[Tuple[tuple, str]]:
 def credential_env(job) -> List[Tuple[tuple, str]]:
     """``(location, warning)`` for each ``env`` value that looks like a credential (its shape, or
     a secret's name with a value of some length); the warning names the variable, never the value."""
-    out = []
+    out = credential_commands(job)
     for name, value in sorted(job.env.items()):
         found = looks_like(value)
         if found is None and not (secret_named(name) and len(value.strip()) >= 8):
@@ -69,4 +72,46 @@ def credential_env(job) -> List[Tuple[tuple, str]]:
         out.append((("env", name), f"looks like {what}: env is shown in renders and kept in the platform's job "
                                    f"definition; move it to secrets: {{{name}: {{from_env: {name}}}}} (read on your "
                                    "machine at submit, never printed)"))
+    return out
+
+
+# NAME=value (an assignment, or an environment given to a command) and --name value / --name=value;
+# a value that refers to a variable ($NAME, ${NAME}) is not one
+_ASSIGNED = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=[\'\"]?(?!\$)([^\s\'\";&|]{8,})")
+_OPTION = re.compile(r"(?:^|\s)--?([A-Za-z][A-Za-z0-9_-]*)(?:=|\s+)[\'\"]?(?!\$)([^\s\'\";&|-][^\s\'\";&|]{7,})")
+
+
+def _credential_in(text: str):
+    """What a credential in the shell text ``text`` looks like, or None (never the value)."""
+    for shape, kind in TOKEN_SHAPES:
+        if shape.search(text):
+            return kind[0]
+    if has_userinfo(text):
+        return "a URI with user info (user:password@)"
+    for pattern in (_ASSIGNED, _OPTION):
+        for match in pattern.finditer(text):
+            if secret_named(match.group(1).replace("-", "_")):
+                return f"a secret given to {match.group(1)}"
+    return None
+
+
+def credential_commands(job) -> List[Tuple[tuple, str]]:
+    """``(location, warning)`` for ``setup`` and ``command`` when they hold something shaped like
+    a credential; the warning says what it looks like, never the value."""
+    fields = [(("setup",), job.setup)] if isinstance(getattr(job, "setup", None), str) else []
+    command = getattr(job, "command", None)
+    if isinstance(command, str):
+        fields.append((("command",), command))
+    elif isinstance(command, list):
+        joined = " ".join(str(part) for part in command)
+        fields += [(("command", i), str(part)) for i, part in enumerate(command)]
+        fields.append((("command",), joined))
+    out: List[Tuple[tuple, str]] = []
+    for loc, text in fields:
+        what = _credential_in(text)
+        if what is None or any(found[0][:1] == loc[:1] for found in out):
+            continue
+        out.append((loc, f"holds what looks like {what}: {loc[0]} is shown in every render and kept in the "
+                         "platform's job definition; give it through secrets: {NAME: {from_env: VAR}} (read on "
+                         "your machine at submit, never printed) and write $NAME here"))
     return out

@@ -15,7 +15,9 @@ platform's calls.  No plugin overrides a step of the template.
   and a stop that fails because the job ended meanwhile is not an error; then ``_release``
   (whatever the job's state: what a job holds after its end, e.g. instances kept up);
 - ``logs``: ``_log_chunks`` until the job ends, one read per ``status_poll`` seconds; the
-  secrets' values of a job this process submitted (found or created) are masked in them.
+  secrets' values of a job this process submitted (found or created) are masked in them; in
+  another process, what ``requestlog.masker`` can know (the values readable there, whatever
+  follows a secret's name, token shapes).
 
 ``status_poll`` is the one poll setting: the class's default, ``$CLOUDTRAIN_POLL_SECONDS``, or the
 constructor's ``poll``.
@@ -230,7 +232,10 @@ class CloudProvider(Provider):
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         cursor: Dict[str, Any] = {}
-        mask = self._maskers.get(job_id)
+        # this process's own submit knows the values; any other (logs from another shell, the
+        # dashboard) masks from where the secrets came from (requestlog.masker), never stored values
+        from ..runtime import requestlog
+        mask = self._maskers.get(job_id) or requestlog.masker(self.handle(job_id))
         while True:
             described = self._describe(job_id)
             status = self._remember(job_id, self._to_status(job_id, described))
