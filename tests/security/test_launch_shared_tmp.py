@@ -63,13 +63,13 @@ def test_a_loopback_launch_imports_nothing_another_user_planted(tmp_path):
         assert not (tmp_path / "pwned").exists(), "a module the other user planted ran as the victim"
         loaded = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("JSON_FROM", "SITE")))
         assert not loaded["JSON_FROM"].startswith(str(shared)), loaded
-        planted = [p for p in shared.iterdir() if p.owner() != "root"]
-        assert not any(str(p) in loaded["SITE"] for p in planted), loaded
+        planted = [p for p in shared.iterdir() if p.lstat().st_uid != os.getuid()]
+        assert not any(str(p) + "/" in loaded["SITE"] for p in planted), loaded
         assert "Permission" not in proc.stderr
         # the launch said it did not use the other user's directory, and used one of its own
         assert f"cloudtrain-{os.getuid()} is not a private directory of this user" in proc.stderr
-        own = [p for p in shared.iterdir() if p.owner() == "root"]
-        assert own and all(p.stat().st_mode & 0o077 == 0 for p in own)
+        own = [p for p in shared.iterdir() if p.lstat().st_uid == os.getuid()]
+        assert len(own) == 1 and own[0].lstat().st_mode & 0o077 == 0, own
 
 
 def test_a_deepspeed_hostfile_is_never_written_through_a_planted_link(tmp_path):

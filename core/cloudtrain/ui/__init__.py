@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import os
 import secrets
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -60,6 +61,10 @@ def serve(port: int = 0, open_browser: bool = True, *, out=None) -> int:
     config = uvicorn.Config(make_app(access, data), log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=2)  # a log stream open in a browser ends then
     server = uvicorn.Server(config)
+    # uvicorn re-raises a SIGTERM/SIGHUP it caught once it has shut down: as KeyboardInterrupt
+    # here, so the redirect file (it holds the token) is removed on those too
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupted)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
@@ -69,6 +74,10 @@ def serve(port: int = 0, open_browser: bool = True, *, out=None) -> int:
         if opener is not None:
             opener.unlink(missing_ok=True)
     return 0
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 def redirect_file(url: str, port: int) -> Path:
