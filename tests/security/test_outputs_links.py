@@ -4,7 +4,7 @@ What a job writes to its output directory is the job's (its script's, its image'
 there may point at the user's ``~/.aws/credentials``.  A link that stays inside the output comes
 back as a link, any other is left out and named, a FIFO is left out (reading it would hang), and
 no byte of a file outside the output is copied.  Once with the local provider, once with a
-docker image that plants the links itself (its ``sitecustomize``, run by every Python in it).
+docker image that plants the links itself (a ``.pth`` file, run by every Python in it).
 """
 import os
 import re
@@ -72,15 +72,15 @@ def test_a_docker_image_that_plants_links_gets_none_followed(tmp_path, home):
     creds = fake_home(tmp_path)
     base = "cloudtrain/test-python:latest"  # scripts/build-test-image.sh
     client.images.get(base)
-    site = "/usr/local/lib/python3-planted"
-    script = (f"mkdir -p {site} && printf '%s' \"$PLANT\" > {site}/sitecustomize.py")
+    # a .pth file of the image's Python runs its import line in every Python started there
+    script = ("for py in python python3; do d=$($py -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') "
+              "&& printf '%s' \"$PLANT\" > $d/ctplant.py && echo 'import ctplant' > $d/ctplant.pth; done")
     container = client.containers.run(base, ["/bin/sh", "-c", script], entrypoint=[], network_mode="none",
                                       environment={"PLANT": f"CREDS = {str(creds)!r}\n" + PLANT}, detach=True)
     tag = "cloudtrain/test-python:plants-links"
     try:
         assert container.wait(timeout=60)["StatusCode"] == 0, container.logs()
-        container.commit(repository=tag.split(":")[0], tag=tag.split(":")[1],
-                         changes=[f"ENV PYTHONPATH={site}"])
+        container.commit(repository=tag.split(":")[0], tag=tag.split(":")[1])
     finally:
         container.remove(force=True)
     try:
