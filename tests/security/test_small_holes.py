@@ -135,7 +135,8 @@ def test_names_near_them_still_ship(path):
 
 
 # -- terminal escapes ----------------------------------------------------------------------------
-HOSTILE = "print('before \\x1b]52;c;cHduZWQ=\\x07 \\x1b[2J\\x1b[1;1H title\\x1b]0;owned\\x07 \\x9b31m end\\r\\nnext\\ttab')"
+HOSTILE = ("print('before \\x1b]52;c;cHduZWQ=\\x07 \\x1b[2J\\x1b[1;1H title\\x1b]0;owned\\x07 "
+           "\\x9b31m end\\r\\nnext\\ttab')")
 
 
 def on_a_terminal(args, env=None, timeout=300):
@@ -164,7 +165,8 @@ def test_a_jobs_terminal_escapes_reach_no_terminal_from_submit_or_logs(tmp_path,
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text(HOSTILE + "\n")
-    job = write_job(tmp_path, "name: esc\ncode: code\ncommand: python3 train.py\ndistribution: {type: none, nodes: 1}\n")
+    job = write_job(tmp_path, "name: esc\ncode: code\ncommand: python3 train.py\n"
+                              "distribution: {type: none, nodes: 1}\n")
     shown = on_a_terminal(["submit", "-p", "local", job])
     handle = re.search(r"submitted (\S+)", shown).group(1)
     logs = on_a_terminal(["logs", handle])

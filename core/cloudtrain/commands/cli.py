@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--provider", help="only this provider's catalog")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--refresh", action="store_true", help="rebuild -p's catalog from the platform's API (its SDK)")
-    p.add_argument("--out", help="--refresh: directory to write the catalog to (default: $CLOUDTRAIN_HOME/catalogs, read first)")
+    p.add_argument("--out", help="--refresh: directory to write the catalog to "
+                                 "(default: $CLOUDTRAIN_HOME/catalogs, read first)")
     _price_options(p)
     _catalog_parser(sub)
 

@@ -98,7 +98,7 @@ def _credential_in(text: str):
 def credential_commands(job) -> List[Tuple[tuple, str]]:
     """``(location, warning)`` for ``setup`` and ``command`` when they hold something shaped like
     a credential; the warning says what it looks like, never the value."""
-    fields = [(("setup",), job.setup)] if isinstance(getattr(job, "setup", None), str) else []
+    fields: List[Tuple[tuple, str]] = [(("setup",), job.setup)] if isinstance(getattr(job, "setup", None), str) else []
     command = getattr(job, "command", None)
     if isinstance(command, str):
         fields.append((("command",), command))

@@ -89,7 +89,8 @@ def copy_tree(source: Path, dest: Path) -> List[Path]:
         os.symlink(pointee, target)
         written.append(target)
     if left_out:
-        shown = ", ".join(str(rel) for rel in left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        more = f" and {len(left_out) - 10} more" if len(left_out) > 10 else ""
+        shown = ", ".join(str(rel) for rel in left_out[:10]) + more
         warnings.warn(CloudtrainWarning(
             f"left out of the download {len(left_out)} entr{'ies' if len(left_out) > 1 else 'y'} of the job's output "
             f"that {'are not files' if len(left_out) > 1 else 'is not a file'} or link outside it "

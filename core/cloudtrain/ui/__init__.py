@@ -3,10 +3,11 @@
 ``serve(port, open_browser)`` binds 127.0.0.1 (port 0: any free one), prints the URL with a new
 random token (as Jupyter does) and serves until Ctrl-C.  The browser is opened on a private
 file (0600, in a 0700 folder of ``$CLOUDTRAIN_HOME``) that sends it to that URL, as Jupyter's
-``use_redirect_file`` does: the token is never on a command line, which ``ps`` shows every local user.  The app (``app.py``) answers only
-requests that carry the token; what it shows comes from ``data.py`` (the ledger, the catalogs
-and the providers' logs/cancel/outputs calls); the page (``static/``) is plain HTML, CSS and
-JavaScript shipped with the package: nothing is fetched from the internet.
+``use_redirect_file`` does: the token is never on a command line, which ``ps`` shows every local
+user.  The app (``app.py``) answers only requests that carry the token; what it shows comes
+from ``data.py`` (the ledger, the catalogs and the providers' logs/cancel/outputs calls); the
+page (``static/``) is plain HTML, CSS and JavaScript shipped with the package: nothing is
+fetched from the internet.
 
 Needs the ``ui`` extra (Starlette and uvicorn): ``pip install 'cloudtrain[ui]'``.
 """
@@ -90,7 +91,8 @@ def redirect_file(url: str, port: int) -> Path:
     path.unlink(missing_ok=True)
     quoted = html.escape(url, quote=True)
     page = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={quoted}">'
-            f'<title>cloudtrain ui</title></head>\n<body><p><a href="{quoted}">Open cloudtrain ui</a></p></body></html>\n')
+            f'<title>cloudtrain ui</title></head>\n'
+            f'<body><p><a href="{quoted}">Open cloudtrain ui</a></p></body></html>\n')
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(page)
