@@ -422,10 +422,11 @@ def cmd_logs(args) -> int:
     from ..api import attach
     if args.check_rdma:
         from .rdma_check import analyse
+        from .progress import printable
         report = analyse(attach(args.handle, profile=args.profile).logs(follow=args.follow))
         print(report.summary())
-        for line in report.evidence:
-            print(f"  {line}")
+        for line in report.evidence:  # the job's own lines: nothing in them drives the terminal
+            print(f"  {printable(line)}")
         return 0 if report.ok else 1
     from .progress import printable, to_terminal
     shown = printable if to_terminal(sys.stdout) else str  # a pipe or a file gets the bytes as they are
