@@ -72,7 +72,7 @@ def copy_tree(source: Path, dest: Path) -> List[Path]:
     warning.  Only regular files are opened, each without following a link."""
     from ..spec.errors import BadInput
     source, dest = Path(source), Path(dest)
-    if source.is_symlink() or not source.is_dir():
+    if not source.is_dir():  # (the directory itself is the user's setting, storage.output: a link there is theirs)
         raise BadInput(f"the job's output directory {source} does not exist (the job wrote nothing to "
                        "CLOUDTRAIN_OUTPUT_DIR, or it was removed)")
     files, links, left_out = _entries(source)
