@@ -93,3 +93,25 @@ def test_a_launch_with_no_other_user_keeps_its_files_in_its_private_directory(tm
         assert private.is_dir() and private.stat().st_mode & 0o777 == 0o700
         assert sorted(p.name for p in private.iterdir()) == ["cloudtrain-node0-site", "cloudtrain-node0.hostfile"]
         assert [p.name for p in shared.iterdir()] == [private.name]
+
+
+def test_two_users_launch_one_after_the_other_and_both_run(tmp_path):
+    """The victim (root) launched first; then the other user's own launch must not die on the
+    files the first one left (before issue 39 it met root's fixed-name directory: PermissionError)."""
+    from otheruser import OTHER
+    with shared_tmp() as shared:
+        first = _launch(tmp_path, shared, "deepspeed", 2)
+        assert "deepspeed: command not found" in first.stderr, first.stderr
+        theirs = shared / "their-work"  # the other user's working directory (pytest's tmp_path is root's only)
+        theirs.mkdir()
+        os.chown(theirs, OTHER.pw_uid, OTHER.pw_gid)
+        env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(shared), "CLOUDTRAIN_NUM_NODES": "2",
+               "CLOUDTRAIN_NODE_RANK": "0", "CLOUDTRAIN_MASTER_ADDR": "127.0.0.1",
+               "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "core")}
+        second = subprocess.run(["setpriv", f"--reuid={OTHER.pw_uid}", f"--regid={OTHER.pw_gid}", "--clear-groups",
+                                 sys.executable, "-m", "cloudtrain.launch", "--type", "deepspeed", "--",
+                                 "python3", "-c", PROBE], capture_output=True, text=True, cwd=theirs, env=env,
+                                timeout=120)
+        assert "deepspeed: command not found" in second.stderr, second.stderr
+        assert "Permission" not in second.stderr and "Traceback" not in second.stderr
+        assert (shared / f"cloudtrain-{OTHER.pw_uid}" / "cloudtrain-node0.hostfile").is_file()
