@@ -2,7 +2,9 @@
 
 The launcher passes torchrun's standard output through ``StallWatch``: every line goes on to
 the node's output as it came, and a line of this node's first rank (torchrun ``--tee`` tags it
-``[default0]:``; on node 0 that is rank 0) is the sign of life.  When none came for the timeout,
+``[default0]:``; on node 0 that is rank 0) is the sign of life.  The clock starts at that rank's
+first line: before it, the interpreter imports torch, the ranks meet and the data loads, which
+can take long on a busy node (``max_runtime`` bounds that part).  When no line came for the timeout,
 every rank's Python stack is written into the log: ``py-spy dump`` of each worker where py-spy
 is installed, then SIGABRT, which the workers' faulthandler (``PYTHONFAULTHANDLER=1``, set by the
 launcher for every rank when a timeout is given: the interpreter installs the handler at start)
@@ -94,7 +96,7 @@ class StallWatch:
     def __init__(self, timeout: int, out: Optional[BinaryIO] = None, tag: bytes = RANK0_TAG):
         self.timeout, self.tag = int(timeout), tag
         self.out = out or sys.stdout.buffer
-        self.last = time.monotonic()
+        self.last: Optional[float] = None  # the first rank's last line (None: it printed nothing yet)
         self.stalled = False
         self._done = threading.Event()
 
@@ -124,6 +126,9 @@ class StallWatch:
 
     def _watch(self, proc: subprocess.Popen) -> None:
         while proc.poll() is None and not self._done.is_set():
+            if self.last is None:
+                self._done.wait(1.0)
+                continue
             left = self.last + self.timeout - time.monotonic()
             if left > 0:
                 self._done.wait(min(left, 1.0))
