@@ -91,9 +91,9 @@ class Ec2Provider(AwsProvider):
     def check(self, job: JobSpec, options: Ec2Options) -> None:
         self.instance_type(job, options)
         checkpoint_uri(job, "ec2", ("s3",), "s3://team/ckpt/digits/")
-        if job.max_restarts:
-            raise self.job_error(job, ("max_restarts",), "the ec2 provider does not restart jobs; set it to 0 "
-                                 "(or use sagemaker)")
+        if job.max_restarts:  # nothing on the instances restarts a job: the controller submits it again
+            from cloudtrain.orchestrate.controller import warn_restarted_by_controller
+            warn_restarted_by_controller(job, "the ec2 provider's instances do not restart a job")
         if job.network.rdma == "on" and not options.subnet_id:
             raise self.job_error(job, ("providers", "ec2", "subnet_id"), "EFA (network.rdma: on) needs a subnet for "
                                  "its interfaces; set it")

@@ -477,7 +477,7 @@ class Run:
     def attempts(self) -> List[dict]:
         """``[{attempt, provider, handle, started_at, ended_at, reason, cost}]``: the submissions
         of a job the controller follows (``cloudtrain.orchestrate.controller``); empty for another."""
-        from ..orchestrate.controller import attempts_view
+        from ..runtime.store import attempts_view
         return attempts_view(self.handle)
 
     def __repr__(self) -> str:
@@ -491,5 +491,5 @@ def _check_cost(job: JobSpec, provider: str, problems) -> None:
         problems.collect(lambda: check_max_hourly_cost(job, estimate(job, provider)))
     if getattr(job, "max_cost", None) is not None:
         from ..catalogs.prices import estimate as _estimate
-        from ..orchestrate.budget import check_max_cost
+        from ..catalogs.budget import check_max_cost
         problems.collect(lambda: check_max_cost(job, _estimate(job, provider)))

@@ -490,6 +490,23 @@ class Store:
             for table, column in (("nodes", "job_id"), ("restarts", "job_id"), ("jobs", "id")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))
 
+def attempt_cost(row: Dict[str, Any], now: Optional[float] = None) -> Optional[float]:
+    """An attempt's cost: nodes x rate x hours it ran (until now while it runs); None without a rate."""
+    if row.get("rate") is None or row.get("started_at") is None:
+        return None if row.get("rate") is None else 0.0
+    end = row["ended_at"] if row.get("ended_at") is not None else (now or time.time())
+    return round(row["rate"] * (row["nodes"] or 1) * max(0.0, end - row["started_at"]) / 3600.0, 4)
+
+
+def attempts_view(handle: str, store: Optional["Store"] = None, now: Optional[float] = None) -> List[Dict[str, Any]]:
+    """``[{attempt, provider, handle, started_at, ended_at, reason, cost}]`` of the job ``handle``
+    (empty for a job the controller does not follow)."""
+    rows = (store or Store()).attempts(handle)
+    return [{"attempt": r["attempt"], "provider": r["provider"], "handle": r["attempt_handle"],
+             "started_at": r["started_at"], "ended_at": r["ended_at"], "reason": r["reason"] or None,
+             "cost": attempt_cost(r, now)} for r in rows]
+
+
 def migrate(db: sqlite3.Connection) -> None:
     """Add the columns a store made by an older cloudtrain lacks.  A PID stored without its
     start time is adopted only if the process that has it now is provably the job's: a

@@ -144,7 +144,7 @@ class Storage(Strict):
 
 RestartKind = Literal["preemption", "capacity", "node-failure", "hang"]
 # restart_on's default: every failure that is not the user's code's own (docs/controller.md)
-DEFAULT_RESTART_ON = ("preemption", "capacity", "node-failure", "hang")
+DEFAULT_RESTART_ON: tuple = ("preemption", "capacity", "node-failure", "hang")
 
 
 class ExitCodes(Strict):

@@ -132,7 +132,7 @@ def cost_cap(job, provider: str) -> None:
 def budget(job, provider: str) -> None:
     import warnings as _warnings
     from cloudtrain.catalogs.prices import estimate
-    from cloudtrain.orchestrate.budget import check_max_cost
+    from cloudtrain.catalogs.budget import check_max_cost
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore")
         check_max_cost(job, estimate(job, provider))

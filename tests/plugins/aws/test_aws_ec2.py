@@ -211,9 +211,15 @@ def test_storage_outside_s3_or_an_output_too_long_for_a_tag_is_refused():
         artifacts(job(storage={"output": "s3://team-data/" + "x" * 248}))
 
 
-def test_restarts_are_refused():
-    with pytest.raises(JobFileError, match="does not restart"):
+def test_restarts_are_the_controllers():
+    import warnings
+    from cloudtrain.orchestrate.controller import needs_following
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         artifacts(job(max_restarts=1))
+    assert any("max_restarts" in str(w.message) and "controller submits the job again" in str(w.message)
+               for w in caught)
+    assert needs_following(job(max_restarts=1), "ec2")
 
 
 # -- lifecycle against the double --------------------------------------------------------------------

@@ -40,12 +40,12 @@ def budget_of(rendered) -> Optional[Tuple[float, str]]:
     budget = rendered.job.budget
     if budget is None:
         return None
-    from ..catalogs.prices import estimate
+    from .prices import estimate
     return budget.amount, budget.currency or estimate(rendered.job, rendered.provider).currency or "USD"
 
 
 def rate(rendered) -> Tuple[Optional[float], Optional[str]]:
     """The rate per node and hour of the job's real instance type, region and spot, and its currency."""
-    from ..catalogs.prices import estimate
+    from .prices import estimate
     est = estimate(rendered.job, rendered.provider)
     return est.rate, est.currency
