@@ -48,6 +48,6 @@ def test_a_field_is_rendered_or_refused_or_warned_about(cloudtrain_provider, fie
             assert refuses(error, [field, *shared]), \
                 f"{field}={value!r} on {provider}: refused for another reason: {error}"
         elif after == before and not any(names_field(text, field) for text in warned) \
-                and (provider, field, value) not in AGREES and field not in AFTER_SUBMIT:
+                and field not in AFTER_SUBMIT and (provider, field, value) not in AGREES:
             silent.append(value)
     assert not silent, f"{provider} drops {field} in silence (render unchanged, no error, no warning) for {silent}"
