@@ -217,14 +217,15 @@ def configured(provider: str, profile: Optional[str] = None) -> Provider:
 def attach(handle: str, *, profile: Optional[str] = None) -> Run:
     """A ``Run`` for an existing job handle ``PROVIDER://ID`` (the provider with the settings of
     the config files and ``profile``)."""
+    from .input.homedir import home
     from .runtime.store import Store
-    store = Store()
-    if store.plan_get(handle) is not None:  # a job the controller follows: every attempt under one handle
+    name, job_id = parse_handle(handle)  # (a bad handle: BadInput before the store is opened)
+    store = Store() if (home() / "state.db").exists() else None  # (reading a cloud job makes no home)
+    if store is not None and store.plan_get(handle) is not None:  # a job the controller follows: one handle
         from .orchestrate.controller import ensure_running
         from .orchestrate.controller_run import PlanRun
         ensure_running(store)  # (after a reboot: the next command starts the controller again)
-        return PlanRun(handle, lambda name: configured(name, profile), store)
-    name, job_id = parse_handle(handle)
+        return PlanRun(handle, lambda provider: configured(provider, profile), store)
     return Run(configured(name, profile), job_id)
 
 
