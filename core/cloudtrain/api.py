@@ -113,6 +113,7 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
     rendered = job if isinstance(job, Rendered) else render_with_hooks(chosen, job, submit=True)
     run = send_with_hooks(chosen, rendered, secrets)
     _record(run, rendered, profile)
+    _hand_to_controller(run, [rendered], profile)
     return run
 
 
@@ -147,8 +148,24 @@ def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, s
                     on_skip(refused)
                 continue
         _record(run, rendered, profile, tried=tried)
+        _hand_to_controller(run, candidates[i:], profile)
         return run
     raise BadInput("no provider to submit to")  # (an empty candidates list)
+
+
+def _hand_to_controller(run: Run, candidates: List[Rendered], profile: Optional[str]) -> None:
+    """A job that needs following (restarts the platform does not make, a budget, a run-time
+    limit the platform lacks) becomes the controller's, which is started when none runs
+    (``cloudtrain.orchestrate.controller``).  The job runs either way: a failure here is a warning."""
+    import warnings
+    from .spec.errors import CloudtrainWarning
+    try:
+        from .orchestrate import controller
+        if controller.adopt(run.handle, candidates, profile=profile or os.environ.get("CLOUDTRAIN_PROFILE") or None):
+            controller.ensure_running()
+    except Exception as exc:  # noqa: BLE001
+        warnings.warn(CloudtrainWarning(f"{run.handle} is running, but the controller does not follow it ({exc}); "
+                                        "cloudtrain controller status says more"), stacklevel=3)
 
 
 def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), status=None) -> None:
@@ -200,8 +217,27 @@ def configured(provider: str, profile: Optional[str] = None) -> Provider:
 def attach(handle: str, *, profile: Optional[str] = None) -> Run:
     """A ``Run`` for an existing job handle ``PROVIDER://ID`` (the provider with the settings of
     the config files and ``profile``)."""
-    name, job_id = parse_handle(handle)
+    from .input.homedir import home
+    from .runtime.store import Store
+    name, job_id = parse_handle(handle)  # (a bad handle: BadInput before the store is opened)
+    store = Store() if (home() / "state.db").exists() else None  # (reading a cloud job makes no home)
+    if store is not None and store.plan_get(handle) is not None:  # a job the controller follows: one handle
+        from .orchestrate.controller import ensure_running
+        from .orchestrate.controller_run import PlanRun
+        ensure_running(store)  # (after a reboot: the next command starts the controller again)
+        return PlanRun(handle, lambda provider: configured(provider, profile), store)
     return Run(configured(name, profile), job_id)
+
+
+def controller(**kwargs):
+    """The controller (``cloudtrain.orchestrate.controller.Controller``) acting as submit does: each
+    provider with the account settings of the config files (and the plan's profile), attempts
+    rendered and sent with the plugins' hooks.  ``kwargs``: ``store``, ``poll``, ``out``, or a
+    ``provider_for(name, profile)`` of your own."""
+    from .orchestrate.controller import Controller
+    kwargs.setdefault("provider_for", configured)
+    return Controller(render=lambda provider, job: render_with_hooks(provider, job, submit=True),
+                      send=send_with_hooks, **kwargs)
 
 
 def status(handle: str, *, profile: Optional[str] = None) -> JobStatus:
@@ -252,6 +288,8 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
             on_error(name, exc)
     found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     stale = [e for e in found if not e.local and not e.terminal and (refresh or e.stale())]
+    planned = {p["handle"] for p in store.plans(unfinished=False)}  # the controller keeps those rows
+    stale = [e for e in stale if e.handle not in planned]
     listed = set(names or ()) - {n for n in names or () if get_provider_class(n).local_state}
     stale = [e for e in stale if e.provider not in listed and not _keeps_own_state(e.provider)]  # (listed: just read)
     if stale:

@@ -44,6 +44,17 @@ ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 FAILED_LINE = re.compile(r"^\[cloudtrain\] node \S+ failed while (.+) \(exit -?\d+\)$", re.M)  # node_end's
 
 
+def ended_reason(instance: dict) -> str:
+    """`` [Server.SpotInstanceTermination: ...]`` for an instance that ended: its ``StateReason``
+    (EC2 API reference, StateReason data type; DescribeInstances), which the controller reads as a
+    preemption, capacity or node failure (cloudtrain.orchestrate.failures); empty otherwise."""
+    if instance["State"]["Name"] not in ENDED:
+        return ""
+    reason = instance.get("StateReason") or {}
+    words = reason.get("Message") or reason.get("Code") or ""
+    return f" [{words}]" if words else ""
+
+
 class Ec2Provider(AwsProvider):
     name = "ec2"
     description = "EC2 instances run through AWS Systems Manager"
@@ -91,9 +102,9 @@ class Ec2Provider(AwsProvider):
     def check(self, job: JobSpec, options: Ec2Options) -> None:
         self.instance_type(job, options)
         checkpoint_uri(job, "ec2", ("s3",), "s3://team/ckpt/digits/")
-        if job.max_restarts:
-            raise self.job_error(job, ("max_restarts",), "the ec2 provider does not restart jobs; set it to 0 "
-                                 "(or use sagemaker)")
+        if job.max_restarts:  # nothing on the instances restarts a job: the controller submits it again
+            from cloudtrain.orchestrate.controller import warn_restarted_by_controller
+            warn_restarted_by_controller(job, "the ec2 provider's instances do not restart a job")
         if job.network.rdma == "on" and not options.subnet_id:
             raise self.job_error(job, ("providers", "ec2", "subnet_id"), "EFA (network.rdma: on) needs a subnet for "
                                  "its interfaces; set it")
@@ -316,7 +327,7 @@ class Ec2Provider(AwsProvider):
             state, raw = State.CANCELLED, "cancelled"
         message = ", ".join(f"node {i} {r}" + (f" (exit {c}{f' while {step}' if step else ''})"
                                               if c not in (None, -1) and r in ("Failed", "Success") else "")
-                            for i, r, c, _, step in mapped)
+                            + ended_reason(nodes[i]) for i, r, c, _, step in mapped)
         up = sum(1 for m in mapped if m[3] in (State.RUNNING, State.SUCCEEDED))
         launched = [t for t in (timestamp(i.get("LaunchTime")) for i in nodes) if t is not None]
         return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw,

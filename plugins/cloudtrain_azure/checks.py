@@ -82,9 +82,9 @@ def check(job: JobSpec, options: AzureOptions) -> None:
     if not (options.environment or job.image):
         raise JobFileError.at(job, ("image",), "the azure provider needs an image (or providers.azure.environment, "
                                            "a registered Azure ML environment); set one")
-    if job.max_restarts:
-        raise JobFileError.at(job, ("max_restarts",), "Azure ML does not restart command jobs; set max_restarts: 0 "
-                                                  "and submit again after a failure")
+    if job.max_restarts:  # Azure ML does not restart command jobs: the controller submits the job again
+        from cloudtrain.orchestrate.controller import warn_restarted_by_controller
+        warn_restarted_by_controller(job, "Azure ML does not restart command jobs")
     known = known_vm_size(job, options)
     row = infiniband.catalog().get(known) if known else None
     r = job.resources

@@ -544,15 +544,11 @@ def check(job: JobSpec, options: TioneOptions) -> List[str]:
     """Raise ``JobFileError`` for what cannot work; return warnings for what may surprise."""
     warnings: List[str] = []
     d, r = job.distribution, job.resources
+    from cloudtrain.orchestrate.controller import warn_limited_by_controller, warn_restarted_by_controller
     if job.max_runtime is not None:  # CreateTrainingTaskRequest (SDK v20211111) has no run-time limit field
-        raise job_error(job, ("max_runtime",), "TI-ONE's CreateTrainingTask has no run-time limit; drop max_runtime "
-                                               "for this provider (--set max_runtime=null) and stop the task yourself "
-                                               "(cloudtrain cancel)")
+        warn_limited_by_controller(job, "TI-ONE's CreateTrainingTask has no run-time limit")
     if job.max_restarts:  # CreateTrainingTaskRequest (SDK v20211111, 3.1.191) has no restart or retry field
-        raise job_error(job, ("max_restarts",), "TI-ONE's CreateTrainingTask has no restart field, so the task would "
-                                                "run once whatever max_restarts says; drop it for this provider "
-                                                "(--set max_restarts=0) and submit again after a failure (storage."
-                                                "checkpoint keeps what the last run saved)")
+        warn_restarted_by_controller(job, "TI-ONE's CreateTrainingTask has no restart field")
     if job.resources.shm_gb:  # ResourceConfigInfo (SDK 3.1.191): Cpu, Memory, Gpu, GpuType, InstanceType; no shm
         raise job_error(job, ("resources", "shm_gb"), "TI-ONE's CreateTrainingTask has no /dev/shm setting (the "
                                                       "platform sizes it), so shm_gb would be ignored; drop it for "

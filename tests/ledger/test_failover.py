@@ -127,7 +127,8 @@ def test_validate_and_render_cover_each_candidate_in_order(aws, fake, tmp_path, 
     assert [line.split("(")[1].split(":")[0] for line in out.stdout.splitlines()] == ["sagemaker", "tione"]
     rendered = json.loads(run_cli("render", "-p", "tione,sagemaker", "-o", "json", path, env=env, check=0).stdout)
     assert [r["provider"] for r in rendered] == ["tione", "sagemaker"]
-    bad = run_cli("validate", "-p", "sagemaker,tione", path, "--set", "max_restarts=2", env=env)  # tione: no retries
+    bad = run_cli("validate", "-p", "sagemaker,tione", path, "--set", "spot=true", "--set",  # tione: no spot in
+                  "providers.tione.resource_group=trsg-1", env=env)                        # a resource group
     assert bad.returncode == 2 and "ok (sagemaker" in bad.stdout and "tione" in bad.stderr
     assert sum(aws.calls.values()) == 0 and fake.actions() == []
 

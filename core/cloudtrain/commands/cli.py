@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that live in a module of their own: ``add_parser(sub)`` and ``run(args)`` each.
-OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune"}
+OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune",
+                       "controller": "controllercmd"}
 
 
 def _add_own_module_commands(sub) -> None:

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sshd", action="store_true",
                    help="start this node's OpenSSH server first (mpi/horovod: node 0's mpirun reaches the nodes over ssh)")
     p.add_argument("--setup", help="a shell command run once on this node (through /bin/sh) before the launcher starts")
+    p.add_argument("--stall-timeout", type=int, metavar="SECONDS",
+                   help="ddp: end the node when its first rank printed nothing for this long (stacks dumped first)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     return p
 
@@ -308,17 +310,24 @@ def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
         children.stop_all()
 
 
-def run_torchrun(shim: List[str], env: dict) -> int:
+def run_torchrun(shim: List[str], env: dict, stall_timeout: Optional[int] = None) -> int:
     """torchrun as this node's child, through ``failure.SHIM`` (``shim``: its argv): the node ends
     with the first failing rank's own exit code, says which rank it was and the last lines of its
     error, and a cancel (SIGTERM/SIGINT/SIGHUP, forwarded once) ends it without torchrun's traceback."""
     read_end, write_end = os.pipe()
+    watch = None
+    if stall_timeout:  # torchrun's output through the watch (launch/stall.py); faulthandler in every rank
+        from . import stall
+        watch = stall.StallWatch(stall_timeout)
+        env = dict(env, PYTHONFAULTHANDLER="1")
     try:
         # its own session: a signal to this node's group reaches torchrun once, through us
         proc = subprocess.Popen(shim, env=dict(env, **{failure.RESULT_FD: str(write_end)}), pass_fds=(write_end,),
-                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
+                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM),
+                                stdout=subprocess.PIPE if watch else None)
     finally:
         os.close(write_end)
+    pumps = watch.start(proc.stdout, proc) if watch is not None and proc.stdout is not None else []
     forwarded = set()
 
     def forward(signum, frame):
@@ -331,12 +340,17 @@ def run_torchrun(shim: List[str], env: dict) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     code = proc.wait()
+    for pump in pumps:
+        pump.join()
     with os.fdopen(read_end, "rb") as f:
         raw = f.read()
     try:
         result = json.loads(raw.decode("utf-8")) if raw else {}
     except ValueError:
         result = {}
+    if watch is not None and watch.stalled:  # the node's reason is the stall, not the ranks it ended
+        print("cloudtrain launch: %s" % watch.reason, file=sys.stderr, flush=True)
+        return EXIT_JOB_FAILED
     for line in failure.report_lines(result):
         print(line, file=sys.stderr, flush=True)
     if result.get("made_log_dir") and result.get("log_dir"):
@@ -411,7 +425,7 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
             return EXIT_COMMAND_NOT_FOUND
     shim = failure.shim_argv(plan.argv, env) if plan.mode == "exec" and settings.distribution == "ddp" else None
     if shim is not None:  # else (a torchrun that is not a Python script) exec'd as it is
-        return run_torchrun(shim, env)
+        return run_torchrun(shim, env, args.stall_timeout)
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)

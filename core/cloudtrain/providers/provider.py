@@ -44,6 +44,8 @@ class JobStatus:
     ended_at: Optional[float] = None
     # every restart of the whole job: {"attempt": 1, "reason": "node 1 exited with code 1", "at": time}
     restarts: List[dict] = field(default_factory=list)
+    # a job the controller follows: [{attempt, provider, handle, started_at, ended_at, reason, cost}]
+    attempts: List[dict] = field(default_factory=list)
 
     @property
     def terminal(self) -> bool:
@@ -471,6 +473,13 @@ class Run:
     def cancel(self) -> JobStatus:
         return self.provider.cancel(self.id)
 
+    @property
+    def attempts(self) -> List[dict]:
+        """``[{attempt, provider, handle, started_at, ended_at, reason, cost}]``: the submissions
+        of a job the controller follows (``cloudtrain.orchestrate.controller``); empty for another."""
+        from ..runtime.store import attempts_view
+        return attempts_view(self.handle)
+
     def __repr__(self) -> str:
         return f"<Run {self.handle}>"
 
@@ -480,3 +489,7 @@ def _check_cost(job: JobSpec, provider: str, problems) -> None:
     if getattr(job, "max_hourly_cost", None) is not None:
         from ..catalogs.prices import check_max_hourly_cost, estimate
         problems.collect(lambda: check_max_hourly_cost(job, estimate(job, provider)))
+    if getattr(job, "max_cost", None) is not None:
+        from ..catalogs.prices import estimate as _estimate
+        from ..catalogs.budget import check_max_cost
+        problems.collect(lambda: check_max_cost(job, _estimate(job, provider)))

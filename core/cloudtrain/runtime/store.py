@@ -25,6 +25,17 @@ from ..input.homedir import home, make_home, narrow_if_present, private_file  # 
 from . import diskspace, storerepair
 from ..spec.states import TERMINAL
 
+PLAN_COLUMNS = ("handle", "state", "step", "reason", "next_step", "candidates", "jobs", "profile", "restarts_itself",
+                "max_restarts", "preemptions", "failures", "budget", "currency", "warned", "max_runtime",
+                "cancel_requested", "created_at", "updated_at")
+ATTEMPT_COLUMNS = ("handle", "attempt", "provider", "attempt_handle", "state", "nodes", "rate", "currency",
+                   "started_at", "ended_at", "kind", "reason")
+
+
+class StaleTransition(RuntimeError):
+    """A compare-and-set found the row in another state than expected: someone else moved it
+    (a second controller, a ``cancel``), or it is gone.  Nothing was written."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -85,6 +96,50 @@ CREATE TABLE IF NOT EXISTS ledger (
     tried TEXT,
     refreshed_at REAL
 );
+CREATE TABLE IF NOT EXISTS plans (
+    handle TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    step TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    next_step TEXT NOT NULL DEFAULT '',
+    candidates TEXT NOT NULL,
+    jobs TEXT NOT NULL,
+    profile TEXT,
+    restarts_itself INTEGER NOT NULL DEFAULT 0,
+    max_restarts INTEGER NOT NULL DEFAULT 0,
+    preemptions INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    budget REAL,
+    currency TEXT,
+    warned INTEGER NOT NULL DEFAULT 0,
+    max_runtime INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    handle TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    provider TEXT NOT NULL,
+    attempt_handle TEXT,
+    state TEXT NOT NULL,
+    nodes INTEGER,
+    rate REAL,
+    currency TEXT,
+    started_at REAL,
+    ended_at REAL,
+    kind TEXT,
+    reason TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (handle, attempt)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    handle TEXT NOT NULL,
+    at REAL NOT NULL,
+    event TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS events_handle ON events (handle, id);
 CREATE INDEX IF NOT EXISTS ledger_submitted ON ledger (submitted_at);
 CREATE INDEX IF NOT EXISTS ledger_job ON ledger (job_id, provider);
 """
@@ -338,11 +393,119 @@ class Store:
         with self._connect() as db:
             return db.execute(sql, params).fetchall()
 
+    # -- the controller's plans, attempts and events (cloudtrain.orchestrate.controller) ------------------
+    def plan_add(self, row: Dict[str, Any], event: str = "submitted", detail: str = "") -> bool:
+        """Add a plan (a job the controller follows); False when its handle has one already."""
+        now = time.time()
+        row = dict(row, created_at=row.get("created_at", now), updated_at=now)
+        cols = [c for c in PLAN_COLUMNS if c in row]
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            cur = db.execute(f"INSERT OR IGNORE INTO plans ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                             [row[c] for c in cols])
+            if cur.rowcount == 1:
+                db.execute("INSERT INTO events (handle, at, event, detail) VALUES (?, ?, ?, ?)",
+                           (row["handle"], now, event, detail))
+            db.execute("COMMIT")
+            return cur.rowcount == 1
+
+    def plan_move(self, handle: str, expected: Any, event: str = "", detail: str = "", **fields: Any) -> None:
+        """Compare-and-set: write ``fields`` to the plan of ``handle`` only while its state is one
+        of ``expected`` (a state or a tuple of them), and append ``event`` in the same
+        transaction; ``StaleTransition`` when no row changed."""
+        states = (expected,) if isinstance(expected, str) else tuple(expected)
+        fields = dict(fields, updated_at=time.time())
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            cur = db.execute(f"UPDATE plans SET {cols} WHERE handle = ? AND state IN ({', '.join('?' * len(states))})",
+                             (*fields.values(), handle, *states))
+            if cur.rowcount != 1:
+                db.execute("ROLLBACK")
+                now = db.execute("SELECT state FROM plans WHERE handle = ?", (handle,)).fetchone()
+                raise StaleTransition(f"{handle}: expected state {' or '.join(states)}, found "
+                                      f"{now['state'] if now else 'no plan'}; nothing written")
+            if event:
+                db.execute("INSERT INTO events (handle, at, event, detail) VALUES (?, ?, ?, ?)",
+                           (handle, time.time(), event, detail))
+            db.execute("COMMIT")
+
+    def plan_flag(self, handle: str, **fields: Any) -> bool:
+        """Set flags that need no state guard (``cancel_requested``, ``next_step``); False without a plan."""
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._connect() as db:
+            return db.execute(f"UPDATE plans SET {cols} WHERE handle = ?", (*fields.values(), handle)).rowcount == 1
+
+    def plan_get(self, handle: str) -> Optional[Dict[str, Any]]:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM plans WHERE handle = ?", (handle,)).fetchone()
+            return dict(row) if row else None
+
+    def plans(self, unfinished: bool = True) -> List[Dict[str, Any]]:
+        """Every plan (``unfinished``: those not in a terminal state), oldest first."""
+        cond = f"WHERE state NOT IN ({', '.join('?' * len(TERMINAL))})" if unfinished else ""
+        with self._connect() as db:
+            return [dict(r) for r in db.execute(f"SELECT * FROM plans {cond} ORDER BY created_at",
+                                                 tuple(TERMINAL) if unfinished else ())]
+
+    def plan_of_attempt(self, attempt_handle: str) -> Optional[str]:
+        """The job handle whose attempt ``attempt_handle`` is (None: not an attempt of a plan)."""
+        with self._connect() as db:
+            row = db.execute("SELECT handle FROM attempts WHERE attempt_handle = ?", (attempt_handle,)).fetchone()
+            return row["handle"] if row else None
+
+    def attempt_add(self, row: Dict[str, Any]) -> None:
+        """A new attempt (``StaleTransition`` when that attempt exists already: never two of one number)."""
+        cols = [c for c in ATTEMPT_COLUMNS if c in row]
+        with self._connect() as db:
+            try:
+                db.execute(f"INSERT INTO attempts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                           [row[c] for c in cols])
+            except sqlite3.IntegrityError:
+                raise StaleTransition(f"{row['handle']}: attempt {row['attempt']} exists already") from None
+
+    def attempt_move(self, handle: str, attempt: int, expected: Any, **fields: Any) -> None:
+        """Compare-and-set on an attempt's ``state`` (see ``plan_move``)."""
+        states = (expected,) if isinstance(expected, str) else tuple(expected)
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self._connect() as db:
+            cur = db.execute(f"UPDATE attempts SET {cols} WHERE handle = ? AND attempt = ? "
+                             f"AND state IN ({', '.join('?' * len(states))})",
+                             (*fields.values(), handle, attempt, *states))
+            if cur.rowcount != 1:
+                raise StaleTransition(f"{handle}: attempt {attempt} is not {' or '.join(states)}; nothing written")
+
+    def attempts(self, handle: str) -> List[Dict[str, Any]]:
+        with self._connect() as db:
+            return [dict(r) for r in db.execute("SELECT * FROM attempts WHERE handle = ? ORDER BY attempt", (handle,))]
+
+    def events(self, handle: str) -> List[Dict[str, Any]]:
+        with self._connect() as db:
+            return [dict(r) for r in db.execute("SELECT at, event, detail FROM events WHERE handle = ? ORDER BY id",
+                                                (handle,))]
+
     def forget_job(self, job_id: str) -> None:
         """Remove every trace of a job that never started (its submit failed)."""
         with self._connect() as db:
             for table, column in (("nodes", "job_id"), ("restarts", "job_id"), ("jobs", "id")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))
+
+def attempt_cost(row: Dict[str, Any], now: Optional[float] = None) -> Optional[float]:
+    """An attempt's cost: nodes x rate x hours it ran (until now while it runs); None without a rate."""
+    if row.get("rate") is None or row.get("started_at") is None:
+        return None if row.get("rate") is None else 0.0
+    end = row["ended_at"] if row.get("ended_at") is not None else (now or time.time())
+    return round(row["rate"] * (row["nodes"] or 1) * max(0.0, end - row["started_at"]) / 3600.0, 4)
+
+
+def attempts_view(handle: str, store: Optional["Store"] = None, now: Optional[float] = None) -> List[Dict[str, Any]]:
+    """``[{attempt, provider, handle, started_at, ended_at, reason, cost}]`` of the job ``handle``
+    (empty for a job the controller does not follow)."""
+    rows = (store or Store()).attempts(handle)
+    return [{"attempt": r["attempt"], "provider": r["provider"], "handle": r["attempt_handle"],
+             "started_at": r["started_at"], "ended_at": r["ended_at"], "reason": r["reason"] or None,
+             "cost": attempt_cost(r, now)} for r in rows]
+
 
 def migrate(db: sqlite3.Connection) -> None:
     """Add the columns a store made by an older cloudtrain lacks.  A PID stored without its

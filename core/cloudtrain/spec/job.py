@@ -142,6 +142,64 @@ class Storage(Strict):
         return v
 
 
+RestartKind = Literal["preemption", "capacity", "node-failure", "hang"]
+# restart_on's default: every failure that is not the user's code's own (docs/controller.md)
+DEFAULT_RESTART_ON: tuple = ("preemption", "capacity", "node-failure", "hang")
+
+
+class ExitCodes(Strict):
+    """``restart_on: [{exit-codes: [3, 75]}]``: the user's code exiting with one of these is restarted too."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    exit_codes: List[int] = Field(..., alias="exit-codes", min_length=1,
+                                  description="exit codes of the user's code that restart the job (1-255)")
+
+    @field_validator("exit_codes")
+    @classmethod
+    def _codes(cls, v):
+        bad = [c for c in v if not 1 <= c <= 255]
+        if bad:
+            raise ValueError(f"exit codes are 1-255 (0 is success): {bad}")
+        return v
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``max_cost`` read: an amount and its currency (None: the catalog's of the provider)."""
+
+    amount: float
+    currency: Optional[str]
+
+    @property
+    def text(self) -> Union[float, str]:
+        return self.amount if self.currency is None else f"{self.amount:g} {self.currency}"
+
+    def shown(self, fallback: str = "") -> str:
+        return f"{self.amount:g} {self.currency or fallback}".strip()
+
+
+BUDGET_HINT = "write a number (the catalog's currency) or an amount and a currency: 500, '500 USD', '3000 CNY'"
+
+
+def parse_budget(value: Any) -> Budget:
+    """``500`` / ``"500 USD"`` / ``"3000 CNY"`` -> ``Budget``."""
+    import re
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an amount; {BUDGET_HINT}")
+    if isinstance(value, (int, float)):
+        amount, currency = float(value), None
+    elif isinstance(value, str):
+        found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]{3})?\s*", value)
+        if not found:
+            raise ValueError(f"{value!r} is not an amount; {BUDGET_HINT}")
+        amount, currency = float(found.group(1)), (found.group(2) or "").upper() or None
+    else:
+        raise ValueError(f"{value!r} is not an amount; {BUDGET_HINT}")
+    if amount <= 0:
+        raise ValueError(f"{value!r} must be more than 0; {BUDGET_HINT}")
+    return Budget(amount, currency)
+
+
 class JobSpec(Strict):
     """A distributed training job, the same for every provider."""
 
@@ -172,6 +230,16 @@ class JobSpec(Strict):
                                                    "failure or a preemption")
     max_hourly_cost: Optional[float] = Field(None, gt=0, description="refuse the job when its estimate (nodes x the "
                                              "instance's rate per hour, in the catalog's currency) is above this")
+    restart_on: List[Union[RestartKind, ExitCodes]] = Field(
+        default_factory=lambda: list(DEFAULT_RESTART_ON),
+        description="which failures max_restarts covers: preemption, capacity, node-failure, hang, and "
+                    "{exit-codes: [..]} of your own; default: the four kinds (an exit of your code is not restarted)")
+    stall_timeout: OptionalDuration = Field(None, description="end the attempt when rank 0 printed nothing for this "
+                                                              "long (30m, 2h): every rank's Python stack goes to the "
+                                                              "log first, and the attempt counts as a hang")
+    max_cost: Optional[Union[float, str]] = Field(
+        None, description="budget of the whole job, every attempt: 500 (the catalog's currency), '500 USD' or "
+                          "'3000 CNY'; warned at 80 %, cancelled when reached (needs a known rate)")
     providers: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="each provider's own options")
 
     _source: Optional["Source"] = PrivateAttr(default=None)
@@ -206,6 +274,26 @@ class JobSpec(Strict):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
         return v
 
+    @field_validator("max_cost", mode="before")
+    @classmethod
+    def _budget(cls, v):
+        return None if v is None else parse_budget(v).text
+
+    @field_validator("restart_on")
+    @classmethod
+    def _restart_kinds_once(cls, v):
+        kinds = [k for k in v if isinstance(k, str)]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError("name each kind once")
+        return v
+
+    @model_validator(mode="after")
+    def _stall_watched(self) -> "JobSpec":
+        if self.stall_timeout is not None and self.distribution.type != "ddp":
+            raise ValueError(f"stall_timeout: the launcher watches torchrun's output (ddp) only, not "
+                             f"{self.distribution.type}'s; drop stall_timeout for this job")
+        return self
+
     @model_validator(mode="after")
     def _no_overlap(self) -> "JobSpec":
         both = sorted(set(self.env) & set(self.secrets))
@@ -231,6 +319,16 @@ class JobSpec(Strict):
     def max_runtime_text(self) -> Optional[str]:
         """``max_runtime`` as a person would write it (``8h``, ``1h30m``), None without one."""
         return None if self.max_runtime is None else format_duration(self.max_runtime)
+
+    @property
+    def budget(self) -> Optional[Budget]:
+        """``max_cost`` as an amount and a currency (None: no budget)."""
+        return None if self.max_cost is None else parse_budget(self.max_cost)
+
+    @property
+    def restart_exit_codes(self) -> List[int]:
+        """The exit codes ``restart_on`` names (``{exit-codes: [..]}``)."""
+        return sorted({c for k in self.restart_on if isinstance(k, ExitCodes) for c in k.exit_codes})
 
     @property
     def ps(self) -> int:
@@ -265,6 +363,8 @@ class JobSpec(Strict):
             args += ["--ps", str(self.ps)]
         if self.distribution.min_nodes is not None and self.distribution.min_nodes < self.distribution.nodes:
             args += ["--min-nodes", str(self.distribution.min_nodes)]
+        if self.stall_timeout is not None:  # the launcher watches rank 0's output (launch/stall.py)
+            args += ["--stall-timeout", str(self.stall_timeout)]
         if self.setup is not None:  # one argument, whatever it holds: the launcher hands it to sh -c
             args.append("--setup=" + self.setup)
         return args

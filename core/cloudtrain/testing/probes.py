@@ -69,6 +69,12 @@ PROBES: Dict[str, Tuple[List[Any], Dict[str, Any]]] = {
     # catalog's cheapest type costs more than a cent an hour, a provider without prices refuses any cap
     "max_hourly_cost": ([0.01], {}),
 }
+# issue 41: the launcher watches rank 0's output (its command line changes on every provider)
+PROBES["stall_timeout"] = (["30m"], {})
+# sent nowhere: the controller applies them after submit (AFTER_SUBMIT); max_cost is also checked
+# before submit (a rate must be known: BEFORE_SUBMIT)
+PROBES["restart_on"] = ([["preemption", {"exit-codes": [3]}]], {})
+PROBES["max_cost"] = ([100000], {})
 if "setup" in JobSpec.model_fields:  # issue 30 item 6 (branch newuser): a command run on every node before the launcher
     PROBES["setup"] = (["pip install -r requirements.txt"], {})
 # (provider, field, value): the provider's example settings (``required``) already ask for exactly
@@ -123,7 +129,21 @@ def cost_cap(job, provider: str) -> None:
 
 # Fields no platform request carries: cloudtrain applies them itself in Provider.validate(submit=True),
 # after the provider's preflight (which needs the account); the probe applies the same check after render.
-BEFORE_SUBMIT = {"max_hourly_cost": cost_cap}
+def budget(job, provider: str) -> None:
+    import warnings as _warnings
+    from cloudtrain.catalogs.prices import estimate
+    from cloudtrain.catalogs.budget import check_max_cost
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")
+        check_max_cost(job, estimate(job, provider))
+
+
+BEFORE_SUBMIT = {"max_hourly_cost": cost_cap, "max_cost": budget}
+# Fields no platform request carries because cloudtrain's controller applies them while the job
+# runs (cloudtrain.orchestrate.controller): which failures restart it, and its budget.  A provider
+# must accept them (or refuse them at the field); an unchanged render is not a drop.
+AFTER_SUBMIT = {"restart_on": "the controller reads the platform's failure and restarts what it covers",
+                "max_cost": "the controller adds each attempt's cost and cancels at the budget"}
 
 
 def outcome(provider: str, data: Dict[str, Any]):

@@ -13,14 +13,15 @@ one of:
 
 A render identical to the job without the value, with no error or warning naming the field, is a
 silent drop and fails.  ``max_hourly_cost`` is in no request: cloudtrain applies it before submit
-(``BEFORE_SUBMIT``).  What each built-in provider does with a field is pinned to the platform's
+(``BEFORE_SUBMIT``); ``restart_on`` and ``max_cost`` are the controller's while the job runs
+(``AFTER_SUBMIT``).  What each built-in provider does with a field is pinned to the platform's
 source in cloudtrain's own tests/contract/test_drops_pinned.py.
 """
 import pytest
 
 from cloudtrain.testing.jobs import required_settings as settings
-from cloudtrain.testing.probes import (AGREES, PROBES, base_job, cloud_providers, names_field, neutral_fields,
-                                       outcome, refuses, with_values)
+from cloudtrain.testing.probes import (AFTER_SUBMIT, AGREES, PROBES, base_job, cloud_providers, names_field,
+                                       neutral_fields, outcome, refuses, with_values)
 
 
 def providers_here(names):
@@ -47,6 +48,6 @@ def test_a_field_is_rendered_or_refused_or_warned_about(cloudtrain_provider, fie
             assert refuses(error, [field, *shared]), \
                 f"{field}={value!r} on {provider}: refused for another reason: {error}"
         elif after == before and not any(names_field(text, field) for text in warned) \
-                and (provider, field, value) not in AGREES:
+                and field not in AFTER_SUBMIT and (provider, field, value) not in AGREES:
             silent.append(value)
     assert not silent, f"{provider} drops {field} in silence (render unchanged, no error, no warning) for {silent}"

@@ -211,9 +211,15 @@ def test_storage_outside_s3_or_an_output_too_long_for_a_tag_is_refused():
         artifacts(job(storage={"output": "s3://team-data/" + "x" * 248}))
 
 
-def test_restarts_are_refused():
-    with pytest.raises(JobFileError, match="does not restart"):
+def test_restarts_are_the_controllers():
+    import warnings
+    from cloudtrain.orchestrate.controller import needs_following
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         artifacts(job(max_restarts=1))
+    assert any("max_restarts" in str(w.message) and "controller submits the job again" in str(w.message)
+               for w in caught)
+    assert needs_following(job(max_restarts=1), "ec2")
 
 
 # -- lifecycle against the double --------------------------------------------------------------------
@@ -503,3 +509,21 @@ def test_validate_says_what_ec2_does_not_do_at_its_line(tmp_path):
     assert proc.returncode == 0 and "image" not in proc.stderr and "EFA" not in proc.stderr, proc.stderr
     path.write_text(base.replace("image: pytorch/pytorch:2.3.0\n", "network:\n  rdma: off\n"))
     assert "EFA" not in run_cli("validate", "-p", "ec2", path).stderr
+
+
+def test_an_instance_that_ended_under_a_running_node_says_why_and_the_controller_reads_it(aws):
+    """DescribeInstances' StateReason of an ended instance reaches the status message (issue 41):
+    the double terminates as EC2 does for a TerminateInstances call, 'Client.UserInitiatedShutdown:
+    User initiated shutdown', which is no preemption (someone ended it): not restarted by default."""
+    from cloudtrain.orchestrate.failures import classify
+    run = provider(aws).submit(digits())
+    nodes = job_instances(aws, run.id.split("/")[1])
+    aws.client("ec2").terminate_instances(InstanceIds=[nodes[1]["InstanceId"]])
+    status = run.status()
+    assert status.state is State.FAILED
+    assert "node 1 terminated [Client.UserInitiatedShutdown" in status.message, status.message
+    assert classify("ec2", status.message)[0] == "other"
+    # a reclaimed spot instance's reason, as the EC2 API reference's StateReason lists it
+    spot = status.message.replace("Client.UserInitiatedShutdown: User initiated shutdown",
+                                  "Server.SpotInstanceTermination: Spot instance termination")
+    assert classify("ec2", spot)[0] == "preemption"

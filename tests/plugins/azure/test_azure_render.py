@@ -253,8 +253,20 @@ def test_render_needs_an_image_or_an_environment(tmp_path):
 def test_undeclared_inputs_and_restarts_are_bad_input(tmp_path):
     with pytest.raises(JobFileError, match=r"inputs\.data.*declare it"):
         render(make_job(tmp_path, command="python train.py ${{inputs.data}}"))
-    with pytest.raises(JobFileError, match="max_restarts: 0"):
-        render(make_job(tmp_path, max_restarts=2))
+
+
+
+def test_restarts_are_the_controllers(tmp_path):
+    """Azure ML does not restart command jobs: the request has no restart, the controller makes them."""
+    import warnings
+    from cloudtrain.orchestrate.controller import needs_following
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        job = make_job(tmp_path, max_restarts=2)
+        render(job)
+    assert any("max_restarts" in str(w.message) and "controller submits the job again" in str(w.message)
+               for w in caught)
+    assert needs_following(job, "azure")
 
 
 def warned(job):

@@ -204,9 +204,10 @@ def test_resource_group_gpus_without_a_card_type_are_exit_2(tmp_path, resources,
         assert "providers.tione.gpu_type" in proc.stderr
 
 
-# -- issue 28 item 5: max_restarts is refused, not dropped --------------------------------------------------
-def test_max_restarts_is_exit_2_because_create_training_task_has_no_restart_field(tmp_path):
-    """CreateTrainingTaskRequest (SDK 3.1.191) has no restart or retry parameter: a task runs once."""
+# -- issue 41 item 2: max_restarts is the controller's on TI-ONE (issue 28 item 5 refused it) ------------------
+def test_max_restarts_is_kept_by_the_controller_because_create_training_task_has_no_restart_field(tmp_path):
+    """CreateTrainingTaskRequest (SDK 3.1.191) has no restart or retry parameter: a task runs once,
+    so the request carries no restart and a warning at the field says the controller restarts it."""
     fields = models.CreateTrainingTaskRequest().__dict__
     assert not [f for f in fields if "restart" in f.lower() or "retr" in f.lower()]
     path = write_job(tmp_path, """
@@ -214,12 +215,12 @@ def test_max_restarts_is_exit_2_because_create_training_task_has_no_restart_fiel
         command: python train.py
         image: img:1
         max_restarts: 2
+        providers: {tione: {region: ap-shanghai, instance_type: TI.S.LARGE.POST, code_source: "cos://b-1250000000/c/"}}
         """)
     proc = run_cli("validate", path, "-p", "tione")
-    assert proc.returncode == 2
+    assert proc.returncode == 0, proc.stderr
     assert f"{path}:4: max_restarts: TI-ONE's CreateTrainingTask has no restart field" in proc.stderr
-    with pytest.raises(JobFileError, match="max_restarts"):
-        request(path)
+    assert "controller submits the job again" in proc.stderr
 
 
 def test_queue_becomes_queues(tmp_path):

@@ -34,15 +34,22 @@ def test_spot_is_the_spot_supply_type_and_the_checkpoint_a_read_write_mount():
     assert "ResourceSupplyAttribute" not in plain and "CLOUDTRAIN_CHECKPOINT_DIR" not in envs(plain)
 
 
-def test_max_runtime_is_refused_because_the_request_has_no_such_field(tmp_path):
+def test_max_runtime_is_the_controllers_because_the_request_has_no_such_field(tmp_path):
     # CreateTrainingTaskRequest (tencentcloud-sdk-python tione v20211111): no field limits the run time
     fields = request_fields()
     assert "ResourceSupplyAttribute" in fields and not [f for f in fields if "Time" in f or "Runtime" in f]
     path = write_job(tmp_path, "name: t\ncommand: python t.py\nimage: img\nmax_runtime: 8h\n"
                                "providers: {tione: {instance_type: TI.S.LARGE.POST}}\n")
-    with pytest.raises(JobFileError) as info:
-        get_provider("tione").render(load_job(path))
-    assert str(info.value).startswith(f"{path}:4: max_runtime: TI-ONE's CreateTrainingTask has no run-time limit")
+    import warnings
+    from cloudtrain.orchestrate.controller import needs_following
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        job = load_job(path)
+        get_provider("tione").render(job)
+    said = [str(w.message) for w in caught]
+    assert any(text.startswith(f"{path}:4: max_runtime: TI-ONE's CreateTrainingTask has no run-time limit; "
+                               "cloudtrain's controller cancels") for text in said), said
+    assert needs_following(job, "tione")  # submit hands it to the controller, which cancels at 8h
 
 
 @pytest.mark.parametrize("text,loc,message", [
