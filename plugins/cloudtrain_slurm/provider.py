@@ -156,7 +156,7 @@ class SlurmProvider(CloudProvider):
             warn(message)
 
     def render_request(self, job: JobSpec, options: SlurmOptions) -> SlurmRequest:
-        return rq.request(job, options)
+        return rq.request(job, options, self.detectors_variable())
 
     @classmethod
     def instance(cls, job: JobSpec, options: SlurmOptions):
@@ -325,7 +325,8 @@ class SlurmProvider(CloudProvider):
 
     def list(self) -> List[JobStatus]:
         login = self.account_option("login")
-        done = self._run(login, ["squeue", "-h", "--me", "-o", SQUEUE_FORMAT], "listing the jobs")
+        # --states=all: the ended jobs the controller still remembers (MinJobAge) too
+        done = self._run(login, ["squeue", "-h", "--me", "--states=all", "-o", SQUEUE_FORMAT], "listing the jobs")
         return [self._to_status(join_id(login, row["JobId"]), Described(row["JobId"], "squeue", row))
                 for row in parse_squeue(done.stdout) if row["Comment"].startswith(rq.COMMENT_PREFIX)]
 
@@ -367,7 +368,9 @@ class SlurmProvider(CloudProvider):
         before = {p for p in dest.rglob("*")}
         with tempfile.NamedTemporaryFile(prefix="cloudtrain-outputs-", suffix=".tar.gz") as packed:
             try:
-                cluster.stream(["tar", "-C", output, "-czf", "-", "."], packed)
+                # every entry but "." itself (the unpacker refuses a member that names no file)
+                script = 'cd -- "$1" && find . -mindepth 1 -print0 | tar --null --no-recursion -T - -czf -'
+                cluster.stream(["sh", "-c", script, "sh", output], packed)
             except (CommandFailed, OSError) as exc:
                 raise slurm_error(exc, f"packing {output}")
             packed.flush()

@@ -217,8 +217,9 @@ def storage_exports(job: JobSpec) -> List[Tuple[str, str]]:
     return out
 
 
-def script(job: JobSpec, options: SlurmOptions) -> ShellText:
-    """The batch script, exactly as ``sbatch`` reads it."""
+def script(job: JobSpec, options: SlurmOptions, detectors: str) -> ShellText:
+    """The batch script, exactly as ``sbatch`` reads it (``detectors``: ``CLOUDTRAIN_DETECTORS``,
+    how the nodes' launcher finds the slurm detector in the shipped bundle)."""
     lines = ["#!/bin/bash"]
     lines += [f"#SBATCH {d}" for d in directives(job, options)]
     lines += [
@@ -255,8 +256,10 @@ def script(job: JobSpec, options: SlurmOptions) -> ShellText:
         f'mkdir -p "${storage.OUTPUT_ENV}" "$CLOUDTRAIN_CHECKPOINT_DIR"',
         f'export {BATCH_NODE_VAR}="${{SLURMD_NODENAME:-}}"',
         f'export {RESTART_VAR}="${{SLURM_RESTART_COUNT:-0}}"',
+        f"export CLOUDTRAIN_DETECTORS={shlex.quote(detectors)}",
         f'rm -f "$job_dir/{EXIT_FILE}"',
         "rc=0",
+        "# shellcheck disable=SC2016  # the node's shell expands what the single quotes keep",
         srun_line(job, options) + " || rc=$?",
     ]
     if job.max_restarts:
@@ -271,8 +274,8 @@ def script(job: JobSpec, options: SlurmOptions) -> ShellText:
     return ShellText("\n".join(lines) + "\n")
 
 
-def request(job: JobSpec, options: SlurmOptions) -> SlurmRequest:
-    return SlurmRequest(name=job.name, script=script(job, options), workdir=options.workdir,
+def request(job: JobSpec, options: SlurmOptions, detectors: str) -> SlurmRequest:
+    return SlurmRequest(name=job.name, script=script(job, options, detectors), workdir=options.workdir,
                         script_file=script_path(options.workdir), login=options.login,
                         secrets=tuple(sorted(job.secrets)))
 
