@@ -88,7 +88,7 @@ def _expand_one(name: str) -> List[str]:
 
 def expand_nodelist(value: str) -> List[str]:
     """Slurm's compressed host list expanded, in Slurm's order: ``a[1-3,5],b`` -> ``a1 a2 a3 a5
-    b``; ``n[01-02]-ib`` -> ``n01-ib n02-ib``.  Raises ``ValueError`` for what it cannot read."""
+    b``; ``r[1-2]-n[01-02]`` -> ``r1-n01 r1-n02 r2-n01 r2-n02``.  Raises ``ValueError`` for what it cannot read."""
     hosts = []
     for item in _split_top(value.strip()):
         hosts += _expand_one(item)

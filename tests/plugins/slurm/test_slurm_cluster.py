@@ -1,6 +1,7 @@
 """The slurm provider against a real Slurm (tests/support/slurm_cluster.py: Debian's slurm-wlm,
 one slurmctld and two slurmd on 127.0.0.1, no accounting).  Every state, reason and field read
 here is what the real commands printed."""
+import hashlib
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ from cloudtrain_slurm.sdk import SACCT_FIELDS, parse_sacct, parse_scontrol
 pytestmark = pytest.mark.slurm
 
 
-LISTS = ["n1", "n[1-2]", "a[1-3,5],b", "gpu[001-003,010]", "n[01-02]-ib", "rack[1-2]-node[1-2]", "x,y,z",
+LISTS = ["n1", "n[1-2]", "a[1-3,5],b", "gpu[001-003,010]", "a[1-2]-b[3-4]", "rack[1-2]-node[1-2]", "x,y,z",
          "node-[001-002]", "c[9-11]", "login1,gpu[1-2],cpu[7,9-10]"]
 
 
@@ -37,7 +38,7 @@ def test_the_node_side_expansion_is_slurms_own(value, slurm_cluster):
 
 def make_job(tmp_path, command, nodes=2, **extra):
     code = tmp_path / "code"
-    code.mkdir(exist_ok=True)
+    code.mkdir(parents=True, exist_ok=True)
     (code / "note.txt").write_text("shipped\n")
     providers = {"slurm": {"workdir": str(tmp_path / "wd"), **extra.pop("slurm", {})}}
     return job_from_dict({"name": extra.pop("name", "sj"), "code": str(code), "command": command,
@@ -147,12 +148,13 @@ def test_a_submit_that_fails_after_sbatch_cancels_the_job_first(slurm_cluster, t
 
 
 def test_secrets_reach_the_job_and_no_file(slurm_cluster, tmp_path, monkeypatch):
-    monkeypatch.setenv("CT_SLURM_TEST_SECRET", "v4lue-'$(touch pwned)'")
-    job = make_job(tmp_path, ["sh", "-c", 'test "$API_TOKEN" = "v4lue-'"'"'\\$(touch pwned)'"'"'" && echo secret-ok'],
+    value = "v4lue-'$(touch pwned)' \"x\" `touch pwned`"
+    monkeypatch.setenv("CT_SLURM_TEST_SECRET", value)
+    job = make_job(tmp_path, ["sh", "-c", 'printf %s "$API_TOKEN" | sha256sum'],
                    nodes=1, secrets={"API_TOKEN": {"from_env": "CT_SLURM_TEST_SECRET"}})
     run = get_provider("slurm").submit(job)
     assert run.wait(timeout=180).state == State.SUCCEEDED
-    assert "secret-ok" in "".join(run.logs())
+    assert hashlib.sha256(value.encode()).hexdigest() in "".join(run.logs())  # the job saw it byte for byte
     for path in (tmp_path / "wd").rglob("*"):
         if path.is_file() and not path.name.endswith(".tar.gz"):
             assert b"v4lue" not in path.read_bytes(), path
