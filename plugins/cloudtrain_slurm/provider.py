@@ -148,7 +148,15 @@ class SlurmProvider(CloudProvider):
             raise slurm_error(exc, doing) from None
 
     def workdir_of(self, job_id: str) -> str:
-        return self._workdirs.get(job_id) or self.account_option("workdir") or SlurmOptions().workdir
+        """The workdir of the job: its submit's, else the one its output file (scontrol's StdOut,
+        ``<workdir>/logs/<id>.out``) is in, else the settings' (or the default)."""
+        if job_id in self._workdirs:
+            return self._workdirs[job_id]
+        _, number = split_id(job_id)
+        stdout, tail = self._stdout.get(job_id, ""), f"/{rq.LOGS}/{number}.out"
+        if stdout.endswith(tail) and len(stdout) > len(tail):
+            return stdout[:-len(tail)]
+        return self.account_option("workdir") or SlurmOptions().workdir
 
     # -- render (pure) -----------------------------------------------------------------------------
     def check(self, job: JobSpec, options: SlurmOptions) -> None:
@@ -357,6 +365,7 @@ class SlurmProvider(CloudProvider):
         from cloudtrain.launch.unpack import unpack
         login, number = split_id(job_id)
         cluster = self.cluster(login)
+        self._describe(job_id)  # scontrol names its output file while Slurm remembers the job: the workdir
         directory = rq.job_dir(self.workdir_of(job_id), number)
         named = cluster.run(["cat", f"{directory}/{rq.OUTPUT_DIR_FILE}"], check=False)
         output = named.stdout.strip() if named.returncode == 0 and named.stdout.strip() else f"{directory}/output"
