@@ -43,8 +43,9 @@ class SlurmOptions(BaseModel):
         None, description="how the job's image runs: pyxis (srun --container-image, NVIDIA's enroot) or apptainer "
                           "(apptainer exec docker://IMAGE). Unset: the image is not used; the nodes run in the "
                           "environment sbatch gives them (the submitting shell's), with prelude and setup")
-    prelude: List[str] = Field(default_factory=list, description="shell lines each node runs before the launcher, "
-                                                                 "e.g. module load cuda/12.1, source ~/venv/bin/activate")
+    prelude: List[str] = Field(default_factory=list,
+                               description="shell lines each node runs before the launcher, e.g. module load "
+                                           "cuda/12.1, source ~/venv/bin/activate")
     python: str = Field("python3", description="the nodes' Python (3.8+), which runs `cloudtrain launch`")
     signal_seconds: int = Field(120, ge=10, le=65535, description="with max_restarts: seconds before the time limit "
                                                                   "(or a preemption) the job's processes get SIGTERM "

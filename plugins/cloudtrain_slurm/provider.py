@@ -14,6 +14,7 @@ a login node over ssh (``slurm://alice@login1/1234``), so a handle reaches its j
 from __future__ import annotations
 
 import atexit
+import warnings
 import shlex
 import shutil
 import sys
@@ -25,7 +26,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from cloudtrain.providers.cloud import CloudProvider, timestamp
 from cloudtrain.providers.provider import JobStatus, State
 from cloudtrain.providers.request import CodeUpload, Rendered
-from cloudtrain.spec.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.transfer.objectstore import ObjectUrl
 
@@ -160,8 +161,8 @@ class SlurmProvider(CloudProvider):
 
     # -- render (pure) -----------------------------------------------------------------------------
     def check(self, job: JobSpec, options: SlurmOptions) -> None:
-        for message in rq.check(job, options):
-            warn(message)
+        for loc, message in rq.check(job, options):
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, message))), stacklevel=2)
 
     def render_request(self, job: JobSpec, options: SlurmOptions) -> SlurmRequest:
         return rq.request(job, options, self.detectors_variable())

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from cloudtrain.input.loading import validate_model
+from cloudtrain.input.secrets import MASK
 from cloudtrain.launch.unpack import bootstrap_argv
 from cloudtrain.providers.request import Artifact, CodeUpload, Placeholder, Request, ShellText
 from cloudtrain.spec.errors import JobFileError
@@ -89,11 +90,12 @@ class SlurmRequest(Request):
     def artifacts(self) -> List[Artifact]:
         out = []
         if self.ships_code:
-            out.append(Artifact("code", archive_path(self.workdir),
-                                f"the code and cloudtrain's launcher bundle ({LAUNCHER_DIR}/), a gzip'd tar named by its "
-                                f"sha256, checked and unpacked by the script"))
+            out.append(Artifact("slurm/code-archive", archive_path(self.workdir),
+                                f"the code and cloudtrain's launcher bundle ({LAUNCHER_DIR}/), a gzip'd tar named "
+                                "by its sha256, checked and unpacked by the script"))
         where = f" on {self.login}" if self.login else ""
-        out.append(Artifact("sbatch", f"{self.script_file}{where}", str(self.script)))
+        out.append(Artifact("slurm/sbatch", f"{self.script_file}{where}",
+                            {"command": f"sbatch --parsable {self.script_file}", "script": str(self.script)}))
         return out
 
     @property
@@ -249,6 +251,9 @@ def script(job: JobSpec, options: SlurmOptions, detectors: str) -> ShellText:
                  + f' "$workdir/{CODE_FOLDER}/"{Placeholder.CODE_DIGEST}.tar.gz "$code_dir"')
     for name, value in sorted(job.env.items()):
         lines.append(f"export {name}={shlex.quote(str(value))}")
+    if job.secrets:
+        lines.append(f"# secrets, in the environment sbatch gave the job (their values are in no file): "
+                     f"{' '.join(f'{name}={MASK}' for name in sorted(job.secrets))}")
     for name, word in storage_exports(job):
         lines.append(f"export {name}={word}")
     lines += [
@@ -280,13 +285,17 @@ def request(job: JobSpec, options: SlurmOptions, detectors: str) -> SlurmRequest
                         secrets=tuple(sorted(job.secrets)))
 
 
-def check(job: JobSpec, options: SlurmOptions) -> List[str]:
-    """Raises for what Slurm would refuse or run wrongly; returns warnings."""
+def check(job: JobSpec, options: SlurmOptions) -> List[Tuple[tuple, str]]:
+    """Raises for what Slurm would refuse or run wrongly; returns warnings, ``(loc, message)``."""
     partition_and_qos(job, options)
     warnings = []
     if job.image and not options.containers:
-        warnings.append(f"image {job.image} is not used on Slurm unless providers.slurm.containers says how (pyxis or "
-                        "apptainer); the nodes run in the environment sbatch gives them")
+        warnings.append((("image",), f"{job.image} is not used on Slurm unless providers.slurm.containers says how "
+                                     "(pyxis or apptainer); the nodes run in the environment sbatch gives them"))
+    if job.network.rdma != "auto":
+        warnings.append((("network", "rdma"), f"{job.network.rdma} has no Slurm setting: the nodes use the fabric the "
+                                              "cluster has (NCCL and MPI find InfiniBand themselves); set NCCL_* "
+                                              "variables in env to steer them"))
     for loc, uri in storage.entries(job):
         path = storage.split(uri)[1]
         if "\0" in path or "\n" in path:

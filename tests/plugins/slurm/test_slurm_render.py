@@ -18,8 +18,6 @@ from cloudtrain.providers.request import Placeholder, fill
 from cloudtrain.spec.errors import BadInput, JobFileError
 from conftest import EXAMPLES, run_cli
 
-from cloudtrain_slurm import render as rq
-
 BASE = {"name": "sj", "command": "python train.py --epochs 2", "distribution": {"type": "ddp", "nodes": 2},
         "env": {"OMP_NUM_THREADS": "1"}}
 DIGEST = "ab" * 32
@@ -53,7 +51,7 @@ def test_the_digits_example_renders_one_srun_of_the_launcher_on_every_node():
     out = proc.stdout
     assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=1" in out
     assert "#SBATCH --job-name=digits-ddp" in out
-    srun = [line for line in out.splitlines() if line.startswith("srun ")]
+    srun = [line.strip() for line in out.splitlines() if line.strip().startswith("srun ")]
     assert len(srun) == 1
     assert "python3 -m cloudtrain.launch --platform slurm --type ddp --nproc-per-node 2" in srun[0]
     # the image is not silently dropped: the render and stderr say it is not used without containers
