@@ -120,7 +120,8 @@ class Cluster:
             return
         if self.login is not None:
             control = os.path.join(self._control, "%C")
-            subprocess.run([self.ssh, "-o", f"ControlPath={control}", "-O", "exit", self.login],
+            # the same options as the connections: %C hashes the host, port and user they name
+            subprocess.run([self.ssh, "-o", f"ControlPath={control}", *self.ssh_options, "-O", "exit", self.login],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
         shutil.rmtree(self._control, ignore_errors=True)
         self._control = None
@@ -144,13 +145,21 @@ class WorkdirStore(ObjectStore):
         return f"{self.workdir}/{url.key}"
 
     def exists(self, url: ObjectUrl) -> bool:
-        return self.cluster.run(["test", "-f", self.path(url)], check=False).returncode == 0
+        argv = ["test", "-f", self.path(url)]
+        done = self.cluster.run(argv, check=False)
+        if done.returncode not in (0, 1):  # test's own answers; anything else: ssh or the shell failed
+            raise slurm_error(CommandFailed(argv, done.returncode, done.stderr, self.cluster.where),
+                              f"looking for {self.path(url)}")
+        return done.returncode == 0
 
     def put(self, url: ObjectUrl, data: bytes, content_type: str = "application/octet-stream") -> None:
         path = self.path(url)
         script = 'umask 077; mkdir -p "$(dirname "$1")" && cat > "$1.part.$$" && chmod 644 "$1.part.$$" ' \
                  '&& mv -f "$1.part.$$" "$1"'
-        self.cluster.run(["sh", "-c", script, "sh", path], stdin=data)
+        try:
+            self.cluster.run(["sh", "-c", script, "sh", path], stdin=data)
+        except (CommandFailed, OSError) as exc:
+            raise slurm_error(exc, f"writing {path}")
 
     def put_file(self, url: ObjectUrl, path: Path, content_type: str = "application/octet-stream") -> None:
         self.put(url, Path(path).read_bytes(), content_type)

@@ -235,3 +235,84 @@ def test_the_digits_example_trains_on_two_nodes_through_sbatch(slurm_cluster, tm
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.9, metrics
     assert handle in run_cli("list", "-p", "slurm", env=env, check=0).stdout
+
+
+def test_doctor_online_through_the_cli(slurm_cluster, tmp_path):
+    done = run_cli("doctor", "-p", "slurm", "--online", env={"SLURM_CONF": str(slurm_cluster.conf),
+                                                             "CLOUDTRAIN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "debug*" in done.stdout and "preempt" in done.stdout
+
+
+# -- the login mode: a local sshd on 127.0.0.1 with keys made for the test ----------------------
+@pytest.fixture
+def login_node(tmp_path, slurm_cluster):
+    """sshd on 127.0.0.1 (its own host key, config and pid file), a client key it accepts and a
+    known_hosts naming its host key; yields the ssh options a provider needs, and stops sshd by its
+    PID at the end."""
+    d = tmp_path / "ssh"
+    d.mkdir(mode=0o700)
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    (d / "authorized_keys").write_text((d / "client.pub").read_text())
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {d / 'host'}\nPidFile {d / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nAcceptEnv SLURM_CONF\n")
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} " + (d / "host.pub").read_text().split(" ", 2)[0] + " "
+                                   + (d / "host.pub").read_text().split(" ", 2)[1] + "\n")
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: (d / "sshd.pid").exists(), "sshd listens", 30)
+        options = ("-p", str(port), "-i", str(d / "client"), "-o", "IdentitiesOnly=yes",
+                   "-o", f"UserKnownHostsFile={d / 'known_hosts'}", "-o", "StrictHostKeyChecking=yes",
+                   "-o", "SendEnv=SLURM_CONF", "-F", "/dev/null")
+        yield f"{os.environ.get('USER') or 'root'}@127.0.0.1", options
+    finally:
+        sshd.terminate()
+        sshd.wait(timeout=30)
+    assert sshd.poll() is not None
+
+
+def ssh_children(control_dir_prefix="cloudtrain-ssh-"):
+    """Live ssh master processes of ours (their ControlPath is in a cloudtrain-ssh- directory)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"ssh") and control_dir_prefix.encode() in cmd:
+                found.append(int(entry))
+    return found
+
+
+def test_the_login_mode_runs_every_command_over_ssh(login_node, tmp_path):
+    login, options = login_node
+    provider = SlurmProvider(ssh_options=options)
+    job = make_job(tmp_path, ["sh", "-c", "echo over-ssh node=$SLURM_NODEID"], slurm={"login": login})
+    try:
+        run = provider.submit(job)
+        assert run.id.startswith(login + "/")
+        status = run.wait(timeout=180)
+        assert status.state == State.SUCCEEDED, status
+        text = "".join(run.logs())
+        assert "over-ssh node=0" in text and "over-ssh node=1" in text
+        assert ssh_children(), "one master connection carries the burst"
+    finally:
+        provider.close()
+    wait_for(lambda: not ssh_children(), "the master connection is closed", 30)
+
+
+def test_a_login_that_does_not_answer_is_a_platform_error(tmp_path, slurm_cluster):
+    provider = SlurmProvider(ssh_options=("-p", "1", "-o", "ConnectTimeout=5", "-F", "/dev/null"))
+    job = make_job(tmp_path, ["true"], slurm={"login": "nobody@127.0.0.1"})
+    with pytest.raises(PlatformError) as err:
+        provider.submit(job)
+    assert "nobody@127.0.0.1" in str(err.value)
+    provider.close()
