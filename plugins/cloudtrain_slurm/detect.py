@@ -142,6 +142,11 @@ def detect(environ: Mapping[str, str]) -> Optional[Topology]:
     # own, which holds every node's CPUs (Slurm >= 20.11 gives a step none of another's without
     # --overlap).
     env["SLURM_OVERLAP"] = "1"
+    # Open MPI inside an allocation takes its slots from Slurm (one task per node here: one slot),
+    # so mpirun -H host:N refuses N > 1 ("not enough slots", Open MPI 4.1 on Slurm 22.05, seen on
+    # the test cluster); without Slurm's allocator mpirun takes -H's slots and still starts its
+    # daemons through srun.
+    env["OMPI_MCA_ras"] = "^slurm"
     return Topology(
         platform=PLATFORM,
         node_rank=rank,

@@ -288,7 +288,7 @@ def request(job: JobSpec, options: SlurmOptions, detectors: str) -> SlurmRequest
 def check(job: JobSpec, options: SlurmOptions) -> List[Tuple[tuple, str]]:
     """Raises for what Slurm would refuse or run wrongly; returns warnings, ``(loc, message)``."""
     partition_and_qos(job, options)
-    warnings = []
+    warnings: List[Tuple[tuple, str]] = []
     if job.image and not options.containers:
         warnings.append((("image",), f"{job.image} is not used on Slurm unless providers.slurm.containers says how "
                                      "(pyxis or apptainer); the nodes run in the environment sbatch gives them"))
