@@ -160,6 +160,6 @@ def detect(environ: Mapping[str, str]) -> Optional[Topology]:
 
 
 PLATFORMS = (
-    Platform(PLATFORM, detect, priority=60, environment="cloudtrain_slurm.render:emulate",
+    Platform(PLATFORM, detect, priority=55, environment="cloudtrain_slurm.render:emulate",
              prefixes=("SLURM_", "SLURMD_", "SBATCH_", "SRUN_"), variables=(BATCH_NODE_VAR,)),
 )
