@@ -14,6 +14,7 @@ need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)   # tests/security: every node script
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)  # tests/faults: a PID namespace of its own
+{ command -v slurmctld && command -v sshd; } >/dev/null 2>&1 || need_apt+=(slurm-wlm munge openssh-server)  # tests/plugins/slurm: a real two-node Slurm, its login over ssh
 { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || need_apt+=(chromium chromium-driver)  # tests/ui: a real browser
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

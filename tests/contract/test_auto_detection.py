@@ -13,15 +13,15 @@ from cloudtrain.input.loading import job_from_dict
 from cloudtrain.providers.provider import Cluster
 from cloudtrain.extend.registry import builtin_providers
 
-# docs/launcher.md's table: tione, azure, sagemaker, modelarts-lite, modelarts, volcano,
+# docs/launcher.md's table: tione, azure, sagemaker, modelarts-lite, slurm, modelarts, volcano,
 # kubeflow-trainer, kubeflow, then the generic one.
-DOCUMENTED_ORDER = ["tione", "azure", "sagemaker", "modelarts-lite", "modelarts", "volcano", "kubeflow-trainer",
-                    "kubeflow", "local"]
+DOCUMENTED_ORDER = ["tione", "azure", "sagemaker", "modelarts-lite", "slurm", "modelarts", "volcano",
+                    "kubeflow-trainer", "kubeflow", "local"]
 # The providers whose nodes are each platform's (eks's pods are Kubeflow's: named only).
 BUILT_IN = {"tione": "tione", "azure": "azure", "sagemaker": "sagemaker", "modelarts-lite": "modelarts-lite",
             "modelarts": "modelarts", "volcano": "volcano", "kubeflow": "kubeflow", "eks": "kubeflow",
             "kubeflow-trainer": "kubeflow-trainer",
-            "local": "local", "docker": "docker", "ec2": "ec2"}
+            "local": "local", "docker": "docker", "ec2": "ec2", "slurm": "slurm"}
 
 
 def job(kind: str, nodes: int):

@@ -132,7 +132,7 @@ def render(provider: str, kind: str):
     """The provider's request for a 2-node ``kind`` job with every storage field, in the first URI
     scheme the provider takes; None when it refuses ``kind`` itself (at distribution.type)."""
     last = None
-    for uri in URIS.values():
+    for uri in [*URIS.values(), "/shared/data/train/"]:  # the last: a shared file system's path (slurm)
         options = settings(provider)
         for _ in range(2):  # a required option storage replaces (sagemaker's output_s3) said twice: drop it
             data = dict(BASE, providers={provider: options}, storage=storage_for(uri),

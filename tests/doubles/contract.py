@@ -21,6 +21,8 @@ no_double("local", "runs the job on this machine: tests/e2e runs real jobs throu
 no_double("docker", "runs the job in Docker on this machine: tests/e2e runs real containers")
 no_double("ec2", "its double (moto + SSM commands run as subprocesses) needs the node script run per test: "
                  "tests/plugins/aws/test_aws_ec2.py")
+no_double("slurm", "its lifecycle runs against a real Slurm (one slurmctld, two slurmd on 127.0.0.1): "
+                   "tests/plugins/slurm/test_slurm_cluster.py; a double could only set states written here")
 no_double("fakeone", "the test plugin: its jobs are local processes (tests/core)")
 
 

@@ -229,8 +229,12 @@ def check(name: str, settings, online: bool = False) -> Report:
 
 
 def online_check(provider) -> Check:
-    """One harmless read call: the provider's job list (what ``cloudtrain list -p`` shows)."""
+    """One harmless read call: the provider's job list (what ``cloudtrain list -p`` shows), or the
+    provider's own ``online_check()`` (a line saying what it found) where it has one."""
+    own = getattr(provider, "online_check", None)
     try:
+        if callable(own):
+            return Check(OK, own())
         jobs = provider.list()
     except CloudtrainError as exc:
         from ..spec.credentials import mask_text
