@@ -95,6 +95,8 @@ class EksProvider(KubeflowProvider[EksOptions]):
 
     def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
         mopts = super().manifest_options(job, options)
+        if options.api == "trainer":  # a TrainJob's name leaves room for its JobSet's pod names
+            mopts = replace(mopts, jobset=True)
         choice = choose(job, EKS_RULES, options.instance_type)
         row = choice.row if choice else None
         if choice:  # the nodes of that EC2 type (the label every EKS node carries)
