@@ -236,6 +236,19 @@ def sagemaker_code_location(options: SageMakerOptions) -> str:
     return join_s3(base, CODE_DIGEST, "code.tar.gz")
 
 
+def training_image_config(options: SageMakerOptions) -> Optional[dict]:
+    """``AlgorithmSpecification.TrainingImageConfig`` for an image in a private registry reached
+    through the job's VPC (botocore's sagemaker model: TrainingRepositoryAccessMode Platform|Vpc,
+    TrainingRepositoryAuthConfig.TrainingRepositoryCredentialsProviderArn); None for ECR."""
+    if options.image_access != "Vpc":
+        return None
+    config: Dict[str, object] = {"TrainingRepositoryAccessMode": "Vpc"}
+    if options.image_credentials_lambda:
+        config["TrainingRepositoryAuthConfig"] = {
+            "TrainingRepositoryCredentialsProviderArn": options.image_credentials_lambda}
+    return config
+
+
 def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str) -> dict:
     """``CreateTrainingJob``'s body as boto3's ``create_training_job(**body)`` takes it."""
     code_uri = sagemaker_code_location(options)
@@ -259,15 +272,17 @@ def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str)
     tags += [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
     if options.run_label:
         tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
+    algorithm = {
+        "TrainingImage": options.image or job.image,
+        "TrainingInputMode": "File",
+        "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, CODE_DIGEST],
+        "ContainerArguments": container_arguments(job, options),
+        "TrainingImageConfig": training_image_config(options),
+    }
     return strip_empty({
         "TrainingJobName": f"{job.name[:50].rstrip('-')}-{SPEC_HASH}",
         "RoleArn": options.role_arn or ROLE_PLACEHOLDER,
-        "AlgorithmSpecification": {
-            "TrainingImage": options.image or job.image,
-            "TrainingInputMode": "File",
-            "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, CODE_DIGEST],
-            "ContainerArguments": container_arguments(job, options),
-        },
+        "AlgorithmSpecification": strip_empty(algorithm),
         "InputDataConfig": channels,
         "OutputDataConfig": {"S3OutputPath": options.output_s3 or OUTPUT_PLACEHOLDER},
         "ResourceConfig": resources,
