@@ -125,7 +125,8 @@ class Ec2Options(BaseModel):
         description="network interface for MPI and gloo (btl_tcp_if_include), e.g. ens5 (default: the one that routes "
                     "to node 0)")
     max_runtime_seconds: int = Field(86400, ge=60, le=EC2_MAX_RUNTIME,
-        description="SSM executionTimeout of each node's script")
+        description="SSM executionTimeout of each node's script: SSM then SIGKILLs it, so no shutdown is "
+                    "scheduled and the instance runs (and bills) until cancel terminates it")
     ready_timeout_seconds: int = Field(900, ge=1,
         description="how long submit waits for the instances to run and register with SSM")
     terminate_when_done: bool = Field(True,

@@ -598,6 +598,9 @@ def send_command(options: Ec2Options, comment: str, script: str) -> dict:
         "Comment": comment[:100],
         "MaxConcurrency": "100%",  # every node at once: SSM's default (50) would leave some waiting
         "TimeoutSeconds": max(30, options.ready_timeout_seconds),
+        # at executionTimeout the SSM agent SIGKILLs the script's process group (amazon-ssm-agent
+        # agent/executers/executers_unix.go killProcess, exit 137): the script's EXIT trap never runs,
+        # so no shutdown is scheduled and the instance keeps running until it is terminated
         "Parameters": {"commands": [script], "executionTimeout": [str(options.max_runtime_seconds)]},
     }
     if options.log_group:
