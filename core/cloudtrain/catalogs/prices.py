@@ -33,7 +33,9 @@ class Estimate:
 
     @property
     def ceiling(self) -> Optional[float]:
-        return None if self.hourly is None or self.max_hours is None else self.hourly * (self.max_hours + self.idle_hours)
+        if self.hourly is None or self.max_hours is None:
+            return None
+        return self.hourly * (self.max_hours + self.idle_hours)
 
     def line(self) -> str:
         if self.instance_type is None:
