@@ -55,7 +55,7 @@ class SageMakerOptions(BaseModel):
         description="StoppingCondition.MaxRuntimeInSeconds: SageMaker stops the job after this")
     spot: bool = Field(False,
         description="managed spot training (EnableManagedSpotTraining); checkpoints default to "
-                    "<output_s3>/<name>/checkpoints")
+                    "<output_s3>/<name>/<spec hash>/checkpoints")
     max_wait_seconds: Optional[int] = Field(None, ge=1, le=2419200,
         description="spot: MaxWaitTimeInSeconds, run time plus waiting for capacity (default: 2 x max_runtime_seconds)")
     checkpoint_s3: Optional[str] = Field(None,

@@ -227,7 +227,9 @@ def sagemaker_checkpoint_s3(job: JobSpec, options: SageMakerOptions) -> Optional
     if options.checkpoint_s3:
         return options.checkpoint_s3
     if options.spot:
-        return join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, job.name, "checkpoints")
+        # per spec (its hash, filled at submit): a resubmitted spec resumes its own checkpoints, another
+        # spec that shares the name never resumes from them
+        return join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, job.name, SPEC_HASH, "checkpoints")
     return None
 
 
