@@ -617,6 +617,17 @@ def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> d
     return policy
 
 
+def gang_size(job: JobSpec) -> int:
+    """How many of the job's pods the gang scheduler waits for: ``min_nodes`` for ddp only, whose
+    torchrun rendezvous (c10d, ``--nnodes min:max``) starts with fewer nodes and admits the rest
+    later; every other type needs all its nodes at once (mpirun's hostfile, DeepSpeed's and Ray's
+    fixed node lists, a TFJob's cluster, `none`'s every node), so a partial gang would start and
+    wait or fail (Volcano: a job starts once minAvailable pods are scheduled, batch.volcano.sh
+    JobSpec.minAvailable)."""
+    d = job.distribution
+    return d.min_nodes if d.type == "ddp" and d.min_nodes else d.nodes
+
+
 def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
     """Kueue's job labels: the LocalQueue and the WorkloadPriorityClass (kubernetes-sigs/kueue
     pkg/controller/constants: QueueLabel, WorkloadPriorityClassLabel)."""
@@ -686,7 +697,7 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
     spec: Dict[str, Any] = {"pytorchReplicaSpecs": specs, "nprocPerNode": str(job.procs_per_node),
-                            "runPolicy": _run_policy(job, options, d.min_nodes or d.nodes)}
+                            "runPolicy": _run_policy(job, options, gang_size(job))}
     if elastic:
         # A node range (or restarts) asks for c10d rendezvous across re-created pods.  The store is
         # node 0's (the launcher's --rdzv-endpoint is the master's): without rdzvHost the operator's
@@ -829,7 +840,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         "schedulerName": options.scheduler_name,
         "queue": options.queue or "default",
         **({"priorityClassName": options.priority_class} if options.priority_class else {}),
-        "minAvailable": d.min_nodes or d.nodes,
+        "minAvailable": gang_size(job),
         "maxRetry": job.max_restarts,
         "plugins": plugins,
         "policies": [{"event": "PodFailed", "action": "RestartJob" if restart else "AbortJob"},
