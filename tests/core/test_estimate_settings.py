@@ -68,3 +68,12 @@ def test_the_ledger_records_the_rate_the_estimate_used():
     # not the row's cheapest on-demand rate in any region
     cheapest = next(r for r in cls.instance_rules().catalog().rows if r.instance_type == "p5.48xlarge").price
     assert rate != cheapest
+
+
+def test_an_azure_compute_cluster_is_priced_at_its_own_size_or_not_at_all():
+    """The render leaves a named compute cluster's VM size alone (cloudtrain_azure.render
+    known_vm_size: read with compute.get at submit), so the estimate does not guess one."""
+    est = estimate(job("azure", {"compute": "gpu-cluster"}), "azure")
+    assert est.rate is None and est.instance_type is None and "gpu-cluster" in est.note
+    sized = estimate(job("azure", {"compute": "gpu-cluster", "vm_size": "Standard_ND96isr_H100_v5"}), "azure")
+    assert sized.instance_type == "Standard_ND96isr_H100_v5"

@@ -66,6 +66,7 @@ class Billing:
     spot: bool
     max_seconds: Optional[float]
     idle_seconds: float
+    sized_elsewhere: Optional[str] = None   # the nodes' size is not the job's to choose (a named cluster's)
 
 
 def billing(job: JobSpec, cls, rules) -> Billing:
@@ -82,7 +83,13 @@ def billing(job: JobSpec, cls, rules) -> Billing:
     spot = bool(job.spot or getattr(options, "spot", False) is True or getattr(options, "job_tier", None) == "spot")
     runtime = getattr(options, "max_runtime_seconds", None) or job.max_runtime
     idle = getattr(options, "keep_alive_seconds", None) or 0
-    return Billing(region, spot, None if runtime is None else float(runtime), float(idle))
+    # an Azure compute cluster runs on its own VM size, which the render leaves alone (read at
+    # submit, cloudtrain_azure.render.known_vm_size): no size is resolved from the job for it
+    cluster = getattr(options, "compute", None)
+    elsewhere = None
+    if cluster and not getattr(options, rules.option, None):
+        elsewhere = f"the compute cluster {cluster} runs on its own VM size, read at submit; set {rules.option}"
+    return Billing(region, spot, None if runtime is None else float(runtime), float(idle), elsewhere)
 
 
 def estimate(job: JobSpec, provider: str) -> Estimate:
@@ -96,13 +103,15 @@ def estimate(job: JobSpec, provider: str) -> Estimate:
     if rules is None:  # local, docker: no catalog to read (nor its modules to import)
         return Estimate(provider, None, nodes, None, None, None, False, "no instance catalog, no price", hours)
     from .instances import choose
+    bill = billing(job, cls, rules)
+    if bill.sized_elsewhere:
+        return Estimate(provider, None, nodes, None, None, None, False, bill.sized_elsewhere, hours)
     choice = choose(job, rules, (job.providers.get(provider) or {}).get(rules.option))
     if choice is None or choice.row is None:
         name = choice.instance_type if choice else None
         return Estimate(provider, name, nodes, None, None, None, False,
                         "no instance type resolved from the job" if name is None else "not in the catalog, no price",
                         hours)
-    bill = billing(job, cls, rules)
     hours = None if bill.max_seconds is None else bill.max_seconds / 3600
     row, region = choice.row, bill.region
     found = row.price_in(region)
