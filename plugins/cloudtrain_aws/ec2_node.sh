@@ -2,8 +2,10 @@
 # cloudtrain: the script of each of the @nodes@ node(s) of job <job-id> (@name@), sent by SSM SendCommand; runs as root
 set -eu
 JOB='<job-id>'
-# however this script ends (a failed step, the launcher's end, a signal), node_end ends it: names the
-# step that failed, stops the checkpoint sync, schedules the shutdown (terminate_when_done)
+# however this script ends (a failed step, the launcher's end, HUP/INT/TERM), node_end ends it: names the
+# step that failed, stops the checkpoint sync, schedules the shutdown (terminate_when_done).  Not when
+# SSM stops it (executionTimeout = max_runtime, CancelCommand): the agent SIGKILLs the process group
+# (amazon-ssm-agent agent/executers/executers_unix.go killProcess), no trap runs, the instance stays up.
 # shellcheck disable=SC2317  # reached: the EXIT trap below calls it
 node_end() {
   code=$1

@@ -42,6 +42,23 @@ EFA_HUGEPAGES = "5120Mi"
 TOKEN_TTL = 600  # EKS accepts a token for 15 minutes; renew well before
 
 
+def hyperpod_nodes(job: JobSpec, options: "EksOptions") -> bool:
+    """SageMaker HyperPod nodes: said (``hyperpod``), or an ``ml.*`` instance type named, a name
+    only HyperPod's nodes carry as their label (EC2's own nodes are labelled ``p5.48xlarge``)."""
+    named = options.instance_type or job.resources.instance_type or ""
+    return options.hyperpod or named.startswith("ml.")
+
+
+def node_label(job: JobSpec, options: "EksOptions", instance_type: str) -> str:
+    """The value of ``node.kubernetes.io/instance-type`` on the nodes of ``instance_type``: the
+    EC2 name, or on HyperPod the ``ml.`` one (HyperPod's EKS nodes are labelled
+    ``node.kubernetes.io/instance-type: ml.p5.48xlarge``: the SageMaker HyperPod CLI's
+    HyperPodPytorchJob template selects them so, aws/sagemaker-hyperpod-cli)."""
+    if hyperpod_nodes(job, options) and not instance_type.startswith("ml."):
+        return "ml." + instance_type
+    return instance_type
+
+
 class EksOptions(QueueSchedulerOption, TrainerOptions, PodOptions):
     api: Literal["kubeflow", "trainer"] = Field("kubeflow", description=(
         "kubeflow: training-operator v1 PyTorchJob / MPIJob / TFJob; trainer: a Kubeflow Trainer v2 TrainJob "
@@ -54,7 +71,11 @@ class EksOptions(QueueSchedulerOption, TrainerOptions, PodOptions):
         "nodes pre-allocate 5128 of them); null: none"))
     instance_type: Optional[str] = Field(None, description=(
         "EC2 instance type of the nodes the pods go to (nodeSelector node.kubernetes.io/instance-type; default: "
-        "resolved from resources.accelerator, or none)"))
+        "resolved from resources.accelerator, or none); an ml.* name means SageMaker HyperPod nodes"))
+    hyperpod: bool = Field(False, description=(
+        "the cluster's nodes are a SageMaker HyperPod cluster's, labelled with the ml.* instance type "
+        "(node.kubernetes.io/instance-type: ml.p5.48xlarge); the jobs stay Kubeflow/Trainer jobs: HyperPod's own "
+        "training operator (HyperPodPyTorchJob) is not rendered"))
 
 
 def eks_token(session, cluster: str, region: str) -> str:
@@ -95,10 +116,13 @@ class EksProvider(KubeflowProvider[EksOptions]):
 
     def manifest_options(self, job: JobSpec, options: EksOptions) -> m.ManifestOptions:
         mopts = super().manifest_options(job, options)
+        if options.api == "trainer":  # a TrainJob's name leaves room for its JobSet's pod names
+            mopts = replace(mopts, jobset=True)
         choice = choose(job, EKS_RULES, options.instance_type)
         row = choice.row if choice else None
         if choice:  # the nodes of that EC2 type (the label every EKS node carries)
-            mopts = replace(mopts, node_selector={INSTANCE_LABEL: choice.instance_type, **options.node_selector})
+            mopts = replace(mopts, node_selector={INSTANCE_LABEL: node_label(job, options, choice.instance_type),
+                                                  **options.node_selector})
         devices = efa_devices(job.network.rdma, row)
         if row is not None and devices and not options.rdma_resource:  # every EFA device of the row's instance
             preset = {**m.RDMA_ENV_PRESETS[EFA_RESOURCE], **(DEVICE_RDMA if row.efa_rdma_read else {})}

@@ -2,9 +2,9 @@
 ``providers.ec2`` (``Ec2Options``), pydantic models a job file's section is read into."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cloudtrain.spec.ports import MasterPort
 
@@ -14,6 +14,18 @@ EC2_MAX_RUNTIME = 172800
 
 class SageMakerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _private_registry(self):
+        # "Vpc: The training job pulls from a private Docker registry in your VPC" needs the job in
+        # a VPC (VpcConfig: subnets), and credentials go with Vpc only (CreateTrainingJob,
+        # TrainingImageConfig; SageMaker developer guide, "Use a private Docker registry for training")
+        if self.image_access == "Vpc" and not self.subnets:
+            raise ValueError("image_access: Vpc pulls the image through the job's VPC: set subnets and "
+                             "security_group_ids")
+        if self.image_credentials_lambda and self.image_access != "Vpc":
+            raise ValueError("image_credentials_lambda is for a private registry: set image_access: Vpc")
+        return self
 
     role_arn: Optional[str] = Field(None,
         description="IAM role the job runs as (needed to submit), e.g. arn:aws:iam::123456789012:role/train")
@@ -25,6 +37,16 @@ class SageMakerOptions(BaseModel):
     region: Optional[str] = Field(None,
         description="AWS region (default: boto3's: AWS_DEFAULT_REGION, the profile's region)")
     image: Optional[str] = Field(None, description="training image, e.g. an ECR URI (default: the job's image)")
+    # botocore's model: AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode
+    # (Platform | Vpc) and TrainingRepositoryAuthConfig.TrainingRepositoryCredentialsProviderArn
+    # (a Lambda function's ARN, pattern arn:...:lambda:<region>:<12 digits>:function:...)
+    image_access: Literal["Platform", "Vpc"] = Field("Platform", description=(
+        "where SageMaker pulls the image: Platform (ECR) or Vpc (a private Docker registry reachable through "
+        "the job's subnets; TrainingImageConfig.TrainingRepositoryAccessMode)"))
+    image_credentials_lambda: Optional[str] = Field(None, pattern=r"^arn:[A-Za-z0-9-]+:lambda:[A-Za-z0-9-]+:[0-9]{12}:"
+                                                    r"function:.+$", max_length=2048, description=(
+        "with image_access: Vpc, the Lambda function that returns the private registry's credentials "
+        "(TrainingRepositoryAuthConfig.TrainingRepositoryCredentialsProviderArn)"))
     instance_type: Optional[str] = Field(None,
         description="ml.* instance type (default: resolved from resources.accelerator x gpus_per_node or "
                     "resources.instance_type, see docs/resources.md; ml.m5.xlarge without GPUs)")
@@ -33,7 +55,7 @@ class SageMakerOptions(BaseModel):
         description="StoppingCondition.MaxRuntimeInSeconds: SageMaker stops the job after this")
     spot: bool = Field(False,
         description="managed spot training (EnableManagedSpotTraining); checkpoints default to "
-                    "<output_s3>/<name>/checkpoints")
+                    "<output_s3>/<name>/<spec hash>/checkpoints")
     max_wait_seconds: Optional[int] = Field(None, ge=1, le=2419200,
         description="spot: MaxWaitTimeInSeconds, run time plus waiting for capacity (default: 2 x max_runtime_seconds)")
     checkpoint_s3: Optional[str] = Field(None,
@@ -48,7 +70,8 @@ class SageMakerOptions(BaseModel):
         description="VpcConfig security groups (with subnets)")
     network_isolation: bool = Field(False, description="EnableNetworkIsolation: the container has no network access")
     encrypt_inter_node_traffic: bool = Field(False, description="EnableInterContainerTrafficEncryption")
-    keep_alive_seconds: Optional[int] = Field(None, ge=0, le=3600,
+    # botocore's model (sagemaker service-2.json, ResourceConfig.KeepAlivePeriodInSeconds): min 0, max 21600
+    keep_alive_seconds: Optional[int] = Field(None, ge=0, le=21600,
         description="warm pool: keep the instances this long after the job (KeepAlivePeriodInSeconds)")
     secrets_manager: Dict[str, str] = Field(default_factory=dict,
         description="where each of the job's secrets is read in the node: NAME -> Secrets Manager ARN or name (ARN#key"
@@ -102,7 +125,8 @@ class Ec2Options(BaseModel):
         description="network interface for MPI and gloo (btl_tcp_if_include), e.g. ens5 (default: the one that routes "
                     "to node 0)")
     max_runtime_seconds: int = Field(86400, ge=60, le=EC2_MAX_RUNTIME,
-        description="SSM executionTimeout of each node's script")
+        description="SSM executionTimeout of each node's script: SSM then SIGKILLs it, so no shutdown is "
+                    "scheduled and the instance runs (and bills) until cancel terminates it")
     ready_timeout_seconds: int = Field(900, ge=1,
         description="how long submit waits for the instances to run and register with SSM")
     terminate_when_done: bool = Field(True,

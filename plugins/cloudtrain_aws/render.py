@@ -227,13 +227,28 @@ def sagemaker_checkpoint_s3(job: JobSpec, options: SageMakerOptions) -> Optional
     if options.checkpoint_s3:
         return options.checkpoint_s3
     if options.spot:
-        return join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, job.name, "checkpoints")
+        # per spec (its hash, filled at submit): a resubmitted spec resumes its own checkpoints, another
+        # spec that shares the name never resumes from them
+        return join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, job.name, SPEC_HASH, "checkpoints")
     return None
 
 
 def sagemaker_code_location(options: SageMakerOptions) -> str:
     base = options.code_s3 or join_s3(options.output_s3 or OUTPUT_PLACEHOLDER, "cloudtrain-code")
     return join_s3(base, CODE_DIGEST, "code.tar.gz")
+
+
+def training_image_config(options: SageMakerOptions) -> Optional[dict]:
+    """``AlgorithmSpecification.TrainingImageConfig`` for an image in a private registry reached
+    through the job's VPC (botocore's sagemaker model: TrainingRepositoryAccessMode Platform|Vpc,
+    TrainingRepositoryAuthConfig.TrainingRepositoryCredentialsProviderArn); None for ECR."""
+    if options.image_access != "Vpc":
+        return None
+    config: Dict[str, object] = {"TrainingRepositoryAccessMode": "Vpc"}
+    if options.image_credentials_lambda:
+        config["TrainingRepositoryAuthConfig"] = {
+            "TrainingRepositoryCredentialsProviderArn": options.image_credentials_lambda}
+    return config
 
 
 def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str) -> dict:
@@ -259,15 +274,17 @@ def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str)
     tags += [{"Key": k, "Value": v} for k, v in sorted(options.tags.items())]
     if options.run_label:
         tags.append({"Key": "cloudtrain:run-label", "Value": options.run_label})
+    algorithm = {
+        "TrainingImage": options.image or job.image,
+        "TrainingInputMode": "File",
+        "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, CODE_DIGEST],
+        "ContainerArguments": container_arguments(job, options),
+        "TrainingImageConfig": training_image_config(options),
+    }
     return strip_empty({
         "TrainingJobName": f"{job.name[:50].rstrip('-')}-{SPEC_HASH}",
         "RoleArn": options.role_arn or ROLE_PLACEHOLDER,
-        "AlgorithmSpecification": {
-            "TrainingImage": options.image or job.image,
-            "TrainingInputMode": "File",
-            "ContainerEntrypoint": ["/bin/sh", "-c", BOOT, "cloudtrain", BOOTSTRAP, CODE_DIGEST],
-            "ContainerArguments": container_arguments(job, options),
-        },
+        "AlgorithmSpecification": strip_empty(algorithm),
         "InputDataConfig": channels,
         "OutputDataConfig": {"S3OutputPath": options.output_s3 or OUTPUT_PLACEHOLDER},
         "ResourceConfig": resources,
@@ -583,6 +600,9 @@ def send_command(options: Ec2Options, comment: str, script: str) -> dict:
         "Comment": comment[:100],
         "MaxConcurrency": "100%",  # every node at once: SSM's default (50) would leave some waiting
         "TimeoutSeconds": max(30, options.ready_timeout_seconds),
+        # at executionTimeout the SSM agent SIGKILLs the script's process group (amazon-ssm-agent
+        # agent/executers/executers_unix.go killProcess, exit 137): the script's EXIT trap never runs,
+        # so no shutdown is scheduled and the instance keeps running until it is terminated
         "Parameters": {"commands": [script], "executionTimeout": [str(options.max_runtime_seconds)]},
     }
     if options.log_group:

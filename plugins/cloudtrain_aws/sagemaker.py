@@ -53,8 +53,11 @@ class SageMakerProvider(AwsProvider):
     def _with_storage_output(cls, job: JobSpec, options):
         """The options with the neutral ``storage.output`` as ``output_s3`` (the same place said
         twice differently is refused at ``storage.output``)."""
+        from cloudtrain.input.config import from_settings
         output = job.storage.output
-        if output and options.output_s3 and options.output_s3.rstrip("/") != output.rstrip("/"):
+        # a settings file's output_s3 is the account's default, which the job file's storage.output overrides
+        if output and options.output_s3 and options.output_s3.rstrip("/") != output.rstrip("/") \
+                and not from_settings(job, cls.name, "output_s3"):
             raise cls.job_error(job, ("storage", "output"), f"is {output} but providers.sagemaker.output_s3 is "
                                 f"{options.output_s3}; keep one of them")
         return options.model_copy(update={"output_s3": output}) if output else options

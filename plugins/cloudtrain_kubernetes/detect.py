@@ -73,11 +73,14 @@ def operator_hosts(master_addr: str, nodes: int) -> List[str]:
 def _pytorchjob(environ: Mapping[str, str]) -> Topology:
     nnodes = environ.get("PET_NNODES", "1")
     nodes = int(nnodes.split(":")[-1])
-    master = environ.get("MASTER_ADDR") or environ.get("PET_MASTER_ADDR") or "127.0.0.1"
-    hosts = split_hosts(environ.get(HOSTS, "")) or operator_hosts(master, nodes)
+    hosts = split_hosts(environ.get(HOSTS, ""))
+    # a Workers-only PyTorchJob (`none`): no MASTER_ADDR nor RANK from the operator, the index is
+    # the pod's replica-index label (CLOUDTRAIN_REPLICA_INDEX) and node 0 is worker 0
+    master = environ.get("MASTER_ADDR") or environ.get("PET_MASTER_ADDR") or (hosts[0] if hosts else "127.0.0.1")
+    hosts = hosts or operator_hosts(master, nodes)
     return Topology(
         platform="kubeflow",
-        node_rank=env_int(environ, "PET_NODE_RANK", "RANK") or 0,
+        node_rank=env_int(environ, "PET_NODE_RANK", "RANK", "CLOUDTRAIN_REPLICA_INDEX") or 0,
         num_nodes=nodes,
         master_addr=master,
         master_port=_port(environ, "MASTER_PORT", "PET_MASTER_PORT"),
@@ -154,7 +157,10 @@ def kubeflow_environment(distribution: str, nodes: int, node_index: int, hosts: 
     cloudtrain's manifest sets (``CLOUDTRAIN_KUBEFLOW_KIND``/``_ROLE``, ``CLOUDTRAIN_HOSTS``)."""
     kind = kubeflow_kind(distribution)
     env = {KIND: kind, HOSTS: ",".join(hosts), "CLOUDTRAIN_MASTER_PORT": str(master_port)}
-    if kind == "PyTorchJob":
+    if kind == "PyTorchJob" and distribution == "none":  # Workers only (manifests.pytorch_job)
+        env.update({ROLE: "worker", "CLOUDTRAIN_REPLICA_INDEX": str(node_index), "PET_NNODES": str(nodes),
+                    "PET_NPROC_PER_NODE": str(nproc_per_node), "PYTHONUNBUFFERED": "1"})
+    elif kind == "PyTorchJob":
         env.update({
             ROLE: "master" if node_index == 0 else "worker",
             "MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port),
@@ -252,7 +258,7 @@ PLATFORMS = (
     # cloudtrain's TrainJob marks its pods (CLOUDTRAIN_TRAINER_RUNTIME): before Kubeflow v1's guesses
     Platform("kubeflow-trainer", "cloudtrain_kubernetes.trainer_detect:detect_kubeflow_trainer", priority=35,
              environment="cloudtrain_kubernetes.trainer_detect:emulate", ships=("cloudtrain_kubernetes.detect",),
-             variables=("CLOUDTRAIN_TRAINER_RUNTIME", "CLOUDTRAIN_TRAINER_MPI")),
+             variables=("CLOUDTRAIN_TRAINER_RUNTIME", "CLOUDTRAIN_TRAINER_MPI", "CLOUDTRAIN_TRAINER_NODES")),
     Platform("kubeflow", detect_kubeflow, priority=30, environment=emulate_kubeflow,
              variables=(KIND, ROLE, HOSTS, "CLOUDTRAIN_REPLICA_INDEX")),
 )

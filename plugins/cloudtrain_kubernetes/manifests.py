@@ -109,6 +109,7 @@ SHM_VOLUME = "dshm"
 CHECKPOINT_VOLUME = "cloudtrain-checkpoint"
 CHECKPOINT_MOUNT = "/cloudtrain/checkpoint"   # CLOUDTRAIN_CHECKPOINT_DIR in every pod
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # Kubeflow's operators and Volcano name pods and services "<job>-<replica>-<index>"; those
 # must stay DNS-1123 labels (<= 63), so the job name leaves room for the longest suffix.
 _LONGEST_ROLE = "launcher"
@@ -191,6 +192,7 @@ class ManifestOptions:
     ssh_auth_mount_path: str = "/root/.ssh"
     detector_targets: Tuple[str, ...] = ()           # detector modules shipped in the launcher bundle
     code: Optional[CodePayload] = None               # the code ConfigMap's archive (None: the image holds the code)
+    jobset: bool = False                             # a TrainJob: its JobSet's pod names bound the name (name_suffix)
 
     @classmethod
     def of(cls, value: Union["ManifestOptions", Mapping[str, Any], None]) -> "ManifestOptions":
@@ -214,15 +216,35 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def name_suffix(job: JobSpec, options: ManifestOptions) -> str:
+    """The longest suffix the operator adds to the job's name for a pod (and its Service).
+    Kubeflow v1 and Volcano: ``-launcher-<index>``.  A TrainJob's JobSet: pods are
+    ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>-<5 random>``, which the JobSet webhook
+    refuses past 63 characters (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go,
+    ValidateCreate: ``longestPodName := placement.GenPodName(...) + "-abcde"``); the replicated
+    jobs are the default runtimes' ``node`` and ``launcher`` (tests/data/runtimes)."""
+    last = max(job.distribution.nodes - 1, 0)
+    if options.jobset:
+        return "-%s-0-%d-abcde" % (_LONGEST_ROLE, last)
+    return "-%s-%d" % (_LONGEST_ROLE, last)
+
+
 def object_name(job: JobSpec, options: ManifestOptions) -> str:
-    """The job objects' name: a DNS-1123 label that leaves room for ``-launcher-<index>``."""
+    """The job objects' name: an RFC 1035 label that leaves room for the pods' suffix
+    (``name_suffix``).  RFC 1035, not 1123: a name must start with a letter for the
+    training-operator webhooks (v1.9.0 pkg/webhooks/pytorch/pytorchjob_webhook.go,
+    ``NameIsDNS1035Label``; the TFJob one alike), mpi-operator (pkg/apis/kubeflow/validation/
+    validation.go, ValidateMPIJob: ``NameIsDNS1035Label``), the TrainJob CRD's CEL rule
+    (``^[a-z]([-a-z0-9]*[a-z0-9])?$``) and Volcano's svc plugin, which names a Service after the job
+    (Service names are DNS-1035 labels)."""
     name = options.name or job.name
-    room = 63 - len("-%s-%d" % (_LONGEST_ROLE, max(job.distribution.nodes - 1, 0)))
+    room = 63 - len(name_suffix(job, options))
     if len(name) > room:
         digest = _hash(name)[:6]
         name = name[:room - 7].rstrip("-") + "-" + digest
-    if not DNS1123_LABEL.match(name):
-        raise ValueError(f"{name!r} is not a valid DNS-1123 label")
+    if not DNS1035_LABEL.match(name):
+        raise ValueError(f"{name!r} is not an RFC 1035 label (a letter first, then lowercase letters, digits and "
+                         "'-', ending with a letter or digit), which the job's Kubernetes objects and Services need")
     return name
 
 
@@ -574,6 +596,9 @@ def pod_template(job: JobSpec, options: ManifestOptions, role: str, containers: 
 
 
 # -- Kubeflow ------------------------------------------------------------------------------------
+# The label the training operator puts on every replica's pods (training-operator v1.9.0
+# pkg/apis/kubeflow.org/v1/common_types.go ReplicaIndexLabel), read through the downward API.
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> dict:
     policy: Dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": job.max_restarts}
     if options.queue_scheduler == "volcano" and (options.queue or options.priority_class):
@@ -590,6 +615,17 @@ def _run_policy(job: JobSpec, options: ManifestOptions, min_available: int) -> d
     if job.max_runtime:  # from the job's start, restarts included
         policy["activeDeadlineSeconds"] = job.max_runtime
     return policy
+
+
+def gang_size(job: JobSpec) -> int:
+    """How many of the job's pods the gang scheduler waits for: ``min_nodes`` for ddp only, whose
+    torchrun rendezvous (c10d, ``--nnodes min:max``) starts with fewer nodes and admits the rest
+    later; every other type needs all its nodes at once (mpirun's hostfile, DeepSpeed's and Ray's
+    fixed node lists, a TFJob's cluster, `none`'s every node), so a partial gang would start and
+    wait or fail (Volcano: a job starts once minAvailable pods are scheduled, batch.volcano.sh
+    JobSpec.minAvailable)."""
+    d = job.distribution
+    return d.min_nodes if d.type == "ddp" and d.min_nodes else d.nodes
 
 
 def kueue_labels(options: ManifestOptions) -> Dict[str, str]:
@@ -633,24 +669,42 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     name = object_name(job, options)
     cmd = node_shell(launch_command(job, options), options=options)
     port = [{"name": "pytorchjob-port", "containerPort": options.master_port, "protocol": "TCP"}]
-    replicas = {"Master": 1, "Worker": d.nodes - 1}
+    # "when master is succeed, the job is finished" and cleanPodPolicy Running deletes the rest
+    # (training-operator v1.9.0 pkg/controller.v1/pytorch/pytorchjob_controller.go UpdateJobStatus;
+    # common/job.go).  Without a Master a PyTorchJob succeeds when every Worker has (same function,
+    # `expected == 0`): `none`, whose nodes run independent commands, is Workers only, so every
+    # node's work finishes before the job is a success.  The operator then sets no MASTER_ADDR nor
+    # RANK (pytorch/envvar.go setPodEnv): each pod's index comes from its replica-index label.
+    #
+    # An elasticPolicy needs a Worker replica ("must be configured if elastic policy is used",
+    # v1.9.0 pkg/webhooks/pytorch/pytorchjob_webhook.go validatePyTorchSpec) and a Worker replica
+    # count is at least 1 (validatePyTorchReplicaSpecs): a one-node elastic ddp job is one Worker.
+    elastic = d.type == "ddp" and (job.max_restarts > 0 or d.min_nodes is not None)
+    independent = d.type == "none" or (elastic and d.nodes == 1)
+    replicas = {"Worker": d.nodes} if independent else {"Master": 1, "Worker": d.nodes - 1}
     specs = {}
     for role, count in replicas.items():
         if count <= 0:
             continue
-        c = container(job, options, "pytorch", cmd, ports=port,
-                      extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower(),
-                                 **pytorch_restarts_env(job)})
+        extra = {"CLOUDTRAIN_KUBEFLOW_KIND": "PyTorchJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower(),
+                 **pytorch_restarts_env(job)}
+        if independent:
+            extra["CLOUDTRAIN_HOSTS"] = ",".join("%s-worker-%d" % (name, i) for i in range(d.nodes))
+        c = container(job, options, "pytorch", cmd, ports=port, extra_env=extra)
+        if independent:
+            c["env"].append({"name": "CLOUDTRAIN_REPLICA_INDEX", "valueFrom": {"fieldRef": {
+                "fieldPath": "metadata.labels['%s']" % REPLICA_INDEX_LABEL}}})
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
     spec: Dict[str, Any] = {"pytorchReplicaSpecs": specs, "nprocPerNode": str(job.procs_per_node),
-                            "runPolicy": _run_policy(job, options, d.min_nodes or d.nodes)}
-    if d.type == "ddp" and (job.max_restarts > 0 or d.min_nodes is not None):
+                            "runPolicy": _run_policy(job, options, gang_size(job))}
+    if elastic:
         # A node range (or restarts) asks for c10d rendezvous across re-created pods.  The store is
         # node 0's (the launcher's --rdzv-endpoint is the master's): without rdzvHost the operator's
         # PET_RDZV_ENDPOINT would name <job>-worker-0 (pkg/controller.v1/pytorch/elastic.go).
         spec["elasticPolicy"] = {"minReplicas": d.min_nodes or d.nodes, "maxReplicas": d.nodes,
-                                 "rdzvBackend": "c10d", "rdzvHost": "%s-master-0" % name,
+                                 "rdzvBackend": "c10d",
+                                 "rdzvHost": "%s-%s-0" % (name, "worker" if independent else "master"),
                                  "rdzvPort": options.master_port, "rdzvId": name}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
 
@@ -698,8 +752,13 @@ def tf_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) ->
                       extra_env={"CLOUDTRAIN_KUBEFLOW_KIND": "TFJob", "CLOUDTRAIN_KUBEFLOW_ROLE": role.lower()})
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
+    # Without a successPolicy the TFJob succeeds when worker 0 completes and cleanPodPolicy Running
+    # deletes the other workers mid-run; AllWorkers waits for every worker (training-operator
+    # v1.9.0 pkg/controller.v1/tensorflow/tfjob_controller.go UpdateJobStatus, IsWorker0Completed;
+    # pkg/apis/kubeflow.org/v1/tensorflow_types.go SuccessPolicyAllWorkers).
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name},
-            "spec": {"tfReplicaSpecs": specs, "runPolicy": _run_policy(job, options, d.nodes)}}
+            "spec": {"tfReplicaSpecs": specs, "successPolicy": "AllWorkers",
+                     "runPolicy": _run_policy(job, options, d.nodes)}}
 
 
 def kubeflow_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
@@ -781,7 +840,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
         "schedulerName": options.scheduler_name,
         "queue": options.queue or "default",
         **({"priorityClassName": options.priority_class} if options.priority_class else {}),
-        "minAvailable": d.min_nodes or d.nodes,
+        "minAvailable": gang_size(job),
         "maxRetry": job.max_restarts,
         "plugins": plugins,
         "policies": [{"event": "PodFailed", "action": "RestartJob" if restart else "AbortJob"},

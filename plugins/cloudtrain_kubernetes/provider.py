@@ -170,8 +170,10 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
         try:
             m.object_name(job, self.manifest_options(job, options))
         except ValueError as exc:
-            raise BadInput(f"{self.where(job)}providers.{self.name}.name: {exc}; use lowercase letters, digits "
-                           "and '-'") from None
+            if options.name:
+                raise self.job_error(job, ("providers", self.name, "name"), f"{exc}") from None
+            raise self.job_error(job, ("name",), f"{exc}; rename the job, or give its Kubernetes objects another "
+                                 f"name with providers.{self.name}.name (e.g. job-{job.name})") from None
 
     @staticmethod
     def where(job: JobSpec) -> str:

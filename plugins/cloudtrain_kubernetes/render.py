@@ -266,7 +266,7 @@ def trainer_check(provider: "KubernetesProvider", job: JobSpec, options) -> None
 def trainer_manifest_options(mopts: m.ManifestOptions) -> m.ManifestOptions:
     """The launcher bundle carries the TrainJob detector (and the Kubeflow one it builds on)."""
     return dataclasses.replace(mopts, detector_targets=("cloudtrain_kubernetes.detect:detect_kubeflow",
-                                                        trainjob.DETECTOR))
+                                                        trainjob.DETECTOR), jobset=True)
 
 
 def trainer_objects(provider: "KubernetesProvider", job: JobSpec, options: "TrainerOptions",

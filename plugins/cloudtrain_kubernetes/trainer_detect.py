@@ -13,8 +13,15 @@ The Trainer controller builds a JobSet whose ``node`` replicated job is one Inde
 
 MPI runtimes (``deepspeed-distributed``, or one the job names for mpi/horovod): only the
 launcher runs the command (the other pods run sshd); the MPI plugin mounts a hostfile at
-``OMPI_MCA_orte_default_hostfile`` listing the launcher first when it runs as a node.  The
-launcher is node 0, as for Kubeflow's MPIJob, whose reading of the hostfile this reuses.
+``OMPI_MCA_orte_default_hostfile`` listing every pod of the runtime's replicated jobs in their
+order (``node`` before ``launcher`` in ``deepspeed-distributed``), the launcher among them when it
+runs as a node.  With ``runLauncherAsNode`` the plugin makes ``max(numNodes - 1, 1)`` node pods
+(kubeflow/trainer pkg/runtime/framework/plugins/mpi/mpi.go, EnforceMLPolicy, isNode and
+buildHostFileConfigMap; replicated-job order: pkg/runtime/framework/plugins/jobset/jobset.go
+syncPodNetwork), so a one-node job's hostfile names two pods: the launcher and an sshd pod.  The
+node count is therefore the job's (``CLOUDTRAIN_TRAINER_NODES``, set by cloudtrain's TrainJob),
+never the hostfile's length; the launcher (this pod, by hostname) is put first and is node 0, as
+for Kubeflow's MPIJob, whose reading of the hostfile this reuses.
 
 Every node of an MPI runtime (``main``, ``python3 -m cloudtrain_kubernetes.trainer_detect -- NODE
 COMMAND``): the runtime runs the TrainJob's command on its launcher pod only, the ``node`` pods
@@ -46,6 +53,7 @@ from .detect import HOSTFILE, HOSTS, _mpijob
 PLATFORM = "kubeflow-trainer"
 RUNTIME = "CLOUDTRAIN_TRAINER_RUNTIME"
 MPI_ENV = "CLOUDTRAIN_TRAINER_MPI"
+NODES = "CLOUDTRAIN_TRAINER_NODES"    # the job's node count (the hostfile may list one more pod)
 FANOUT = "CLOUDTRAIN_TRAINER_FANOUT"   # a node started by the launcher pod's mpirun: its node rank
 MPI_RANK = "OMPI_COMM_WORLD_RANK"
 # What mpirun tells the processes it starts (Open MPI, its PMIx and PRRTE runtimes): dropped before
@@ -83,10 +91,31 @@ def detect_kubeflow_trainer(environ: Mapping[str, str]) -> Optional[Topology]:
     if ours and (environ.get(MPI_ENV) or HOSTFILE in environ):
         topology = _mpijob(environ)
         topology.platform = PLATFORM
+        if not environ.get(FANOUT, "").isdigit():  # the runtime's hostfile: the launcher first, the job's nodes
+            hosts, slots = job_hosts(topology.hosts, topology.slots, environ)
+            topology.hosts, topology.slots, topology.num_nodes, topology.master_addr = hosts, slots, len(hosts), hosts[0]
         if environ.get(FANOUT, "").isdigit():  # started by the launcher pod's mpirun (node_main)
             topology.node_rank = int(environ[FANOUT])
         return topology
     return None
+
+
+def _own_host(environ: Mapping[str, str]) -> str:
+    import socket
+    return (environ.get("HOSTNAME") or socket.gethostname()).split(".", 1)[0]
+
+
+def job_hosts(hosts: List[str], slots: Optional[List[int]], environ: Mapping[str, str]
+              ) -> Tuple[List[str], Optional[List[int]]]:
+    """The MPI plugin's hostfile hosts -> the job's: this pod (the launcher, matched by hostname:
+    JobSet sets it to ``<trainjob>-launcher-0-0``) first, then the others in hostfile order, cut
+    to ``CLOUDTRAIN_TRAINER_NODES`` (``runLauncherAsNode`` with one node lists an sshd pod too,
+    kubeflow/trainer mpi.go: ``max(numNodes-1, 1)`` node pods)."""
+    me = _own_host(environ)
+    order = sorted(range(len(hosts)), key=lambda i: hosts[i].split(".", 1)[0] != me)
+    nodes = environ.get(NODES, "")
+    keep = order[:int(nodes)] if nodes.isdigit() and int(nodes) > 0 else order
+    return [hosts[i] for i in keep], ([slots[i] for i in keep] if slots else slots)
 
 
 # -- every node of an MPI runtime: the launcher pod starts one node command per host ----------------
@@ -104,7 +133,7 @@ def fanout_argv(command: List[str], environ: Mapping[str, str], is_root: bool,
     path = environ.get(HOSTFILE, "")
     if not hosts and path and os.path.isfile(path):
         with open(path) as f:
-            hosts = parse_hostfile(f.read())[0]
+            hosts = job_hosts(parse_hostfile(f.read())[0], None, environ)[0]
     if not hosts:
         raise ValueError("no host list: neither %s nor a readable %s (%r)" % (HOSTS, HOSTFILE, path))
     # the plugin's ssh options (OMPI_MCA_plm_rsh_args) stay in the environment, where it put them
@@ -177,8 +206,11 @@ def kubeflow_trainer_environment(mpi: bool, nodes: int, node_index: int, hosts: 
     env = {RUNTIME: runtime, HOSTS: ",".join(hosts), "CLOUDTRAIN_MASTER_PORT": str(master_port)}
     if mpi:
         # the launcher (node 0) reads the hostfile; under emulation every node runs the
-        # launcher, so the others learn their place from CLOUDTRAIN_REPLICA_INDEX
-        env.update({MPI_ENV: "1", HOSTFILE: "/etc/mpi/hostfile",
+        # launcher, so the others learn their place from CLOUDTRAIN_REPLICA_INDEX.  The host list
+        # is the one the runtime's hostfile holds (runtime_hostfile_hosts), which the detector
+        # cuts to the job's nodes as in the pod.
+        env.update({MPI_ENV: "1", HOSTFILE: "/etc/mpi/hostfile", NODES: str(nodes),
+                    HOSTS: ",".join(runtime_hostfile_hosts(hosts)),
                     "CLOUDTRAIN_KUBEFLOW_ROLE": "launcher" if node_index == 0 else "worker"})
         if node_index:
             env["CLOUDTRAIN_REPLICA_INDEX"] = str(node_index)
@@ -187,6 +219,14 @@ def kubeflow_trainer_environment(mpi: bool, nodes: int, node_index: int, hosts: 
                 "PET_NODE_RANK": str(node_index), "JOB_COMPLETION_INDEX": str(node_index),
                 "PET_MASTER_ADDR": hosts[0], "PET_MASTER_PORT": str(master_port)})
     return env
+
+
+def runtime_hostfile_hosts(hosts: List[str]) -> List[str]:
+    """The hosts the MPI plugin writes to the hostfile of a ``runLauncherAsNode`` runtime for a job
+    on ``hosts`` (the launcher first): ``max(len(hosts) - 1, 1)`` node pods and the launcher
+    (kubeflow/trainer mpi.go EnforceMLPolicy, isNode).  One node: the launcher and one sshd pod,
+    which under emulation shares the launcher's address."""
+    return list(hosts) if len(hosts) > 1 else list(hosts) * 2
 
 
 def emulate(job, node_index: int, cluster) -> Dict[str, str]:

@@ -34,6 +34,7 @@ the same way.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -60,6 +61,7 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 TRAINER_PORT = 29500          # PET_MASTER_PORT: constants.ContainerTrainerPort
 RUNTIME_ENV = "CLOUDTRAIN_TRAINER_RUNTIME"   # the detector's mark (trainer_detect.RUNTIME)
 MPI_ENV = "CLOUDTRAIN_TRAINER_MPI"           # an MPI runtime: the launcher reads the hostfile
+NODES_ENV = "CLOUDTRAIN_TRAINER_NODES"       # the job's node count (trainer_detect.NODES)
 PLATFORM = "kubeflow-trainer"
 DETECTOR = "cloudtrain_kubernetes.trainer_detect:detect_kubeflow_trainer"
 
@@ -157,8 +159,8 @@ def train_job(job: JobSpec, options: m.ManifestOptions, runtime: Runtime, bundle
     # `--platform` must resolve in the pod, where nothing is installed: the provider's own detector
     detector = options.detector_targets[-1] if options.detector_targets else DETECTOR
     ours = {RUNTIME_ENV: runtime.name, "CLOUDTRAIN_DETECTORS": f"{options.platform or PLATFORM}={detector}"}
-    if runtime.mpi:
-        ours[MPI_ENV] = "1"
+    if runtime.mpi:  # the job's node count: a one-node job's hostfile lists an sshd pod too (trainer_detect.job_hosts)
+        ours.update({MPI_ENV: "1", NODES_ENV: str(d.nodes)})
     if m.checkpoint_claim(job):  # mounted by the pod patch (m.container), named here for the trainer
         ours["CLOUDTRAIN_CHECKPOINT_DIR"] = m.CHECKPOINT_MOUNT
     env = m.env_list(job, options, {**m.storage_mounts(job)[1], **ours}, rdma=rdma)  # the patches mount the claims
@@ -188,6 +190,7 @@ def build_trainjob(job: JobSpec, options=None, runtime: Optional[Runtime] = None
                    bundle: Optional[Mapping[str, str]] = None) -> List[dict]:
     """``[Secret?, ConfigMap, TrainJob]`` for ``job``; raises ``NoRuntime`` for a type without one."""
     options = m.ManifestOptions.of({"provider": PLATFORM, "platform": PLATFORM} if options is None else options)
+    options = options if options.jobset else dataclasses.replace(options, jobset=True)
     runtime = runtime or runtime_for(job)
     bundle = m.launcher_bundle(options.detector_targets) if bundle is None else bundle
     out = [m.secret_manifest(job, options), m.launcher_configmap(job, options, bundle), m.code_source(job, options),

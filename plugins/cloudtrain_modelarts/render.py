@@ -357,6 +357,9 @@ def command(job: JobSpec, options: ModelartsOptions) -> str:
             + shipping.node_command(job, platform=STANDARD, python=options.python, sshd=over_ssh(job)))
 
 
+MAX_JOB_RETRIES = 128  # fault-tolerance/job-retry-num: 1 to 128 (ModelArts user guide, develop-modelarts-0041)
+
+
 def body(job: JobSpec, options: ModelartsOptions, detectors: str) -> dict:
     """``CreateTrainingJobRequest``'s ``Job`` for ``job``, as rendered."""
     metadata: Dict[str, Any] = {"name": job.name,
@@ -365,6 +368,14 @@ def body(job: JobSpec, options: ModelartsOptions, detectors: str) -> dict:
         metadata["workspace_id"] = options.workspace_id
     if job.max_restarts > 0:
         # Restart the whole job after any failure (not only the platform's hardware faults).
+        # "set fault-tolerance/job-retry-num to a value ranging from 1 to 128", and unconditional
+        # restarts stop after three in a row (Huawei Cloud ModelArts user guide, "Enabling
+        # Unconditional Auto Restart", develop-modelarts-0041): more is refused, never sent.
+        if job.max_restarts > MAX_JOB_RETRIES:
+            from cloudtrain.spec.errors import JobFileError
+            raise JobFileError.at(job, ("max_restarts",), f"is {job.max_restarts}; ModelArts restarts a job at most "
+                                  f"{MAX_JOB_RETRIES} times (fault-tolerance/job-retry-num 1-{MAX_JOB_RETRIES}), and "
+                                  "unconditional restarts stop after 3 in a row; lower it")
         metadata["annotations"] = {"fault-tolerance/job-retry-num": str(job.max_restarts),
                                    "fault-tolerance/job-unconditional-retry": "true"}
     algorithm: Dict[str, Any] = {

@@ -32,9 +32,11 @@ SPEC_ID = re.compile(r"^TI\.[A-Z0-9]+(\.[A-Z0-9]+)+$")
 # neutral accelerator -> TI-ONE's GpuType.  Only the names TI-ONE documents (SDK GpuDetail.Name:
 # "GPU 显卡类型；枚举值: V100 A100 T4"); an 80 GB A100 or a 32 GB V100 has no documented GpuType
 # of its own, so those need providers.tione.gpu_type.
-GPU_TYPES = {"A100": "A100", "V100": "V100", "T4": "T4"}
+# H800 and A800: the resource-group card types ResourceConf.GpuType names ("卡类型，参考资源组上对应的
+# 卡类型。eg: H800,A800,A100,T4,P4,V100等", tencentcloud-sdk-python-tione 3.1.191 models.py).
+GPU_TYPES = {"A100": "A100", "V100": "V100", "T4": "T4", "H800": "H800", "A800": "A800"}
 # TI-ONE's card names (DescribeBillingSpecs Spec.GpuType, the alias) -> the neutral name
-NEUTRAL = {"V100": "V100", "A100": "A100", "T4": "T4"}
+NEUTRAL = {"V100": "V100", "A100": "A100", "T4": "T4", "H800": "H800", "A800": "A800"}
 ALIAS = re.compile(r"^\s*(?P<cpu>\d+)C(?P<mem>\d+)G(?:\s+(?P<gpu>[A-Za-z0-9-]+)\*(?P<n>\d+))?\s*$")
 SOURCE = ("DescribeBillingSpecs (API 2021-11-11, ChargeType POSTPAID_BY_HOUR, TaskType TRAIN) through "
           "tencentcloud-sdk-python-tione, by cloudtrain_tione.catalog: SpecName = InstanceType, "

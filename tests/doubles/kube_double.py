@@ -156,6 +156,17 @@ class FakeKube(LoopbackServer):
         counts = [("launcher", 1), ("node", max(nodes - 1, 1))] if "launcher" in patched else [("node", nodes)]
         return [(rj, i, f"{name}-{rj}-0-{i}") for rj, count in counts for i in range(count)]
 
+    @classmethod
+    def trainjob_hostfile(cls, job: dict, slots: int = 1) -> str:
+        """The hostfile the MPI plugin writes for a TrainJob on a ``runLauncherAsNode`` runtime
+        (deepspeed-distributed): every node and launcher pod, ``<host>.<subdomain> slots=<n>``, in
+        the runtime's replicated-job order (node, then launcher) (kubeflow/trainer
+        pkg/runtime/framework/plugins/mpi/mpi.go buildHostFileConfigMap and isNode;
+        plugins/jobset/jobset.go syncPodNetwork)."""
+        name = job["metadata"]["name"]
+        pods = sorted(cls.trainjob_pods(job), key=lambda p: (p[0] != "node", p[1]))
+        return "".join(f"{host}.{name} slots={slots}\n" for _, _, host in pods)
+
     def pod_names(self, job: dict) -> List[Tuple[str, dict]]:
         """(pod name, pod template) of every pod the job's operator would create."""
         spec, name, out = job["spec"], job["metadata"]["name"], []

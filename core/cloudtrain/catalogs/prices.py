@@ -25,6 +25,7 @@ class Estimate:
     spot: bool                       # the rate is a spot rate
     note: Optional[str] = None       # why there is no rate
     max_hours: Optional[float] = None
+    idle_hours: float = 0.0          # billed per node after the job (a SageMaker warm pool's keep-alive)
 
     @property
     def hourly(self) -> Optional[float]:
@@ -32,7 +33,9 @@ class Estimate:
 
     @property
     def ceiling(self) -> Optional[float]:
-        return None if self.hourly is None or self.max_hours is None else self.hourly * self.max_hours
+        if self.hourly is None or self.max_hours is None:
+            return None
+        return self.hourly * (self.max_hours + self.idle_hours)
 
     def line(self) -> str:
         if self.instance_type is None:
@@ -47,6 +50,8 @@ class Estimate:
                 f"({'spot' if self.spot else 'on-demand'}, {where}) = {_money(hourly)} {self.currency}/h")
         if self.ceiling is not None:
             text += f"; at most {_money(self.ceiling)} {self.currency} for max_runtime {self.max_hours:g}h"
+            if self.idle_hours:
+                text += f" and a warm pool kept {self.idle_hours:g}h"
         return text
 
 
@@ -54,31 +59,72 @@ def _money(value: float) -> str:
     return f"{value:,.2f}" if value >= 1 else f"{value:.4g}"
 
 
+@dataclass(frozen=True)
+class Billing:
+    """What the provider's options (the ones its render reads) say about the bill."""
+    region: Optional[str]
+    spot: bool
+    max_seconds: Optional[float]
+    idle_seconds: float
+    sized_elsewhere: Optional[str] = None   # the nodes' size is not the job's to choose (a named cluster's)
+
+
+def billing(job: JobSpec, cls, rules) -> Billing:
+    """The provider's own options, as its render reads them (``cls.options(job)``: the section
+    with the neutral fields in it): ``region`` (eks, ec2, sagemaker), ``spot`` (ec2, sagemaker) or
+    ``job_tier: spot`` (azure), ``max_runtime_seconds`` (the stopping condition, its default
+    included), ``keep_alive_seconds`` (a SageMaker warm pool keeps every instance that long after
+    the job, billed: KeepAlivePeriodInSeconds)."""
+    try:  # validate reported what is wrong with them; an estimate never fails on its own
+        options = cls.options(job)
+    except Exception:  # noqa: BLE001
+        options = None
+    region = getattr(options, "region", None) or rules.region(job)
+    spot = bool(job.spot or getattr(options, "spot", False) is True or getattr(options, "job_tier", None) == "spot")
+    runtime = getattr(options, "max_runtime_seconds", None) or job.max_runtime
+    idle = getattr(options, "keep_alive_seconds", None) or 0
+    # an Azure compute cluster runs on its own VM size, which the render leaves alone (read at
+    # submit, cloudtrain_azure.render.known_vm_size): no size is resolved from the job for it
+    cluster = getattr(options, "compute", None)
+    elsewhere = None
+    if cluster and not getattr(options, rules.option, None):
+        elsewhere = f"the compute cluster {cluster} runs on its own VM size, read at submit; set {rules.option}"
+    return Billing(region, spot, None if runtime is None else float(runtime), float(idle), elsewhere)
+
+
 def estimate(job: JobSpec, provider: str) -> Estimate:
-    """The job's estimate on ``provider`` (the instance its rules resolve; no SDK call)."""
+    """The job's estimate on ``provider`` (the instance its rules resolve; no SDK call), with the
+    provider's settings its render honours (``billing``)."""
     from ..extend.plugins import get_provider_class
     nodes = job.distribution.nodes
     hours = None if job.max_runtime is None else float(job.max_runtime) / 3600
-    rules = get_provider_class(provider).instance_rules()
+    cls = get_provider_class(provider)
+    rules = cls.instance_rules()
     if rules is None:  # local, docker: no catalog to read (nor its modules to import)
         return Estimate(provider, None, nodes, None, None, None, False, "no instance catalog, no price", hours)
     from .instances import choose
+    bill = billing(job, cls, rules)
+    if bill.sized_elsewhere:
+        return Estimate(provider, None, nodes, None, None, None, False, bill.sized_elsewhere, hours)
     choice = choose(job, rules, (job.providers.get(provider) or {}).get(rules.option))
     if choice is None or choice.row is None:
         name = choice.instance_type if choice else None
         return Estimate(provider, name, nodes, None, None, None, False,
                         "no instance type resolved from the job" if name is None else "not in the catalog, no price",
                         hours)
-    row, region = choice.row, rules.region(job)
+    hours = None if bill.max_seconds is None else bill.max_seconds / 3600
+    row, region = choice.row, bill.region
     found = row.price_in(region)
-    if found is None or found.on_demand is None and not (job.spot and found.spot is not None):
+    if found is None or found.on_demand is None and not (bill.spot and found.spot is not None):
         where = f" in {region}" if region else ""
         return Estimate(provider, row.instance_type, nodes, None, row.currency, region, False,
-                        f"no price{where} in the catalog: {row.price_note or 'none published'}", hours)
-    spot = bool(job.spot and found.spot is not None)
+                        f"no price{where} in the catalog: {row.price_note or 'none published'}", hours,
+                        bill.idle_seconds / 3600)
+    spot = bool(bill.spot and found.spot is not None)
     rate = found.spot if spot else found.on_demand
     note = None if region else "region unknown"
-    return Estimate(provider, row.instance_type, nodes, rate, row.currency or "USD", found.region, spot, note, hours)
+    return Estimate(provider, row.instance_type, nodes, rate, row.currency or "USD", found.region, spot, note, hours,
+                    bill.idle_seconds / 3600)
 
 
 def check_max_hourly_cost(job: JobSpec, est: Estimate) -> None:

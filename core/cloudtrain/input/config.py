@@ -369,6 +369,15 @@ class Settings:
         return out
 
 
+def from_settings(job, provider: str, option: str) -> bool:
+    """Did a settings file (the user's or the project's), not the job file, give
+    ``providers.<provider>.<option>``?  The job file overrides the settings files, its neutral
+    fields included: a neutral field (``storage.output``) wins over a settings file's option that
+    says the same thing (``output_s3``), where the job file's own option would conflict with it."""
+    source = getattr(job, "source", None)
+    return source is not None and source.origin_of(("providers", provider, option)) is not None
+
+
 def merge(data: dict, provider: str, layers: List[Layer]) -> Tuple[Dict[tuple, str], Dict[tuple, Origin]]:
     """Put the settings of ``layers`` under ``data["providers"][provider]`` beneath what the job
     file gives there (in place); returns the texts (scalars as written) and the origins of the

@@ -136,12 +136,21 @@ def entry(handle: str, *, store=None) -> Optional[Entry]:
 
 # -- writing ----------------------------------------------------------------------------------
 def rate_of(rendered) -> tuple:
-    """``(instance type, rate, currency)`` of a rendered job: the instance type its provider chose
-    (the provider's ``instance(job, options)`` where it has one, else its ``instance_rules``), and
-    that catalog row's ``price`` and ``currency`` when the catalog has them (per node and hour;
-    USD when the row names none)."""
+    """``(instance type, rate, currency, spot)`` of a rendered job: the rate the estimate used
+    (``catalogs.prices.estimate``: the instance type, the job's region, spot or on-demand as the
+    provider's options say), else the instance type its provider chose (the provider's
+    ``instance(job, options)`` where it has one, else its ``instance_rules``) with no rate."""
     from ..extend.plugins import get_provider_class
     job, options = rendered.job, rendered.options
+    spot = getattr(options, "spot", None)
+    spot = bool(spot if spot is not None else job.spot)
+    try:
+        from ..catalogs.prices import estimate
+        est = estimate(job, rendered.provider)
+    except Exception:  # noqa: BLE001
+        est = None
+    if est is not None and est.rate is not None:
+        return est.instance_type, est.rate, est.currency, est.spot
     cls = get_provider_class(rendered.provider)
     rules = cls.instance_rules()
     choice, option = None, getattr(options, rules.option if rules else "instance_type", None)
@@ -155,9 +164,7 @@ def rate_of(rendered) -> tuple:
         choice = None
     chosen, row = (choice.instance_type, choice.row) if choice is not None else (None, None)
     chosen = chosen or option or job.resources.instance_type
-    price = getattr(row, "price", None) if row is not None else None
-    currency = (getattr(row, "currency", None) or "USD") if price is not None else None
-    return chosen, price, currency
+    return chosen, None, None, spot
 
 
 def record(handle: str, rendered, *, profile: Optional[str] = None, tried: Iterable[str] = (), store=None) -> None:
@@ -165,12 +172,11 @@ def record(handle: str, rendered, *, profile: Optional[str] = None, tried: Itera
     from ..providers.provider import parse_handle
     provider, job_id = parse_handle(handle)
     job, options = rendered.job, rendered.options
-    instance_type, rate, currency = rate_of(rendered)
-    spot = getattr(options, "spot", None)
+    instance_type, rate, currency, spot = rate_of(rendered)
     _store(store).ledger_put({
         "handle": handle, "provider": provider, "job_id": job_id, "name": job.name, "profile": profile,
         "instance_type": instance_type, "nodes": job.distribution.nodes,
-        "spot": int(bool(spot if spot is not None else job.spot)), "rate": rate, "currency": currency,
+        "spot": int(spot), "rate": rate, "currency": currency,
         "submitted_at": time.time(), "state": "PENDING", "emulated": getattr(options, "emulate", None),
         "tried": json.dumps(list(tried)) if tried else None, "refreshed_at": time.time()})
 

@@ -77,7 +77,9 @@ def provider_setting(job: JobSpec, provider: str, options: Any, option: str, neu
     """One setting said two ways: a neutral field (``neutral`` in the provider's terms, None when
     unset; ``written``: the field as the job wrote it) and ``providers.<provider>.<option>``.  The
     neutral value, unless only the option was set; both set to different values is an error."""
-    explicit = option in getattr(options, "model_fields_set", ())
+    from ..input.config import from_settings
+    # a settings file's option is a default the job file's neutral field overrides
+    explicit = option in getattr(options, "model_fields_set", ()) and not from_settings(job, provider, option)
     own = getattr(options, option)
     if neutral is None or neutral is False:
         return own

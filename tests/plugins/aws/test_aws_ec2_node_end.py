@@ -4,6 +4,7 @@ sh, dash and bash, with stand-ins on PATH for the AMI's python3, the AWS CLI and
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ case "$*" in
 esac
 echo "$step" >>"$CALLS"
 [ "$FAIL" = term ] && [ "$step" = launch ] && kill -TERM "$PPID"  # the script is signalled mid-job
+[ "$FAIL" = kill ] && [ "$step" = launch ] && kill -KILL "-$PPID"  # SSM's executionTimeout: its group
 [ "$FAIL" = "$step" ] && exit 7
 exit 0
 """
@@ -85,6 +87,29 @@ def test_whatever_fails_on_a_node_the_instance_shuts_down_and_the_step_is_named(
         else:
             assert lines == [f"[cloudtrain] node 0 failed while {step} (exit {code})"], fail
             assert failed_step({"StandardErrorContent": proc.stderr}) == step  # what status shows
+
+
+def test_ssm_stopping_a_node_kills_it_and_nothing_of_the_trap_runs(tmp_path):
+    """At executionTimeout (max_runtime) or CancelCommand the SSM agent SIGKILLs the script's
+    process group, whose leader the script is (amazon-ssm-agent agent/executers/executers_unix.go:
+    prepareProcess Setpgid, killProcess syscall.Kill(-pid, SIGKILL), exit 137).  No trap runs: no
+    step named, no output copy, no shutdown -- the instance stays up (docs/providers/ec2.md)."""
+    script = node_script(tmp_path)
+    bin_dir = tmp_path / "bin"
+    install(bin_dir, "python3", FAKE_PYTHON)
+    install(bin_dir, "shutdown", FAKE_SHUTDOWN)
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_SSM_INSTANCE_ID": NODE0, "CALLS": str(calls),
+           "FAIL": "kill"}
+    proc = subprocess.run(["sh"], input=script, env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, start_new_session=True)  # the script leads its group, as under SSM
+    assert proc.returncode == -9
+    made = calls.read_text().split("\n")[:-1]
+    assert made == ["fetch", "code", "other-input", "input", "launch"] and SHUTDOWN not in made
+    assert " failed while " not in proc.stderr
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "providers" / "ec2.md").read_text()
+    assert "SIGKILL" in docs and "no shutdown is scheduled" in docs
 
 
 def test_without_terminate_when_done_a_failed_node_stays_up_and_still_says_why(tmp_path):

@@ -97,7 +97,8 @@ def test_options_map_to_their_fields():
                                          "KeepAlivePeriodInSeconds": 600}
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 14400}
     assert request["EnableManagedSpotTraining"] is True
-    assert request["CheckpointConfig"] == {"S3Uri": "s3://ct-bucket/runs/sm-job/checkpoints",
+    # per spec: two specs named alike never resume from each other's checkpoints
+    assert request["CheckpointConfig"] == {"S3Uri": "s3://ct-bucket/runs/sm-job/<spec-hash>/checkpoints",
                                            "LocalPath": "/opt/ml/checkpoints"}
     assert request["Environment"]["CLOUDTRAIN_CHECKPOINT_DIR"] == "/opt/ml/checkpoints"
     assert request["RetryStrategy"] == {"MaximumRetryAttempts": 3}

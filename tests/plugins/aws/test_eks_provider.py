@@ -191,3 +191,22 @@ def test_code_above_a_configmap_goes_to_s3_and_the_pods_get_a_presigned_url(tmp_
     worker = kube.find("pytorchjobs", "ml", "ekjob")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert {"name": "cloudtrain-code-url", "secret": {"secretName": "ekjob-code-url", "defaultMode": 0o444}} \
         in worker["volumes"]
+
+
+@pytest.mark.parametrize("resources,option,label", [
+    ("{instance_type: ml.p5.48xlarge}", "", "ml.p5.48xlarge"),          # an ml.* name: HyperPod's nodes
+    ("{accelerator: H100, gpus_per_node: 8}", "hyperpod: true", "ml.p5.48xlarge"),
+    ("{instance_type: p5.48xlarge}", "", "p5.48xlarge"),                # EC2's own nodes
+])
+def test_hyperpod_nodes_are_selected_by_their_ml_label(tmp_path, resources, option, label):
+    """SageMaker HyperPod's EKS nodes carry node.kubernetes.io/instance-type: ml.p5.48xlarge (the
+    SageMaker HyperPod CLI's HyperPodPytorchJob template selects them so, aws/sagemaker-hyperpod-cli);
+    rewritten to p5.48xlarge, the pods stay Pending."""
+    path = job(tmp_path)
+    text = path.read_text().replace("resources: {gpus_per_node: 8}", f"resources: {resources}")
+    if option:
+        text = text.replace("namespace: ml}", f"namespace: ml, {option}}}")
+    path.write_text(text)
+    rendered = get_provider("eks").render(load_job(path))
+    pod = rendered.artifacts[-1].content["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": label}

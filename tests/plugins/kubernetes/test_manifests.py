@@ -221,6 +221,18 @@ def test_volcano_restarts_and_min_nodes():
     assert {"event": "PodFailed", "action": "RestartJob"} in spec["policies"]
 
 
+@pytest.mark.parametrize("type_", ["mpi", "deepspeed", "ray", "none"])
+def test_only_ddp_starts_a_partial_gang(type_):
+    """Only torchrun's rendezvous admits nodes after the start (--nnodes min:max); every other
+    type's node list is fixed, so Volcano (minAvailable: the job starts once that many pods are
+    scheduled) and the operator's schedulingPolicy wait for all of them."""
+    job = make_job(type_, nodes=4, distribution={"min_nodes": 2})
+    spec = workload(m.build_volcano(job))["spec"]
+    assert spec["minAvailable"] == 4
+    kf = workload(m.build_kubeflow(job, {"provider": "kubeflow", "queue_scheduler": "volcano", "queue": "q"}))
+    assert kf["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] >= 4  # mpi: the launcher too
+
+
 # -- resources, RDMA, shm, secrets, names --------------------------------------------------------
 def test_gpu_cpu_memory_shm():
     job = make_job("ddp", resources={"gpus_per_node": 2, "cpus_per_node": 1.5, "memory_gb": 2.5, "shm_gb": 4})

@@ -27,6 +27,7 @@ from cloudtrain_kubernetes import trainjob as tj
 from cloudtrain_kubernetes import trainer_detect as td
 from conftest import EXAMPLES
 from crd_schemas import validate
+from doubles.kube_double import FakeKube
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNTIMES = ROOT / "tests" / "data" / "runtimes"
@@ -115,6 +116,42 @@ def test_the_fanout_runs_one_node_command_per_host_and_forwards_the_nodes_variab
     assert not any(k.startswith(("OMPI_", "PMIX_")) for k in node_env)
     node = td.detect_kubeflow_trainer(node_env)
     assert (node.node_rank, node.num_nodes, node.master_addr) == (2, 3, "j-launcher-0-0.j")
+
+
+def pod_env(obj, hostfile, hostname):
+    """A launcher pod's env: the TrainJob's literal trainer.env, the MPI plugin's hostfile variable
+    (kubeflow/trainer constants OpenMPIEnvHostFileLocation) and the hostname JobSet gives it."""
+    env = {e["name"]: e["value"] for e in obj["spec"]["trainer"]["env"] if "value" in e}
+    return {**env, "OMPI_MCA_orte_default_hostfile": str(hostfile), "HOSTNAME": hostname}
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_the_node_count_is_the_jobs_not_the_hostfiles_and_the_launcher_is_node_0(tmp_path, nodes):
+    """kubeflow/trainer pkg/runtime/framework/plugins/mpi/mpi.go EnforceMLPolicy: with
+    runLauncherAsNode the node job gets max(numNodes-1, 1) pods, and buildHostFileConfigMap/isNode
+    write the launcher and every node pod, in the runtime's replicated-job order (node first in
+    deepspeed-distributed).  A one-node job's hostfile names two pods; the job has one node."""
+    obj = trainjob(deepspeed_job(nodes=nodes))
+    name = obj["metadata"]["name"]
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(FakeKube.trainjob_hostfile(obj))
+    assert len(hostfile.read_text().splitlines()) == max(nodes, 2)
+    topo = td.detect_kubeflow_trainer(pod_env(obj, hostfile, f"{name}-launcher-0-0"))
+    assert topo.num_nodes == nodes and len(topo.hosts) == nodes
+    assert topo.node_rank == 0 and topo.hosts[0] == topo.master_addr == f"{name}-launcher-0-0.{name}"
+    if nodes > 1:  # the fan-out starts one node command per job node, the launcher as rank 0
+        argv, env = td.fanout_argv(["node-cmd"], pod_env(obj, hostfile, f"{name}-launcher-0-0"), is_root=False)
+        assert argv[argv.index("-np") + 1] == str(nodes)
+        assert env["CLOUDTRAIN_HOSTS"].split(",")[0] == f"{name}-launcher-0-0.{name}"
+
+
+def test_emulating_a_one_node_deepspeed_trainjob_gives_the_runtimes_hostfile_and_one_node():
+    class Cluster:
+        hosts, master_port = ("127.0.0.1",), 29500
+    env = td.emulate(deepspeed_job(nodes=1), 0, Cluster())
+    assert env["CLOUDTRAIN_HOSTS"] == "127.0.0.1,127.0.0.1"  # launcher + the sshd node pod (mpi.go isNode)
+    topo = td.detect_kubeflow_trainer(env)
+    assert (topo.num_nodes, topo.hosts) == (1, ["127.0.0.1"])
 
 
 def free_port():

@@ -411,3 +411,13 @@ def test_rdma_off_on_a_cpu_job_renders_nccl_ib_disable():
     is_npu of no accelerator, and render failed with AttributeError instead of rendering (main)."""
     _, off = render(network={"rdma": "off"})
     assert off["algorithm"]["environments"]["NCCL_IB_DISABLE"] == "1"
+
+
+def test_job_retries_stay_in_the_range_modelarts_takes():
+    """fault-tolerance/job-retry-num: "a value ranging from 1 to 128"; unconditional restarts stop
+    after three in a row (ModelArts user guide, "Enabling Unconditional Auto Restart",
+    develop-modelarts-0041).  128 is sent, 129 is refused at max_restarts, nothing sent."""
+    _, body = render(max_restarts=128)
+    assert body["metadata"]["annotations"]["fault-tolerance/job-retry-num"] == "128"
+    with pytest.raises(JobFileError, match="max_restarts"):
+        render(max_restarts=129)

@@ -79,7 +79,9 @@ def test_resource_group_gets_gpu_type_and_hundredths_of_cards(tmp_path):
     """GpuType values: SDK models.GpuDetail.Name "GPU 显卡类型；枚举值: V100 A100 T4"; Gpu in 1/100 card
     (ResourceConfigInfo.Gpu "单位：1/100，即100=1卡")."""
     assert "V100 A100 T4" in models.GpuDetail.Name.__doc__ and "100=1卡" in models.ResourceConfigInfo.Gpu.__doc__
-    assert set(GPU_TYPES.values()) == {"V100", "A100", "T4"}
+    # H800 and A800 too: ResourceConf.GpuType "eg: H800,A800,A100,T4,P4,V100"
+    assert "H800,A800" in models.ResourceConf.GpuType.__doc__
+    assert set(GPU_TYPES.values()) == {"V100", "A100", "T4", "H800", "A800"}
     group = "{resource_group: trsg-1}"
     rc = request(job_file(tmp_path, "{accelerator: A100, gpus_per_node: 8, cpus_per_node: 90, memory_gb: 900}", group))
     assert (rc["GpuType"], rc["Gpu"], rc["Cpu"], rc["Memory"]) == ("A100", 800, 90000, 921600)
@@ -298,3 +300,12 @@ def test_shm_gb_is_exit_2_not_dropped(tmp_path):
     proc = run_cli("validate", path, "-p", "tione")
     assert proc.returncode == 2
     assert f"{path}:4: resources.shm_gb: TI-ONE's CreateTrainingTask has no /dev/shm" in proc.stderr
+
+
+@pytest.mark.parametrize("card", ["H800", "A800"])
+def test_the_chinese_export_cards_are_resource_group_gpu_types(tmp_path, card):
+    """tencentcloud-sdk-python-tione models.ResourceConf.GpuType: "卡类型，参考资源组上对应的卡类型。
+    eg: H800,A800,A100,T4,P4,V100等": resources.accelerator H800 / A800 is that GpuType."""
+    assert card in models.ResourceConf.GpuType.__doc__
+    rc = request(job_file(tmp_path, f"{{accelerator: {card.lower()}, gpus_per_node: 8}}", "{resource_group: trsg-1}"))
+    assert (rc["GpuType"], rc["Gpu"]) == (card, 800)
