@@ -13,7 +13,7 @@ EC2_MAX_RUNTIME = 172800
 
 
 class SageMakerOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role_arn: Optional[str] = Field(None,
         description="IAM role the job runs as (needed to submit), e.g. arn:aws:iam::123456789012:role/train")
@@ -60,7 +60,7 @@ class SageMakerOptions(BaseModel):
 
 
 class Ec2Options(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     image_id: Optional[str] = Field(None,
         description="AMI with Python 3.8+, the job's framework and the SSM agent, e.g. an AWS Deep Learning AMI "
