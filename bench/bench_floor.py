@@ -28,6 +28,19 @@ MODEL_FLOOR = "model-floor"
 HELP = "help"
 COMMANDS = ("render", "validate")
 INFORMATIONAL = "local"  # the provider whose rows are also set against the model floor
+# What a cloud provider needs set for `validate` of the digits job to pass (example values; all
+# offline), given to render too, so that both measure the same job.
+SETTINGS = {
+    "sagemaker": {"output_s3": "s3://ct-bench/runs", "region": "us-east-1",
+                  "role_arn": "arn:aws:iam::123456789012:role/train"},
+    "ec2": {"code_s3": "s3://ct-bench/code", "region": "us-east-1", "instance_profile": "cloudtrain-node",
+            "image_id": "ami-0123456789abcdef0"},
+    "eks": {"cluster": "ct-bench", "region": "us-east-1"},
+    "azure": {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "ct-bench",
+              "workspace": "ct-bench"},
+    "tione": {"code_store": "cos://ct-bench-1250000000/code", "region": "ap-shanghai"},
+    "modelarts": {"code_store": "obs://ct-bench/code/", "region": "cn-north-4"},
+}
 
 
 def subjects(providers: Sequence[str]) -> Dict[str, List[str]]:
@@ -38,7 +51,8 @@ def subjects(providers: Sequence[str]) -> Dict[str, List[str]]:
              HELP: [f"{BIN}/cloudtrain", "--help"]}
     for p in providers:
         for command in COMMANDS:
-            argvs[f"{command}:{p}"] = [f"{BIN}/cloudtrain", command, "-p", p, JOB]
+            argvs[f"{command}:{p}"] = [f"{BIN}/cloudtrain", command, "-p", p, JOB] + [
+                f"--set=providers.{p}.{key}={value}" for key, value in SETTINGS.get(p, {}).items()]
     return argvs
 
 
