@@ -75,7 +75,6 @@ import re
 import shlex
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from cloudtrain.transfer import storage

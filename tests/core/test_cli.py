@@ -59,16 +59,18 @@ def test_render_and_validate_of_every_provider_import_no_cloud_sdk_or_torch():
     """Render and validate are offline: neither imports a cloud SDK (the provider's own or another's),
     for any built-in provider; one process runs them all one after the other, so the modules
     loaded add up and the first provider whose line names a module is the one that imported it."""
-    code = ("import sys, json\nfrom cloudtrain.commands.cli import main\nfrom cloudtrain.extend.plugins import providers\n"
+    code = ("import sys, json\nfrom cloudtrain.commands.cli import main\n"
+            "from cloudtrain.extend.plugins import providers\n"
             "print('PROVIDERS', json.dumps(sorted(providers())))\n"
             "for name, settings in json.loads(sys.argv[2]):\n"
             "    for command in ('render', 'validate'):\n"
             "        sets = ['--set=providers.%s.%s=%s' % (name, k, v) for k, v in settings.items()]\n"
             "        rc = main([command, '-p', name, sys.argv[1], *sets])\n"
-            "        print('LOADED', command, name, rc, sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[3:])))\n")
+            "        loaded = {m.split('.')[0] for m in sys.modules} & set(sys.argv[3:])\n"
+            "        print('LOADED', command, name, rc, sorted(loaded))\n")
     plan = [(name, CLOUD_SETTINGS.get(name, {})) for name in BUILT_IN_PROVIDERS]
-    proc = subprocess.run([sys.executable, "-c", code, str(DIGITS), json.dumps(plan), *CLOUD_SDKS], capture_output=True, text=True,
-                          env=cli_env(plugins=False), cwd=str(DIGITS.parent))
+    proc = subprocess.run([sys.executable, "-c", code, str(DIGITS), json.dumps(plan), *CLOUD_SDKS],
+                          capture_output=True, text=True, env=cli_env(plugins=False), cwd=str(DIGITS.parent))
     listed = [line for line in proc.stdout.splitlines() if line.startswith("PROVIDERS")]
     assert listed and set(BUILT_IN_PROVIDERS) <= set(json.loads(listed[0][len("PROVIDERS "):])), proc.stderr[-2000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("LOADED")]

@@ -50,7 +50,8 @@ def bundle_sources(platforms: Iterable = ()) -> List[tuple]:
     (with the generic platform), the ``SHARED`` modules it imports and the modules of
     ``platforms`` (``Platform`` objects, or ``module:function`` detector targets), each with the
     packages above it (a package's ``__init__.py`` can appear more than once)."""
-    modules = ["cloudtrain.launch." + p.stem for p in sorted(Path(__file__).parent.glob("*.py")) if p.stem != "__init__"]
+    here = sorted(Path(__file__).parent.glob("*.py"))
+    modules = ["cloudtrain.launch." + p.stem for p in here if p.stem != "__init__"]
     modules += SHARED
     for platform in platforms:
         modules += [platform.partition(":")[0]] if isinstance(platform, str) else list(platform.modules)
