@@ -78,6 +78,24 @@ def test_render_and_validate_of_every_provider_import_no_cloud_sdk_or_torch():
                      for command in ("render", "validate")], proc.stderr[-2000:]
 
 
+def test_a_command_imports_no_other_commands_module(tmp_path):
+    """`render` parses with a parser of its own: doctor, completion, init and prune (modules of
+    their own) are not imported; `doctor --help` and the top-level `--help` still know them."""
+    job = write_job(tmp_path, JOB)
+    own = ["cloudtrain.commands.doctor", "cloudtrain.commands.completion", "cloudtrain.commands.initcmd",
+           "cloudtrain.commands.prune"]
+    code = ("import sys\nfrom cloudtrain.commands.cli import main\ntry: main(sys.argv[2:])\nexcept SystemExit: pass\n"
+            "print('LOADED', sorted(m for m in sys.modules if m in sys.argv[1].split(',')))")
+    runs = {}
+    for args in (["render", "-p", "local", str(job)], ["--help"], ["doctor", "--help"]):
+        proc = subprocess.run([sys.executable, "-c", code, ",".join(own), *args], capture_output=True, text=True,
+                              env=cli_env({"CT_TEST_TOKEN": "x"}))
+        runs[args[0]] = proc.stdout
+    assert runs["render"].strip().endswith("LOADED []"), runs["render"][-500:]
+    assert "usage: cloudtrain doctor" in runs["doctor"] and "cloudtrain.commands.doctor" in runs["doctor"]
+    assert all(name in runs["--help"] for name in ("doctor", "completion", "init", "prune", "render"))
+
+
 def test_help_does_not_import_pydantic():
     proc = subprocess.run([sys.executable, "-c", "import sys\nfrom cloudtrain.commands.cli import main\n"
                            "try: main(['--help'])\nexcept SystemExit: pass\nprint('pydantic' in sys.modules)"],

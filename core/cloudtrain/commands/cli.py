@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from queue import Empty, Queue
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from .. import __version__
 from ..spec.errors import CloudtrainError
@@ -63,9 +63,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         prog="cloudtrain",
         description="Run one provider-neutral distributed training job on any platform.")
     parser.add_argument("--version", action="version", version=f"cloudtrain {__version__}")
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
-    if only is not None:
-        sub = _OneCommand(sub, only)
+    commands = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub: Any = commands if only is None else _OneCommand(commands, only)
 
     p = sub.add_parser("submit", help="render and submit a job, then follow it (unless --detach)")
     _job_args(p)
