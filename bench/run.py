@@ -52,9 +52,9 @@ BENCHMARKS: List[Benchmark] = [
     Benchmark("cli-cold-start", "bench_cli:run",
               "CLI cold start: `cloudtrain render` vs TorchX's dry run; what render imports", 50, 30),
     Benchmark("cold-start-floor", "bench_floor:run",
-              "`render` / `validate` of a small job vs the import floor "
+              "`--help`, and `render` / `validate` of the digits job for every provider, vs the import floor "
               "(`python -c \"import pydantic, yaml, pluggy\"`)",
-              25, 10),
+              150, 50),
     Benchmark("launch-overhead", "bench_launch:run_overhead",
               "digits DDP job: cloudtrain submit -p local vs bare torchrun vs torchx local_cwd", 220, 150),
     Benchmark("throughput", "bench_launch:run_throughput",

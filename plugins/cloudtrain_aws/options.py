@@ -13,7 +13,7 @@ EC2_MAX_RUNTIME = 172800
 
 
 class SageMakerOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     @model_validator(mode="after")
     def _private_registry(self):
@@ -83,7 +83,7 @@ class SageMakerOptions(BaseModel):
 
 
 class Ec2Options(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     image_id: Optional[str] = Field(None,
         description="AMI with Python 3.8+, the job's framework and the SSM agent, e.g. an AWS Deep Learning AMI "

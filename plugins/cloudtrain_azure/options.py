@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class DataRef(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     path: Optional[str] = Field(
         None, description="azureml://, https://, abfss:// or wasbs:// URI (outputs: default location if empty; "
@@ -18,7 +18,7 @@ class DataRef(BaseModel):
 
 
 class AzureOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     subscription_id: Optional[str] = Field(
         None, description="workspace subscription (with resource_group and workspace; default: config.json)")

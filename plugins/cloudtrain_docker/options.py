@@ -9,7 +9,7 @@ from cloudtrain.spec.ports import MasterPort
 
 
 class Mount(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     source: str = Field(..., description="host path")
     target: str = Field(..., description="path in the container")
@@ -17,7 +17,7 @@ class Mount(BaseModel):
 
 
 class DockerOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     image: Optional[str] = Field(None, description="image for every node (default: the job's image)")
     emulate: Optional[str] = Field(None,

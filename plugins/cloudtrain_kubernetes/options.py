@@ -17,7 +17,7 @@ class PodOptions(BaseModel):
     """What a job's pods get, for any Kubernetes-based provider (``eks`` and ``modelarts-lite``
     add how to reach their cluster)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     namespace: str = Field("default", description="namespace of the job and its objects")
     name: Optional[str] = Field(None, description="object name (default: the job's name, shortened to fit pod names)")
@@ -127,6 +127,8 @@ class KubeOptions(PodOptions):
 class QueueSchedulerOption(BaseModel):
     """Who reads a training-operator job's queue (``kubeflow``, ``eks``)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     queue_scheduler: Literal["kueue", "volcano"] = Field("kueue", description=(
         "kubeflow and eks (training-operator jobs): who reads queue and priority_class: kueue (labels "
         "kueue.x-k8s.io/*) or volcano (an operator that gang-schedules with Volcano: runPolicy.schedulingPolicy "
@@ -145,6 +147,8 @@ class VolcanoOptions(KubeOptions):
 
 class TrainerOptions(BaseModel):
     """Which Kubeflow Trainer runtime a TrainJob runs on (``kubeflow-trainer``; ``eks`` with ``api: trainer``)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     runtime: Optional[str] = Field(None, description=(
         "the training runtime (default: torch-distributed for ddp and none, deepspeed-distributed for deepspeed; "

@@ -9,7 +9,7 @@ from cloudtrain.spec.ports import MasterPort
 
 
 class LocalOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     emulate: Optional[str] = Field(None,
                                    description="inject this provider's node environment instead of the generic one")

@@ -15,7 +15,7 @@ from cloudtrain.spec.ports import MasterPort
 
 
 class ObsData(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(..., pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the input's or output's name (also its env "
                                                                          "var / parameter)")
@@ -26,7 +26,7 @@ class ObsData(BaseModel):
 
 
 class ModelartsOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     region: Optional[str] = Field(None, description="Huawei Cloud region, e.g. cn-north-4 (default: "
                                                     "$HUAWEICLOUD_SDK_REGION)")
@@ -85,7 +85,7 @@ class ModelartsOptions(BaseModel):
 
 
 class LiteVolume(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="volume name")
     mount_path: str = Field(..., description="where it is mounted in the container")

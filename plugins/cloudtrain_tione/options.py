@@ -9,7 +9,7 @@ from cloudtrain.spec.ports import MasterPort
 
 
 class Framework(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(..., description="FrameworkName of a platform image, e.g. PYTORCH")
     version: Optional[str] = Field(None, description="FrameworkVersion, e.g. 1.9")
@@ -17,7 +17,7 @@ class Framework(BaseModel):
 
 
 class DataMount(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     source: str = Field(..., description="cos://BUCKET/PATH, cfs://FS_ID/PATH, cfsturbo://ID/PATH, "
                                          "goosefsx://ID/PATH or dataset://DATASET_ID")
@@ -26,14 +26,14 @@ class DataMount(BaseModel):
 
 
 class ClsLog(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     logset_id: str = Field(..., description="CLS logset id")
     topic_id: str = Field(..., description="CLS topic id")
 
 
 class TioneOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     region: Optional[str] = Field(None, description="Tencent Cloud region, e.g. ap-shanghai (default at submit: "
                                                     "$TENCENTCLOUD_REGION); COS paths need it at render")

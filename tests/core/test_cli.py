@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -36,6 +37,63 @@ def test_help_and_render_import_no_cloud_sdk_or_torch(tmp_path):
             assert proc.returncode == 0 and "submit" in proc.stdout
             continue
         assert "LOADED []" in proc.stdout, (args, proc.stdout[-300:], proc.stderr)
+
+
+BUILT_IN_PROVIDERS = ("azure", "docker", "ec2", "eks", "kubeflow", "kubeflow-trainer", "local", "modelarts",
+                      "modelarts-lite", "sagemaker", "tione", "volcano")
+# What validate of the digits job needs to pass on a cloud provider (example values, offline)
+CLOUD_SETTINGS = {
+    "sagemaker": {"output_s3": "s3://ct-test/runs", "region": "us-east-1",
+                  "role_arn": "arn:aws:iam::123456789012:role/train"},
+    "ec2": {"code_s3": "s3://ct-test/code", "region": "us-east-1", "instance_profile": "cloudtrain-node",
+            "image_id": "ami-0123456789abcdef0"},
+    "eks": {"cluster": "ct-test", "region": "us-east-1"},
+    "azure": {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "rg", "workspace": "ws"},
+    "tione": {"code_store": "cos://ct-test-1250000000/code", "region": "ap-shanghai"},
+    "modelarts": {"code_store": "obs://ct-test/code/", "region": "cn-north-4"},
+}
+DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits-ddp" / "job.yaml"
+
+
+def test_render_and_validate_of_every_provider_import_no_cloud_sdk_or_torch():
+    """Render and validate are offline: neither imports a cloud SDK (the provider's own or another's),
+    for any built-in provider; one process runs them all one after the other, so the modules
+    loaded add up and the first provider whose line names a module is the one that imported it."""
+    code = ("import sys, json\nfrom cloudtrain.commands.cli import main\n"
+            "from cloudtrain.extend.plugins import providers\n"
+            "print('PROVIDERS', json.dumps(sorted(providers())))\n"
+            "for name, settings in json.loads(sys.argv[2]):\n"
+            "    for command in ('render', 'validate'):\n"
+            "        sets = ['--set=providers.%s.%s=%s' % (name, k, v) for k, v in settings.items()]\n"
+            "        rc = main([command, '-p', name, sys.argv[1], *sets])\n"
+            "        loaded = {m.split('.')[0] for m in sys.modules} & set(sys.argv[3:])\n"
+            "        print('LOADED', command, name, rc, sorted(loaded))\n")
+    plan = [(name, CLOUD_SETTINGS.get(name, {})) for name in BUILT_IN_PROVIDERS]
+    proc = subprocess.run([sys.executable, "-c", code, str(DIGITS), json.dumps(plan), *CLOUD_SDKS],
+                          capture_output=True, text=True, env=cli_env(plugins=False), cwd=str(DIGITS.parent))
+    listed = [line for line in proc.stdout.splitlines() if line.startswith("PROVIDERS")]
+    assert listed and set(BUILT_IN_PROVIDERS) <= set(json.loads(listed[0][len("PROVIDERS "):])), proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("LOADED")]
+    assert lines == [f"LOADED {command} {name} 0 []" for name in BUILT_IN_PROVIDERS
+                     for command in ("render", "validate")], proc.stderr[-2000:]
+
+
+def test_a_command_imports_no_other_commands_module(tmp_path):
+    """`render` parses with a parser of its own: doctor, completion, init and prune (modules of
+    their own) are not imported; `doctor --help` and the top-level `--help` still know them."""
+    job = write_job(tmp_path, JOB)
+    own = ["cloudtrain.commands.doctor", "cloudtrain.commands.completion", "cloudtrain.commands.initcmd",
+           "cloudtrain.commands.prune"]
+    code = ("import sys\nfrom cloudtrain.commands.cli import main\ntry: main(sys.argv[2:])\nexcept SystemExit: pass\n"
+            "print('LOADED', sorted(m for m in sys.modules if m in sys.argv[1].split(',')))")
+    runs = {}
+    for args in (["render", "-p", "local", str(job)], ["--help"], ["doctor", "--help"]):
+        proc = subprocess.run([sys.executable, "-c", code, ",".join(own), *args], capture_output=True, text=True,
+                              env=cli_env({"CT_TEST_TOKEN": "x"}))
+        runs[args[0]] = proc.stdout
+    assert runs["render"].strip().endswith("LOADED []"), runs["render"][-500:]
+    assert "usage: cloudtrain doctor" in runs["doctor"] and "cloudtrain.commands.doctor" in runs["doctor"]
+    assert all(name in runs["--help"] for name in ("doctor", "completion", "init", "prune", "render"))
 
 
 def test_help_does_not_import_pydantic():

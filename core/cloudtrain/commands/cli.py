@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from queue import Empty, Queue
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from .. import __version__
 from ..spec.errors import CloudtrainError
@@ -38,12 +38,33 @@ def _job_args(p: argparse.ArgumentParser, emulate: bool = True) -> None:
                        help="local/docker: inject PLATFORM's node environment (e.g. tione)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _OneCommand:
+    """The subparsers action of a parser for one command (``only``): the other commands' parsers
+    are neither built nor their modules imported (a start-up cost of every command, issue 38)."""
+
+    def __init__(self, sub, only: str) -> None:
+        self.sub, self.only = sub, only
+
+    def add_parser(self, name: str, **kwargs):
+        return self.sub.add_parser(name, **kwargs) if name == self.only else _Skipped()
+
+
+class _Skipped:
+    """A command's parser that is not built: every call does nothing."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, a parser that knows that one command (it parses
+    and says errors and ``--help`` of that command the same)."""
     parser = argparse.ArgumentParser(
         prog="cloudtrain",
         description="Run one provider-neutral distributed training job on any platform.")
     parser.add_argument("--version", action="version", version=f"cloudtrain {__version__}")
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub: Any = commands if only is None else _OneCommand(commands, only)
 
     p = sub.add_parser("submit", help="render and submit a job, then follow it (unless --detach)")
     _job_args(p)
@@ -133,8 +154,10 @@ OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "
 
 def _add_own_module_commands(sub) -> None:
     import importlib
-    for module in OWN_MODULE_COMMANDS.values():
-        importlib.import_module(f"{__package__}.{module}").add_parser(sub)
+    only = sub.only if isinstance(sub, _OneCommand) else None
+    for name, module in OWN_MODULE_COMMANDS.items():
+        if only in (None, name):
+            importlib.import_module(f"{__package__}.{module}").add_parser(sub)
 
 
 def _own_module_command(name: str):
@@ -626,7 +649,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         hint = did_you_mean(argv[0], [*COMMANDS, "launch"]) or "; cloudtrain --help lists the commands"
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    parser = build_parser()
+    parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
     if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
         parser.parse_args(argv)  # argparse's own error for what it does not know

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..spec.errors import BadInput
-from ..launch.platform import import_target
+from ..launch.platform import group_entry_points, import_target
 
 ENTRY_POINT_GROUP = "cloudtrain"
 DISTRIBUTION = "cloudtrain"
@@ -149,13 +149,9 @@ def fill(tables: Tables, plugin: str, hooks: Dict[str, Callable[..., Any]], extr
 def own_entry_points() -> Tuple[Tuple[str, str], ...]:
     """(name, module) of the ``cloudtrain`` distribution's own plugins: its entry points in group
     ``cloudtrain`` (the name is the extra carrying the plugin's SDKs).  () when the distribution is
-    not installed (sources on ``sys.path`` only)."""
-    from importlib import metadata
-    try:
-        eps = metadata.distribution(DISTRIBUTION).entry_points
-    except metadata.PackageNotFoundError:
-        return ()
-    return tuple(sorted((ep.name, ep.value) for ep in eps if ep.group == ENTRY_POINT_GROUP))
+    not installed (sources on ``sys.path`` only).  From the one scan of the installed
+    distributions (``launch.platform.group_entry_points``)."""
+    return tuple(sorted((name, value) for dist, name, value in group_entry_points() if dist == DISTRIBUTION))
 
 
 def extra_of(module: Optional[str]) -> Optional[str]:

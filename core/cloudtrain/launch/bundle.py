@@ -45,19 +45,25 @@ def _sources(module: str) -> List[tuple]:
     return out
 
 
-def write_bundle(dest, platforms: Iterable = ()) -> Path:
-    """Copy ``cloudtrain.launch`` (with the generic platform), the ``SHARED`` modules it imports
-    and the modules of ``platforms`` (``Platform`` objects, or ``module:function`` detector
-    targets) under ``dest``; add ``entry.sh``."""
-    dest = Path(dest)
-    modules = ["cloudtrain.launch." + p.stem for p in sorted(Path(__file__).parent.glob("*.py")) if p.stem != "__init__"]
+def bundle_sources(platforms: Iterable = ()) -> List[tuple]:
+    """(file, path under the bundle) of every module ``write_bundle`` copies: ``cloudtrain.launch``
+    (with the generic platform), the ``SHARED`` modules it imports and the modules of
+    ``platforms`` (``Platform`` objects, or ``module:function`` detector targets), each with the
+    packages above it (a package's ``__init__.py`` can appear more than once)."""
+    here = sorted(Path(__file__).parent.glob("*.py"))
+    modules = ["cloudtrain.launch." + p.stem for p in here if p.stem != "__init__"]
     modules += SHARED
     for platform in platforms:
         modules += [platform.partition(":")[0]] if isinstance(platform, str) else list(platform.modules)
-    for module in modules:
-        for origin, rel in _sources(module):
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(origin, target)
+    return [pair for module in modules for pair in _sources(module)]
+
+
+def write_bundle(dest, platforms: Iterable = ()) -> Path:
+    """Copy the modules of ``bundle_sources(platforms)`` under ``dest``; add ``entry.sh``."""
+    dest = Path(dest)
+    for origin, rel in bundle_sources(platforms):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(origin, target)
     (dest / "entry.sh").write_text(ENTRY)
     return dest

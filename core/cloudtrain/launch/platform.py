@@ -138,19 +138,100 @@ def platforms_of(module: str) -> List[Platform]:
 @functools.lru_cache(maxsize=None)
 def installed_entry_points() -> Tuple[Tuple[str, str], ...]:
     """``(name, value)`` of every installed entry point of the ``cloudtrain`` group, read once per
-    process: finding them reads every installed distribution's metadata (~10 ms among 180), and
-    the plugin manager and the node platforms both need them.  Empty when the metadata cannot
-    be read (a broken distribution must not stop a training node)."""
+    process (the plugin manager and the node platforms both need them).  Empty when the metadata
+    cannot be read (a broken distribution must not stop a training node)."""
+    return tuple((name, value) for _dist, name, value in group_entry_points())
+
+
+@functools.lru_cache(maxsize=None)
+def group_entry_points() -> Tuple[Tuple[str, str, str], ...]:
+    """``(distribution, name, value)`` of every installed entry point of the ``cloudtrain`` group,
+    in ``importlib.metadata``'s order (``sys.path``'s, then each directory's), one distribution
+    of a name (the first found; ``distribution`` is its normalized name).
+
+    ``importlib.metadata.entry_points()`` parses every installed distribution's metadata (~10 ms
+    among 180, ~1/8 of a command's start); the same is read here straight from the
+    ``*.dist-info/entry_points.txt`` files of the ``sys.path`` directories.  Where that would not
+    see everything ``importlib.metadata`` does (a zip or egg on ``sys.path``, a meta path finder
+    that finds distributions of its own), ``importlib.metadata`` is asked instead."""
+    import sys
     try:
+        found = _scan_entry_points(sys.path, sys.meta_path)
+        if found is not None:
+            return found
         from importlib import metadata
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return ()
-    try:
-        eps = metadata.entry_points()
-        group = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
-        return tuple((ep.name, ep.value) for ep in group)
+        out = []
+        seen = set()
+        for dist in metadata.distributions():
+            key = _normalized(dist.metadata["Name"] or "")
+            if key in seen:
+                continue
+            seen.add(key)
+            out += [(key, ep.name, ep.value) for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+        return tuple(out)
     except Exception:
         return ()
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as ``importlib.metadata`` compares them (PEP 503, ``_`` for ``-``)."""
+    import re
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def _scan_entry_points(path: Sequence[str], meta_path: Sequence[object]) -> Optional[Tuple[Tuple[str, str, str], ...]]:
+    """The ``cloudtrain`` group read from the dist-info/egg-info directories of the directories
+    on ``path``, or None where ``importlib.metadata`` could find distributions this does not."""
+    import os
+    from importlib.machinery import PathFinder
+    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in meta_path):
+        return None
+    out = []
+    seen = set()
+    for entry in path:
+        directory = entry or "."
+        if not os.path.isdir(directory):
+            if os.path.exists(directory):
+                return None  # a zip file
+            continue
+        try:
+            children = os.listdir(directory)
+        except OSError:
+            continue
+        for child in children:
+            low = child.lower()
+            if low.endswith(".egg"):
+                return None
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            key = _normalized(low.rpartition(".")[0].partition("-")[0])
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                with open(os.path.join(directory, child, "entry_points.txt"), encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            out += [(key, name, value) for name, value in _section(text, ENTRY_POINT_GROUP)]
+    return tuple(out)
+
+
+def _section(text: str, group: str) -> List[Tuple[str, str]]:
+    """``(name, value)`` of section ``[group]`` of an ``entry_points.txt``, parsed as
+    ``importlib.metadata`` does (lines stripped; blank lines and ``#`` comments skipped); a line
+    without ``=``, which makes ``importlib.metadata`` fail, is skipped."""
+    pairs = []
+    section = None
+    for line in map(str.strip, text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == group and "=" in line:
+            name, _, value = line.partition("=")
+            pairs.append((name.strip(), value.strip()))
+    return pairs
 
 
 def _entry_point_modules() -> List[str]:

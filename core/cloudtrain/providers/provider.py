@@ -103,7 +103,7 @@ def refused_fields(job: JobSpec, refused: Mapping[str, str]) -> List[Tuple[tuple
 
 
 class NoOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Provider(abc.ABC):

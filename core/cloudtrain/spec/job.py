@@ -34,7 +34,9 @@ class DistributionType(str, Enum):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True)
+    # defer_build: a model's validator is built on its first use, not at import: a command
+    # validates a job through ``JobSpec`` alone (its parts' schemas are built inline there)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True, defer_build=True)
 
 
 class Distribution(Strict):
