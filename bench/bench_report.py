@@ -27,7 +27,7 @@ GOAL_US = 5.0
 def bare(n: int) -> float:
     t0 = time.perf_counter()
     loss = 1.0
-    for i in range(n):
+    for _ in range(n):
         loss = loss * 0.9999 + 1e-6
     return time.perf_counter() - t0
 

@@ -61,7 +61,7 @@ def test_rank_zero_writes_the_newest_report_on_stderr_from_the_shipped_bundle(tm
     proc = run_on_node(tmp_path, "0")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "stdout stays the script's own\n"
-    reports = [json.loads(l[len(PREFIX):]) for l in proc.stderr.splitlines() if l.startswith(PREFIX)]
+    reports = [json.loads(text[len(PREFIX):]) for text in proc.stderr.splitlines() if text.startswith(PREFIX)]
     assert len(reports) <= 3  # a line a second at most: 20,000 calls do not flood the log
     assert reports[-1]["step"] == 20000 and reports[-1]["metrics"] == {"loss": 1.0 / 20000}
     assert SECRET not in proc.stderr + proc.stdout

@@ -34,6 +34,7 @@ MAX_LINE = 8192
 NODE_PREFIX = re.compile(r"\[node(\d+)(?:/rank(\d+))?\] ")
 PLAIN = re.compile(r"\b(epoch|step)\s*[:=]?\s*(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
 PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-/]*)(?:\s*[:=]\s*|\s+)(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\b")
+THROUGHPUT = (("samples_per_s", "samples/s"), ("samples_per_second", "samples/s"), ("tokens_per_s", "tokens/s"))
 HF_KEYS = ("'loss'", "'epoch'", "'eval_loss'", "'train_loss'")
 
 
@@ -140,7 +141,7 @@ def _plain(text: str):
         last = found.end()
     if not fields:
         return None
-    kept = {}
+    kept: Dict[str, Optional[float]] = {}
     for found in PAIR.finditer(text[last:]):
         name = found.group(1)
         if name.lower() in ("epoch", "step") or not allowed(name) or not NAME.match(name):
@@ -297,17 +298,17 @@ def _shown(value: Optional[float]) -> str:
 def describe(progress: Progress, cost: Optional[str] = None) -> str:
     """One line: ``step 1200/5000 · loss 0.31 · 412 samples/s · ETA 12 min`` (and the cost)."""
     parts = []
-    if progress.step is not None:
-        parts.append(f"step {_shown(progress.step)}" + (f"/{_shown(progress.total_steps)}" if progress.total_steps else ""))
-    if progress.epoch is not None:
-        parts.append(f"epoch {_shown(progress.epoch)}" + (f"/{_shown(progress.total_epochs)}" if progress.total_epochs else ""))
+    for what, done, total in (("step", progress.step, progress.total_steps),
+                              ("epoch", progress.epoch, progress.total_epochs)):
+        if done is not None:
+            parts.append(f"{what} {_shown(done)}" + (f"/{_shown(total)}" if total else ""))
     for name, value in progress.metrics.items():
-        if name in ("samples_per_s", "samples_per_second", "tokens_per_s"):
+        if name in dict(THROUGHPUT):
             continue
         if len(parts) >= 5:
             break
         parts.append(f"{name} {_shown(value)}")
-    for name, unit in (("samples_per_s", "samples/s"), ("samples_per_second", "samples/s"), ("tokens_per_s", "tokens/s")):
+    for name, unit in THROUGHPUT:
         if progress.metrics.get(name) is not None:
             parts.append(f"{_shown(progress.metrics[name])} {unit}")
             break
