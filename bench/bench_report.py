@@ -6,6 +6,8 @@ same signature (what any Python call costs on the machine), in interleaved round
 the difference of the medians over N.  The reports' lines (one a second at most, written by the
 reporter's thread) go to standard error, here a pipe to /dev/null as a node's log would be.
 
+Then the other side of progress: reading it from a log of 100,000 reports, as ``status`` does.
+
 Run: ``python bench/bench_report.py [N] [ROUNDS]`` (stand-alone; it prints one line per side and
 the cost of a call).
 """
@@ -56,6 +58,27 @@ def reporting(n: int) -> float:
     return time.perf_counter() - t0
 
 
+def reading(reports: int = 100_000, rounds: int = 20) -> None:
+    """What ``status`` adds for a job whose log holds ``reports`` report lines: reading its
+    progress from the log's tail (``cloudtrain.runtime.progress.from_file``), median of rounds."""
+    import tempfile
+    from cloudtrain.launch.report import line
+    from cloudtrain.runtime.progress import from_file
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "job.log"
+        with open(log, "w") as f:
+            for i in range(1, reports + 1):
+                f.write("[node0/rank0] " + line(1000.0 + i, (i, reports, None, None), {"loss": 1.0 / i}) + "\n")
+        samples = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            found = from_file(log)
+            samples.append(time.perf_counter() - t0)
+        assert found is not None and found.step == reports
+        print(f"progress of a {log.stat().st_size >> 20} MiB log of {reports} reports: "
+              f"median {statistics.median(samples) * 1e3:.2f} ms")
+
+
 def main(n: int = 200_000, rounds: int = 7) -> int:
     sides = {"bare loop": [], "no-op call each iteration": [], "report() each iteration": []}
     for _ in range(rounds):
@@ -72,6 +95,7 @@ def main(n: int = 200_000, rounds: int = 7) -> int:
     print(f"report() costs {cost:.3f} us a call (goal <= {GOAL_US} us): {verdict}; "
           f"a no-op call with the same arguments costs {call:.3f} us on this machine "
           f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    reading()
     return 0
 
 

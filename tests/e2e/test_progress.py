@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from cloudtrain import attach
+
 from conftest import EXAMPLES, run_cli, write_job
 from helpers import assert_nothing_left, run_dir, wait_for
 
@@ -40,6 +42,9 @@ def test_status_shows_the_digits_jobs_progress_while_it_runs_and_at_its_end(tmp_
     assert (final["step"], final["epoch"], final["total_epochs"]) == (final["total_steps"], 4, 4)
     assert 0 < final["metrics"]["loss"] < running["metrics"]["loss"] + 1 and final["metrics"]["samples_per_s"] > 0
     assert final["eta"] == 0.0
+    found = attach(handle).progress()  # the Python API reads the same
+    assert (found.step, found.total_steps, found.metrics["loss"]) == \
+        (final["step"], final["total_steps"], final["metrics"]["loss"])
     text = run_cli("status", handle, check=0).stdout
     assert re.search(r"^step (\d+)/\1 · epoch 4/4 · loss [0-9.]+ · train_acc [0-9.]+ · [0-9.]+ samples/s · ETA 0 s$",
                      text, re.M), text

@@ -47,6 +47,8 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 _latest = deque(maxlen=1)  # (time, fields, metrics) of the newest report not yet written
 _idle = [True]  # the writer thread waits for a report
+_keep = _latest.append
+_now = time.time
 _wake = threading.Event()
 _write_lock = threading.Lock()
 _names = {}  # name -> allowed, decided once per name
@@ -121,7 +123,7 @@ def report(step=None, total_steps=None, epoch=None, total_epochs=None, **metrics
         _enabled.append(_rank_zero())
     if not _enabled[0]:
         return
-    _latest.append((time.time(), (step, total_steps, epoch, total_epochs), metrics))
+    _keep((_now(), (step, total_steps, epoch, total_epochs), metrics))
     if _idle[0]:
         _idle[0] = False
         if not _writer:
