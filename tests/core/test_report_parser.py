@@ -34,7 +34,9 @@ def test_other_ranks_malformed_and_hostile_lines_are_ignored():
                  "[node1] step 3/4", "CLOUDTRAIN_PROGRESS {bad json", 'CLOUDTRAIN_PROGRESS {"v":2,"step":1}',
                  'CLOUDTRAIN_PROGRESS ["v",1]', 'CLOUDTRAIN_PROGRESS {"v":1,"step":"1"}',
                  "{'loss': __import__('os').system('true'), 'epoch': 1}", "{'loss': 0.3, 'epoch': [1]}",
-                 "epoch 11/10", "step 1/0", "[" * 20000 + "'loss'", "nothing here"]:
+                 "epoch 11/10", "step 1/0", "[" * 20000 + "'loss'", "nothing here",
+                 "{'loss': " + "[" * 4000 + "]" * 4000 + ", 'epoch': 1}", "{'loss': 9" + "9" * 5000 + ", 'epoch': 1}",
+                 "{'loss': 1, 'epoch': 10**10**10}"]:
         assert parse_line(text) is None, text
 
 
