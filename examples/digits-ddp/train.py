@@ -9,6 +9,9 @@ environment variables set by the launcher:
   CLOUDTRAIN_CHECKPOINT_DIR (when the job sets storage.checkpoint) where rank 0 saves a
                             checkpoint after every epoch; a restarted job resumes from it
 
+Rank 0 reports its progress after every epoch with `cloudtrain.launch.report` (one
+CLOUDTRAIN_PROGRESS line on stderr), which `cloudtrain status` shows.
+
 Nothing is downloaded: the digits data set ships with scikit-learn.
 """
 import argparse
@@ -25,6 +28,15 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+try:  # the launcher puts cloudtrain.launch on every node's path; plain torchrun may not have it
+    from cloudtrain.launch import flush_report, report
+except ImportError:
+    def report(**progress):
+        """Without cloudtrain: no progress lines."""
+
+    def flush_report():
+        """Without cloudtrain: nothing to write."""
 
 
 def parse_args():
@@ -129,6 +141,11 @@ def main():
         if rank == 0:
             print(f"epoch {epoch}/{args.epochs} loss {stats[0] / stats[2]:.4f} "
                   f"train_acc {stats[1] / stats[2]:.4f}", flush=True)
+            elapsed = time.perf_counter() - t0
+            report(step=epoch * len(loader), total_steps=args.epochs * len(loader), epoch=epoch,
+                   total_epochs=args.epochs, loss=round(float(stats[0] / stats[2]), 4),
+                   train_acc=round(float(stats[1] / stats[2]), 4),
+                   samples_per_s=round(float(stats[2]) / max(elapsed, 1e-9), 1))
 
         if rank == 0 and ckpt_path:
             save_checkpoint(ckpt_path, epoch, model, opt)
@@ -171,6 +188,7 @@ def main():
 
 def leave(code: int) -> None:
     """Exit at once, without interpreter teardown (output flushed first)."""
+    flush_report()  # the newest progress report, which os._exit would lose
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

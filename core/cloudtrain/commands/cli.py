@@ -405,8 +405,17 @@ def _print_status(status, output: str) -> None:
 
 
 def cmd_status(args) -> int:
-    from ..api import status
-    _print_status(status(args.handle, profile=args.profile), args.output)
+    from ..api import attach
+    from ..runtime.progress import status_fields
+    run = attach(args.handle, profile=args.profile)
+    found = run.status()
+    progress, line = status_fields(run, found)  # a local/docker job's progress, from its log (issue 43)
+    if args.output == "json" and progress is not None:
+        print(json.dumps({**found.to_dict(), "progress": progress}))
+        return 0
+    _print_status(found, args.output)
+    if line and args.output != "json":
+        print(line)
     return 0
 
 

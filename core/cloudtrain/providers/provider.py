@@ -467,6 +467,13 @@ class Run:
         lines = self.provider.logs(self.id, follow=follow)
         return lines if follow else LogLines(lines)
 
+    def progress(self):
+        """The job's progress from its log (``cloudtrain.runtime.progress.Progress``: step, total
+        steps, epoch, the newest value of every metric, the step rate and ETA), None where the
+        log tells none yet."""
+        from ..runtime.progress import of_run
+        return of_run(self.provider, self.id, self.status())
+
     def wait(self, timeout: Optional[float] = None, on_status=None, poll: Optional[float] = None) -> JobStatus:
         return self.provider.wait(self.id, timeout=timeout, on_status=on_status, poll=poll)
 
