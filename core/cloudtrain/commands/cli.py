@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -240,7 +241,20 @@ def cmd_submit(args) -> int:
             interrupts.restore()
             print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
-        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on)
+        watched: list = []
+        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on,
+                           watching=lambda run: interrupts.watching(run, watched))
+    except KeyboardInterrupt:
+        interrupts.restore()
+        if not watched:  # (only the watch of a failover's job is interrupted: it is armed there)
+            raise
+        run = watched[-1]
+        if args.detach:
+            print(run.handle)
+            print(f"interrupted: {run.handle} keeps running (--detach); cloudtrain cancel {run.handle} stops it",
+                  file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        return cancel_interrupted(run)
     except BaseException:
         interrupts.restore()
         raise
@@ -290,6 +304,18 @@ class Interrupts:
     def disarm(self) -> None:
         self.armed = False
 
+    @contextlib.contextmanager
+    def watching(self, run, watched: list):
+        """Armed while a failover's job is watched before it starts (``api.submit_first``): the
+        job is in the ledger already, and an interrupt there is one while it is followed."""
+        watched.append(run)
+        self.arm()
+        try:
+            yield
+        finally:
+            self.disarm()
+        watched.remove(run)
+
     def restore(self) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
@@ -305,15 +331,19 @@ def follow(run, interrupts: Optional[Interrupts] = None) -> int:
     except KeyboardInterrupt:
         if interrupts is not None:
             interrupts.disarm()
-        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
-        if run.provider.local_state:
-            run.provider.cancel(run.id, reason="interrupted")
-        else:
-            run.cancel()
-        return EXIT_INTERRUPTED
+        return cancel_interrupted(run)
     finally:
         if interrupts is not None:
             interrupts.restore()
+
+
+def cancel_interrupted(run) -> int:
+    print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
+    if run.provider.local_state:
+        run.provider.cancel(run.id, reason="interrupted")
+    else:
+        run.cancel()
+    return EXIT_INTERRUPTED
 
 
 def _follow(run) -> int:
