@@ -273,6 +273,8 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
                 raise
             on_error(name, exc)
     found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
+    if _reconcile_here([e for e in found if e.local and not e.terminal], on_error):
+        found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     stale = [e for e in found if not e.local and not e.terminal and (refresh or e.stale())]
     listed = set(names or ()) - {n for n in names or () if get_provider_class(n).local_state}
     stale = [e for e in stale if e.provider not in listed and not _keeps_own_state(e.provider)]  # (listed: just read)
@@ -281,6 +283,22 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
                        on_error=None if on_error is None else (lambda e, exc: on_error(e.handle, exc)), store=store)
         found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     return found
+
+
+def _reconcile_here(running: list, on_error=None) -> bool:
+    """The rows of this machine's jobs (local, docker) that say they run, read again from their
+    provider: one whose supervisor is gone (killed with its watchdog, an OOM kill of both) is
+    failed there, with the reason, and its nodes released.  True when one was."""
+    from .spec.errors import CloudtrainError
+    from .extend.plugins import get_provider
+    changed = False
+    for entry in running:
+        try:
+            changed |= get_provider(entry.provider).status(entry.job_id).terminal
+        except CloudtrainError as exc:
+            if on_error is not None:
+                on_error(entry.handle, exc)
+    return changed
 
 
 def _keeps_own_state(name: str) -> bool:

@@ -491,7 +491,8 @@ def cmd_list(args) -> int:
                 raise BadInput(f"--state {s!r}: one of {', '.join(known)}")
     since = ledger.since(args.since) if args.since else None
     found = ledger.entries(since, providers, states)
-    if args.refresh or providers or any(e.stale() for e in found):
+    # (a job of this machine that says it runs: its supervisor is checked, cloudtrain.api.jobs)
+    if args.refresh or providers or any(e.stale() or (e.local and not e.terminal) for e in found):
         from ..api import jobs
 
         def warn(what, exc):
