@@ -273,7 +273,10 @@ def run_torchrun(shim: List[str], env: dict) -> int:
     read_end, write_end = os.pipe()
     try:
         # its own session: a signal to this node's group reaches torchrun once, through us
-        proc = subprocess.Popen(shim, env=dict(env, **{failure.RESULT_FD: str(write_end)}), pass_fds=(write_end,),
+        # every rank's Python dumps its stack on a fatal signal (failure.teardown_abort reads it)
+        env = dict(env, **{failure.RESULT_FD: str(write_end)})
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        proc = subprocess.Popen(shim, env=env, pass_fds=(write_end,),
                                 start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
     finally:
         os.close(write_end)
@@ -297,6 +300,7 @@ def run_torchrun(shim: List[str], env: dict) -> int:
         result = {}
     for line in failure.report_lines(result):
         print(line, file=sys.stderr, flush=True)
+    code = failure.node_exit(code, result)  # (reads the ranks' logs: before they go)
     if result.get("made_log_dir") and result.get("log_dir"):
         import shutil
         shutil.rmtree(result["log_dir"], ignore_errors=True)
