@@ -33,6 +33,8 @@ A provider built on it overrides only these (docs/plugins.md, "Kubernetes provid
 """
 from __future__ import annotations
 
+import functools
+
 import abc
 import re
 import time
@@ -317,8 +319,7 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
             for api, obj in owned:  # each removed again if a later step fails (CloudProvider.schedule)
                 sdk.put(core, api, obj)
                 self.made(f"{api.replace('_', '')} {'/'.join(sdk.ns_name(obj))}",
-                          lambda api=api, obj=obj: getattr(core, f"delete_namespaced_{api}")(
-                              sdk.ns_name(obj)[1], sdk.ns_name(obj)[0]))
+                          functools.partial(sdk.delete_core, core, api, obj))
             try:
                 created = custom.create_namespaced_custom_object(group, version, ns, plural, wanted)
                 self.made(f"{wanted['kind']} {ns}/{name}", lambda: custom.delete_namespaced_custom_object(
