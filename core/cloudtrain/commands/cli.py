@@ -226,6 +226,7 @@ def cmd_submit(args) -> int:
     # From here on no instant of submit is left to a KeyboardInterrupt: one while the job file
     # is read (pydantic turns it into a SchemaError) stops before anything is sent.
     interrupts = Interrupts()
+    watched: list = []  # the failover's job under watch (Interrupts.watching)
     try:
         from ..api import render_with_hooks, submit_first
         from ..extend.plugins import get_provider
@@ -241,7 +242,6 @@ def cmd_submit(args) -> int:
             interrupts.restore()
             print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
-        watched: list = []
         run = submit_first(rendered, profile=args.profile, on_skip=_moved_on,
                            watching=lambda run: interrupts.watching(run, watched))
     except KeyboardInterrupt:
