@@ -118,14 +118,20 @@ def submit(job: Union[JobLike, Rendered], provider: Union[str, Provider, None] =
 
 
 def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, str]] = None,
-                 profile: Optional[str] = None, on_skip=None) -> Run:
+                 profile: Optional[str] = None, on_skip=None, watching=None) -> Run:
     """Send each of ``candidates`` (rendered requests, in order) until a platform takes it: a
     capacity or quota refusal (``cloudtrain.orchestrate.failover``: the platform's own codes) moves on to
     the next, and ``on_skip(reason)`` hears why; any other error stops there.  A job that a
     platform accepted and then failed before it started for want of capacity (SageMaker's
     ``CapacityError``, spot capacity lost) moves on too: while a next candidate is left, the run
-    is watched until it starts.  The ledger records the provider that ran it and the refusals."""
+    is watched until it starts.  Every job a platform accepted is in the ledger before it is
+    watched (a watch that fails, or a process killed meanwhile, leaves no job unrecorded); the
+    row says the provider that ran it and the refusals before it.  ``watching(run)``: a context
+    manager around the watch (the CLI's makes an interrupt cancel the run there, as it does
+    while a job is followed)."""
+    from contextlib import nullcontext
     from .orchestrate import failover
+    from .spec.errors import CloudtrainError
     tried: List[str] = []
     for i, rendered in enumerate(candidates):
         last = i == len(candidates) - 1
@@ -139,15 +145,22 @@ def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, s
             if on_skip is not None:
                 on_skip(tried[-1])
             continue
+        _record(run, rendered, profile, tried=list(tried))  # first: whatever happens next, the job is known
         if not last and rendered.provider in failover.REFUSED_AFTER_CREATE:
-            refused = failover.refused_before_start(run)
+            try:
+                with (watching or nullcontext)(run):
+                    refused = failover.refused_before_start(run)
+            except CloudtrainError as exc:  # e.g. DescribeTrainingJob denied: the job is the user's to see to
+                if exc.args:
+                    exc.args = (f"{exc.args[0]}; {run.handle} was created and is in cloudtrain list, not "
+                                f"cancelled: cloudtrain cancel {run.handle} stops it", *exc.args[1:])
+                raise
             if refused is not None:
-                _record(run, rendered, profile, tried=tried, status=run.status())  # as it ended
+                _record_status(run)  # as it ended
                 tried.append(refused)
                 if on_skip is not None:
                     on_skip(refused)
                 continue
-        _record(run, rendered, profile, tried=tried)
         _hand_to_controller(run, candidates[i:], profile)
         return run
     raise BadInput("no provider to submit to")  # (an empty candidates list)
@@ -168,7 +181,18 @@ def _hand_to_controller(run: Run, candidates: List[Rendered], profile: Optional[
                                         "cloudtrain controller status says more"), stacklevel=3)
 
 
-def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), status=None) -> None:
+def _record_status(run: Run) -> None:
+    """The run's state, read now, in its ledger row (a failure to: a warning, as ``_record``)."""
+    import warnings
+    from .orchestrate import ledger
+    from .spec.errors import CloudtrainWarning
+    try:
+        ledger.update(run.status())
+    except Exception as exc:  # noqa: BLE001
+        warnings.warn(CloudtrainWarning(f"the ledger row of {run.handle} keeps its last state ({exc})"), stacklevel=3)
+
+
+def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=()) -> None:
     """The submission in the ledger; a ledger that cannot be written never fails a submit that
     the platform accepted (a warning says so)."""
     import warnings
@@ -177,8 +201,6 @@ def _record(run: Run, rendered: Rendered, profile: Optional[str], tried=(), stat
     try:
         ledger.record(run.handle, rendered, profile=profile or os.environ.get("CLOUDTRAIN_PROFILE") or None,
                       tried=tried)
-        if status is not None:
-            ledger.update(status)
         from .runtime import requestlog
         requestlog.keep(run.handle, rendered)  # what the dashboard shows as the job's request
     except Exception as exc:  # noqa: BLE001  (the job runs: say so, and go on)
@@ -287,6 +309,8 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
                 raise
             on_error(name, exc)
     found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
+    if _reconcile_here([e for e in found if e.local and not e.terminal], on_error):
+        found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     stale = [e for e in found if not e.local and not e.terminal and (refresh or e.stale())]
     planned = {p["handle"] for p in store.plans(unfinished=False)}  # the controller keeps those rows
     stale = [e for e in stale if e.handle not in planned]
@@ -297,6 +321,22 @@ def jobs(since: Optional[float] = None, providers: Optional[Iterable[str]] = Non
                        on_error=None if on_error is None else (lambda e, exc: on_error(e.handle, exc)), store=store)
         found = ledger.entries(since=since, providers=names, states=states, limit=limit, store=store)
     return found
+
+
+def _reconcile_here(running: list, on_error=None) -> bool:
+    """The rows of this machine's jobs (local, docker) that say they run, read again from their
+    provider: one whose supervisor is gone (killed with its watchdog, an OOM kill of both) is
+    failed there, with the reason, and its nodes released.  True when one was."""
+    from .spec.errors import CloudtrainError
+    from .extend.plugins import get_provider
+    changed = False
+    for entry in running:
+        try:
+            changed |= get_provider(entry.provider).status(entry.job_id).terminal
+        except CloudtrainError as exc:
+            if on_error is not None:
+                on_error(entry.handle, exc)
+    return changed
 
 
 def _keeps_own_state(name: str) -> bool:

@@ -172,6 +172,14 @@ class Ec2Provider(AwsProvider):
             with self.api(f"start {request['MinCount']} {request['InstanceType']} instance(s) for {name}"):
                 started = ec2.run_instances(**request)["Instances"]
             instances = sorted(started, key=lambda i: i.get("AmiLaunchIndex", 0))
+        # From here until the scripts are sent nothing runs the job: a step that fails (a tag
+        # refused, SSM never seeing an instance, an interrupt) leaves no instance that costs
+        # money (CloudProvider.schedule undoes this).  Instances an earlier submit of this spec
+        # started and left without scripts are this submit's to finish or to end, the same way.
+        ids = [i["InstanceId"] for i in instances]
+        self.made(f"{len(ids)} instance(s) of {name} in {region}: {', '.join(ids)}",
+                  lambda: self._terminate(region, name, ids))
+        if not all(tag(i, TAG_NODE) for i in instances):
             for index, inst in enumerate(instances):
                 with self.api(f"tag {inst['InstanceId']}"):
                     ec2.create_tags(Resources=[inst["InstanceId"]], Tags=[{"Key": TAG_NODE, "Value": str(index)}])
@@ -183,33 +191,29 @@ class Ec2Provider(AwsProvider):
         """Wait for the instances and SSM, then send the nodes their script (one command per 50)."""
         ec2, ssm = self.client("ec2", region), self.client("ssm", region)
         ids = [i["InstanceId"] for i in sorted(instances, key=node_index)]
-        try:
-            ips = self._wait_running(region, name, ids, options.ready_timeout_seconds)
-            self._wait_ssm(region, ids, options.ready_timeout_seconds)
-            with self.api("presign the code URL"):
-                url = self.client("s3", region).generate_presigned_url(
-                    "get_object", Params={"Bucket": sent.put["Bucket"], "Key": sent.put["Key"]},
-                    ExpiresIn=options.code_url_expires_seconds)
-            key = None
-            if sent.keygen is not None:
-                key = self._run_and_read(region, ids[0], options, f"cloudtrain {name} ssh key",
-                                         sent.keygen).strip().splitlines()[-1]
-            script = fill(sent.node_script, sent.launch_values(ips, ids, url, key, efa))
-            for first in range(0, len(ids), SSM_TARGETS):
-                batch = ids[first:first + SSM_TARGETS]
-                last = first + len(batch) - 1
-                request = fill(sent.send_command, {FIRST_NODE: str(first), LAST_NODE: str(last), NODE_SCRIPT: script})
-                request["InstanceIds"] = batch
-                with self.api(f"send the script to nodes {first}-{last} (SSM)"):
-                    command = ssm.send_command(**request)["Command"]["CommandId"]
-                    ec2.create_tags(Resources=batch, Tags=[{"Key": TAG_COMMAND, "Value": command}])
-        except BaseException:
-            # nothing runs the job: do not leave instances that cost money
-            try:
-                ec2.terminate_instances(InstanceIds=ids)
-            except Exception:
-                pass
-            raise
+        ips = self._wait_running(region, name, ids, options.ready_timeout_seconds)
+        self._wait_ssm(region, ids, options.ready_timeout_seconds)
+        with self.api("presign the code URL"):
+            url = self.client("s3", region).generate_presigned_url(
+                "get_object", Params={"Bucket": sent.put["Bucket"], "Key": sent.put["Key"]},
+                ExpiresIn=options.code_url_expires_seconds)
+        key = None
+        if sent.keygen is not None:
+            key = self._run_and_read(region, ids[0], options, f"cloudtrain {name} ssh key",
+                                     sent.keygen).strip().splitlines()[-1]
+        script = fill(sent.node_script, sent.launch_values(ips, ids, url, key, efa))
+        for first in range(0, len(ids), SSM_TARGETS):
+            batch = ids[first:first + SSM_TARGETS]
+            last = first + len(batch) - 1
+            request = fill(sent.send_command, {FIRST_NODE: str(first), LAST_NODE: str(last), NODE_SCRIPT: script})
+            request["InstanceIds"] = batch
+            with self.api(f"send the script to nodes {first}-{last} (SSM)"):
+                command = ssm.send_command(**request)["Command"]["CommandId"]
+                ec2.create_tags(Resources=batch, Tags=[{"Key": TAG_COMMAND, "Value": command}])
+
+    def _terminate(self, region: str, name: str, ids: List[str]) -> None:
+        with self.api(f"terminate the instances of {name}"):
+            self.client("ec2", region).terminate_instances(InstanceIds=ids)
 
     def _wait_running(self, region: str, name: str, ids: List[str], timeout: float) -> List[str]:
         deadline = time.monotonic() + timeout

@@ -24,6 +24,10 @@ from .options import DockerOptions
 LAUNCHER_DIR = "/opt/cloudtrain"
 SECRETS_PATH = "/run/cloudtrain/secrets.json"
 SSH_DIR = "/run/cloudtrain/ssh"
+# The node's lease: a FIFO in the run directory whose one writer is the supervisor; the node's
+# entry.sh stops the node when it closes (the supervisor gone, however it died).
+LEASE = "lease"
+LEASE_PATH = "/run/cloudtrain/lease"
 OUTPUT_DIR = "/output"
 CHECKPOINT_DIR = "/checkpoints"
 INPUTS_DIR = "/inputs"
@@ -94,7 +98,8 @@ def container_body(job: JobSpec, options: DockerOptions, run_id: str, run_dir: s
         env["CLOUDTRAIN_DETECTORS"] = platform.detectors_variable()
     output = host_output(job, run_dir)
     binds = [f"{run_dir}/node-{node}/code:{options.workdir}", f"{output}:{OUTPUT_DIR}",
-             f"{run_dir}/launcher:{LAUNCHER_DIR}:ro"]
+             f"{run_dir}/launcher:{LAUNCHER_DIR}:ro", f"{run_dir}/{LEASE}:{LEASE_PATH}:ro"]
+    env["CLOUDTRAIN_LEASE"] = LEASE_PATH
     checkpoints = host_checkpoint_dir(job, "docker")
     if checkpoints is not None:  # read-write, the same directory for every node and attempt
         binds.append(f"{checkpoints}:{CHECKPOINT_DIR}")

@@ -6,6 +6,7 @@ part (fail fast, restarts, cancel) is ``cloudtrain.runtime.supervise.Supervisor`
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from cloudtrain.runtime.supervise import Node, Supervisor
 from cloudtrain.transfer.codetree import working_copies
 
 from .provider import remove_labelled
+from .render import LEASE
 
 
 class ContainerNode(Node):
@@ -65,6 +67,7 @@ class DockerSupervisor(Supervisor):
         self.client = docker.from_env()
 
     def prepare(self) -> None:
+        self.hold_lease()
         working_copies(self.plan["code"],
                        [self.run_dir / f"node-{spec['node']}" / "code" for spec in self.plan["nodes"]])
         (self.run_dir / "output").mkdir(exist_ok=True)
@@ -73,6 +76,20 @@ class DockerSupervisor(Supervisor):
         net = self.plan["network"]["content"]
         self.client.api.create_network(net["Name"], driver=net["Driver"], internal=net["Internal"],
                                        labels=net["Labels"], check_duplicate=net["CheckDuplicate"])
+
+    def hold_lease(self) -> None:
+        """The nodes' lease (``render.LEASE``): a FIFO this process alone holds open for writing,
+        for as long as it lives.  Each node's entry.sh reads it and stops the node when it reads
+        the end: the kernel closes this end when this process ends, whatever ends it (``kill -9``
+        with the watchdog, an OOM kill of both), so no container outlives every process on the
+        host that owns it.  A lease is a FIFO rather than a file refreshed on a clock: nothing
+        to tune, no false expiry when the host is busy, and no process that must stay alive."""
+        path = self.run_dir / LEASE
+        if not path.exists():
+            os.mkfifo(path, 0o600)
+        os.chmod(path, 0o644)  # a node whose image runs as another user reads it too (the run dir is private)
+        # O_RDWR: an open that does not wait for a reader (O_WRONLY would); never written to
+        self._lease = os.open(path, os.O_RDWR | os.O_CLOEXEC)
 
     def make_ssh_key(self) -> None:
         """A key pair for this job only, made with the image's own ssh-keygen (or the host's)."""

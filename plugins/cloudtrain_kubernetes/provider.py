@@ -33,6 +33,8 @@ A provider built on it overrides only these (docs/plugins.md, "Kubernetes provid
 """
 from __future__ import annotations
 
+import functools
+
 import abc
 import re
 import time
@@ -316,10 +318,14 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
         self._check_queue_admits(wanted, target)
         try:
             owned = self._owned(rendered, secrets)
-            for api, obj in owned:
+            for api, obj in owned:  # each removed again if a later step fails (CloudProvider.schedule)
                 sdk.put(core, api, obj)
+                self.made(f"{api.replace('_', '')} {'/'.join(sdk.ns_name(obj))}",
+                          functools.partial(sdk.delete_core, core, api, obj))
             try:
                 created = custom.create_namespaced_custom_object(group, version, ns, plural, wanted)
+                self.made(f"{wanted['kind']} {ns}/{name}", lambda: custom.delete_namespaced_custom_object(
+                    group, version, ns, plural, name, body={"propagationPolicy": "Background"}))
             except ApiException as exc:
                 if exc.status != 409:
                     raise

@@ -103,6 +103,12 @@ def put(core, suffix: str, obj: dict) -> dict:
     return obj
 
 
+def delete_core(core, suffix: str, obj: dict) -> None:
+    """Delete the core object ``obj`` that ``put`` made (``suffix``: ``SECRET`` or ``CONFIG_MAP``)."""
+    ns, name = ns_name(obj)
+    getattr(core, f"delete_namespaced_{suffix}")(name, ns)
+
+
 def own(core, owned: List[Tuple[str, dict]], job: dict) -> None:
     """Make ``job`` the owner of the ``owned`` (suffix, object)s: deleting it deletes them."""
     ref = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": job["metadata"]["name"],

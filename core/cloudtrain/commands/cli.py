@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -250,6 +251,7 @@ def cmd_submit(args) -> int:
     # From here on no instant of submit is left to a KeyboardInterrupt: one while the job file
     # is read (pydantic turns it into a SchemaError) stops before anything is sent.
     interrupts = Interrupts()
+    watched: list = []  # the failover's job under watch (Interrupts.watching)
     try:
         from ..api import render_with_hooks, submit_first
         from ..extend.plugins import get_provider
@@ -265,7 +267,19 @@ def cmd_submit(args) -> int:
             interrupts.restore()
             print("interrupted: nothing was submitted", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
-        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on)
+        run = submit_first(rendered, profile=args.profile, on_skip=_moved_on,
+                           watching=lambda run: interrupts.watching(run, watched))
+    except KeyboardInterrupt:
+        interrupts.restore()
+        if not watched:  # (only the watch of a failover's job is interrupted: it is armed there)
+            raise
+        run = watched[-1]
+        if args.detach:
+            print(run.handle)
+            print(f"interrupted: {run.handle} keeps running (--detach); cloudtrain cancel {run.handle} stops it",
+                  file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        return cancel_interrupted(run)
     except BaseException:
         interrupts.restore()
         raise
@@ -315,6 +329,18 @@ class Interrupts:
     def disarm(self) -> None:
         self.armed = False
 
+    @contextlib.contextmanager
+    def watching(self, run, watched: list):
+        """Armed while a failover's job is watched before it starts (``api.submit_first``): the
+        job is in the ledger already, and an interrupt there is one while it is followed."""
+        watched.append(run)
+        self.arm()
+        try:
+            yield
+        finally:
+            self.disarm()
+        watched.remove(run)
+
     def restore(self) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
@@ -330,15 +356,19 @@ def follow(run, interrupts: Optional[Interrupts] = None) -> int:
     except KeyboardInterrupt:
         if interrupts is not None:
             interrupts.disarm()
-        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
-        if run.provider.local_state:
-            run.provider.cancel(run.id, reason="interrupted")
-        else:
-            run.cancel()
-        return EXIT_INTERRUPTED
+        return cancel_interrupted(run)
     finally:
         if interrupts is not None:
             interrupts.restore()
+
+
+def cancel_interrupted(run) -> int:
+    print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
+    if run.provider.local_state:
+        run.provider.cancel(run.id, reason="interrupted")
+    else:
+        run.cancel()
+    return EXIT_INTERRUPTED
 
 
 def _follow(run) -> int:
@@ -498,7 +528,8 @@ def cmd_list(args) -> int:
                 raise BadInput(f"--state {s!r}: one of {', '.join(known)}")
     since = ledger.since(args.since) if args.since else None
     found = ledger.entries(since, providers, states)
-    if args.refresh or providers or any(e.stale() for e in found):
+    # (a job of this machine that says it runs: its supervisor is checked, cloudtrain.api.jobs)
+    if args.refresh or providers or any(e.stale() or (e.local and not e.terminal) for e in found):
         from ..api import jobs
 
         def warn(what, exc):

@@ -22,6 +22,16 @@ if [ -f /run/cloudtrain/ssh/id_ed25519 ]; then
   cp /run/cloudtrain/ssh/id_ed25519.pub "$ssh_dir/authorized_keys" && chmod 600 "$ssh_dir/authorized_keys"
   if [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd && /usr/sbin/sshd; fi
 fi
+# A lease (a FIFO whose only writer is the host process that owns this node): when that
+# process is gone, by any death, the kernel closes its end, the read below ends, and this node
+# stops itself (every process but init, which then ends the container).
+lease="${CLOUDTRAIN_LEASE:-}"
+if [ -n "$lease" ] && [ -p "$lease" ] && [ -r "$lease" ]; then
+  ( trap '' TERM INT HUP
+    while IFS= read -r _ 2>/dev/null; do :; done < "$lease"
+    echo "cloudtrain launch: the host process that owned this node is gone (its lease closed): stopping" >&2
+    kill -TERM -1 2>/dev/null; sleep 10; kill -KILL -1 2>/dev/null ) </dev/null &
+fi
 exec "$@"
 """
 

@@ -189,6 +189,36 @@ def mpi_version(text: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
+# Open MPI's rsh launcher starts each remote daemon through ssh with every MCA setting mpirun
+# has, from its environment (OMPI_MCA_*, PRRTE's PRTE_MCA_*, PMIx's PMIX_MCA_*) and from its
+# ``--mca``/``--prtemca`` words, on the remote command line, each value inside double quotes
+# (Open MPI 4.1: ``orted ... -mca btl_tcp_if_exclude "VALUE"``, seen in the ssh command
+# tests/security/test_mpi_remote_shell.py records).  There a ``$``, a backtick, a ``"`` or a
+# ``\`` is the remote shell's (``$(...)`` runs on the node), and csh reads ``!``; a newline ends the
+# command.  Such a value is refused before mpirun starts: no MCA setting needs one.
+MCA_PREFIXES = ("OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_")
+MCA_OPTIONS = ("--mca", "-mca", "--prtemca", "--pmixmca", "--gmca", "-gmca")
+REMOTE_SHELL_CHARACTERS = set("$`\"\\!\n\r")
+
+
+def mca_problems(environ, argv: List[str]) -> List[str]:
+    """The MCA settings (environment and ``argv``) that the rsh launcher would hand a remote shell
+    with a character that shell interprets inside double quotes."""
+    settings = [(name, value) for name, value in environ.items() if name.startswith(MCA_PREFIXES)]
+    settings += [("%s %s" % (argv[i], argv[i + 1]), argv[i + 2]) for i in range(len(argv) - 2)
+                 if argv[i] in MCA_OPTIONS]
+    return ["%s=%r" % (name, value) for name, value in sorted(settings)
+            if REMOTE_SHELL_CHARACTERS.intersection(value)]
+
+
+def check_mca(environ, argv: List[str]) -> None:
+    problems = mca_problems(environ, argv)
+    if problems:
+        raise ValueError("%s: Open MPI passes MCA settings to the other nodes' shells inside double quotes, where "
+                         "$ ` \" \\ ! and line breaks are code; remove those characters from the value"
+                         % "; ".join(problems))
+
+
 def mpirun(topology: Topology, s: Settings, environ) -> List[str]:
     total = sum(topology.slots) if topology.slots else s.nproc_per_node * topology.num_nodes
     argv = ["mpirun"]
@@ -381,7 +411,10 @@ def _plan(topology: Topology, s: Settings, environ) -> Plan:
     if d in ("mpi", "horovod"):
         if not topology.is_master:
             return Plan("wait", [], env)
-        argv = mpirun(topology, s, final_environment(env, topology, s, environ)) if d == "mpi" else horovodrun(topology, s)
+        final = final_environment(env, topology, s, environ)
+        argv = mpirun(topology, s, final) if d == "mpi" else horovodrun(topology, s)
+        if topology.num_nodes > 1:  # (one node: no remote shell)
+            check_mca(final, argv)
         return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env, wait_ports=ssh_ports(topology, environ))
     if d == "ray":
         env["RAY_ADDRESS"] = ray_addresses(topology, s)[1]

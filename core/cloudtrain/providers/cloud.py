@@ -8,7 +8,10 @@ platform's calls.  No plugin overrides a step of the template.
   the code, when nothing is shipped: each file is read once per submit) → ``fill`` the
   placeholders (``cloudtrain.providers.request``) → ``_find_by_spec`` (a job an earlier submit of the same
   spec created: submitting again, or a create whose answer was lost, follows that job), else
-  ``_create``, which gets the filled typed request;
+  ``_create``, which gets the filled typed request.  What ``_create`` makes before the job
+  runs (instances, a Secret, ...) it announces with ``made(what, undo)``: when a later step of
+  the submit fails (or is interrupted), ``schedule`` undoes each, newest first, before the error
+  leaves it, and an undo that fails is named in the error (what is left, to remove by hand);
 - ``status``: ``_describe`` + ``_to_status``, read at most once per ``status_poll`` seconds
   (the CLI's status line and the log follower share the read);
 - ``cancel``: idempotent: a job that ended, or is stopping, is left alone; ``_stop`` otherwise,
@@ -30,9 +33,9 @@ import hashlib
 import os
 import time
 from datetime import datetime
-from typing import Any, ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ..spec.errors import BadInput, PlatformError
+from ..spec.errors import BadInput, CloudtrainError, PlatformError
 from .provider import JobStatus, Provider
 from .request import CodeUpload, Placeholder, Rendered, Shipped, fill
 from ..input.secrets import Masker
@@ -96,6 +99,7 @@ class CloudProvider(Provider):
         self.status_poll = poll_setting(poll, type(self).status_poll)
         self._statuses: Dict[str, Tuple[float, JobStatus]] = {}
         self._maskers: Dict[str, Masker] = {}  # the secrets of the jobs this process submitted, by id
+        self._submit_made: List[Tuple[str, Callable[[], Any]]] = []  # what the submit under way made (``made``)
 
     # -- what a plugin implements ---------------------------------------------------------------
     def _find_by_spec(self, rendered: Rendered, spec: str) -> Optional[str]:
@@ -119,6 +123,13 @@ class CloudProvider(Provider):
     @abc.abstractmethod
     def _stop(self, job_id: str) -> None:
         """Ask the platform to stop a running job."""
+
+    def made(self, what: str, undo: Callable[[], Any]) -> None:
+        """``_create`` made ``what`` (e.g. "2 instance(s) i-1, i-2"); ``undo()`` removes it.  When the
+        submit fails after this (in ``_create`` or later in ``schedule``, an interrupt too),
+        ``schedule`` calls ``undo`` before the error leaves it; once the submit returns the job
+        owns it (``cancel`` and ``_release`` remove it then)."""
+        self._submit_made.append((what, undo))
 
     def _release(self, job_id: str) -> bool:
         """What the job still holds, let go (``cancel`` calls it whatever the job's state, after
@@ -194,11 +205,41 @@ class CloudProvider(Provider):
         filled = dataclasses.replace(rendered, request=fill(rendered.request, self.placeholder_values(spec, shipped)))
         job_id = self._find_by_spec(filled, spec)
         if job_id is None:
-            job_id = self._create(filled, secrets, spec)
+            self._submit_made = []
+            try:
+                job_id = self._create(filled, secrets, spec)
+            except BaseException as exc:
+                self._undo_made(exc)
+                raise
+            finally:
+                self._submit_made = []
         self._statuses.pop(job_id, None)
         if secrets:  # the job's logs, followed by this process, show them masked
             self._maskers[job_id] = Masker(secrets.values())
         return job_id
+
+    def _undo_made(self, exc: BaseException) -> None:
+        """Undo what the failed submit made, newest first; what could not be undone is named in
+        ``exc``'s message (a cloudtrain error's one line), or in a warning for any other error."""
+        left, removed = [], []
+        for what, undo in reversed(self._submit_made):
+            try:
+                undo()
+                removed.append(what)
+            except Exception as failed:  # noqa: BLE001  (the next one is still undone; this one is named)
+                left.append(f"{what} ({str(failed).splitlines()[0][:200] if str(failed) else type(failed).__name__})")
+        if not left:
+            if removed and isinstance(exc, CloudtrainError) and exc.args:
+                exc.args = (f"{exc.args[0]}; removed what this submit had made: {'; '.join(removed)}", *exc.args[1:])
+            return
+        note = (f"; the submit made what it could not remove, still there: {'; '.join(left)}: "
+                f"remove it in the {self.name} console")
+        if isinstance(exc, CloudtrainError) and exc.args:
+            exc.args = (f"{exc.args[0]}{note}", *exc.args[1:])
+        else:
+            import warnings
+            from ..spec.errors import CloudtrainWarning
+            warnings.warn(CloudtrainWarning(note[2:]), stacklevel=3)
 
     def _remember(self, job_id: str, status: JobStatus) -> JobStatus:
         self._statuses[job_id] = (time.monotonic(), status)

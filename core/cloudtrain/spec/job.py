@@ -296,6 +296,18 @@ class JobSpec(Strict):
                              f"{self.distribution.type}'s; drop stall_timeout for this job")
         return self
 
+    @field_validator("env")
+    @classmethod
+    def _mca_values(cls, v):
+        """An MCA setting reaches the other nodes' shells through Open MPI's ssh launcher
+        (``cloudtrain.launch.plans.check_mca``, which refuses it on the node): refused here too."""
+        from ..launch.plans import MCA_PREFIXES, REMOTE_SHELL_CHARACTERS
+        for key, value in v.items():
+            if key.startswith(MCA_PREFIXES) and REMOTE_SHELL_CHARACTERS.intersection(value):
+                raise ValueError(f"{key}: Open MPI passes MCA settings to the other nodes' shells inside double "
+                                 "quotes, where $ ` \" \\ ! and line breaks are code; remove them from the value")
+        return v
+
     @model_validator(mode="after")
     def _no_overlap(self) -> "JobSpec":
         both = sorted(set(self.env) & set(self.secrets))
