@@ -14,7 +14,7 @@ VENV=${CLOUDTRAIN_LATEST_VENV:-.venv-latest}
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 # cloudtrain[all,examples] and the test tools, newest (--upgrade --upgrade-strategy eager), not [train].
 "$VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e '.[all,examples]' \
-  'moto[server]>=5' 'pytest>=8' 'pytest-timeout>=2.2' 'jsonschema>=4' 'mkdocs>=1.6'
+  'moto[server]>=5' 'pytest>=8' 'pytest-timeout>=2.2' 'pytest-xdist>=3.6' 'jsonschema>=4' 'mkdocs>=1.6'
 
 newer=$(comm -13 <(grep -v '^#' constraints.txt | LC_ALL=C sort -f) \
                  <("$VENV/bin/python" -m pip freeze --exclude-editable | LC_ALL=C sort -f) || true)
@@ -23,7 +23,9 @@ echo "test-latest: newer than constraints.txt: ${newer:-(nothing)}" | tr '\n' ' 
 unset PYTHONUNBUFFERED VIRTUAL_ENV
 [ $# -gt 0 ] || set -- tests/core tests/contract tests/plugins
 set +e
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+# two workers, a file to one worker whole (tests/conftest.py), as scripts/test.sh; the serial
+# tests (tests/e2e, tests/faults) are not among the default paths nor CI's
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25 -n "${CLOUDTRAIN_TEST_WORKERS:-2}" --dist loadgroup "$@"
 code=$?
 set -e
 if [ $code != 0 ]; then

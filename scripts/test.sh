@@ -5,7 +5,14 @@
 #           the locally built test image (scripts/start-dockerd.sh, scripts/build-test-image.sh)
 #   python: a venv with cloudtrain[test] (with ruff and mypy, which run before pytest)
 # Usage: bash scripts/test.sh [pytest args...]
+# pytest runs twice: every test not marked `serial` on two workers (pytest-xdist, a file to one
+# worker whole: tests/conftest.py), then the `serial` ones alone (a bound on wall time, a root-level
+# fault). Each pass prints its 25 slowest tests; each step prints its wall time ("[time] ...").
+# CLOUDTRAIN_TEST_WORKERS=N sets the workers (1: no xdist); a `-m` of your own runs one pass.
 set -euo pipefail
+started=$SECONDS
+step_started=$SECONDS
+took() { echo "[time] scripts/test.sh: $1: $((SECONDS - step_started)) s"; step_started=$SECONDS; }
 # root's tools (debootstrap, dockerd, iptables) live in /usr/sbin, which a minimal PATH lacks
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 cd "$(dirname "$0")/.."
@@ -29,11 +36,36 @@ VENV=${CLOUDTRAIN_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[test]'
+took setup
 
 # The venv is NOT put on PATH: cloudtrain must work from a venv that is not activated (the
 # Quickstart's case); tests that need a tool from the venv name it or set PATH themselves.
 unset PYTHONUNBUFFERED VIRTUAL_ENV
-# Lint and type check first: a finding fails the run in seconds, before the 18-minute suite.
+# Lint and type check first: a finding fails the run in seconds, before the suite.
 "$VENV/bin/python" -m ruff check -q . || { echo "scripts/test.sh: ruff check found the problems above" >&2; exit 1; }
+took ruff
 "$VENV/bin/python" -m mypy || { echo "scripts/test.sh: mypy found the problems above" >&2; exit 1; }
-exec "$VENV/bin/python" -m pytest -q "$@"
+took mypy
+
+pytest=("$VENV/bin/python" -m pytest -q --durations=25)
+workers=${CLOUDTRAIN_TEST_WORKERS:-2}
+own_marks=no
+for arg in "$@"; do case $arg in -m|-m*) own_marks=yes ;; esac; done
+set +e
+if [ "$own_marks" = yes ] || [ "$workers" -le 1 ]; then
+  "${pytest[@]}" "$@"; code=$?
+  took pytest
+else
+  "${pytest[@]}" -n "$workers" --dist loadgroup -m "not serial" "$@"; parallel=$?
+  took "pytest, $workers workers"
+  "${pytest[@]}" -m serial "$@"; serial=$?
+  took "pytest, serial"
+  # 5 is "no test selected": fine for one pass when the other ran tests
+  if [ $parallel = 5 ] && [ $serial = 5 ]; then code=5
+  elif [ $parallel = 5 ]; then code=$serial
+  elif [ $serial = 5 ] || [ $serial = 0 ]; then code=$parallel
+  else code=$serial; fi
+fi
+set -e
+echo "[time] scripts/test.sh: total: $((SECONDS - started)) s"
+exit $code

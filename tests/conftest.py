@@ -18,6 +18,23 @@ for _var in ("CLOUDTRAIN_PROFILE", "CLOUDTRAIN_PROVIDER"):
     os.environ.pop(_var, None)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist (``-n 2``, scripts/test.sh): a test file goes to one worker whole, so its
+    module fixtures (a double's server, a shared training) are made once and its tests, which may
+    share names (a job's name, a container's label), never run beside each other; tests marked
+    ``xdist_group(name)`` (``--dist loadgroup``) go to one worker as one unit across files."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if "@" in nodeid:  # loadgroup's "path::test[params]@group"
+                return nodeid.rsplit("@", 1)[-1]
+            return nodeid.split("::", 1)[0]
+
+    return FileOrGroupScheduling(config, log)
+
+
 @pytest.fixture(scope="module")
 def aws_server():
     """One loopback AWS (``doubles.aws_double``: moto's server and EC2's node emulation) per test

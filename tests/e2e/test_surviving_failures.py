@@ -80,6 +80,7 @@ def test_a_killed_rank_restarts_every_node_and_the_job_resumes_from_its_checkpoi
     assert_nothing_left(run_dir(home, handle))
 
 
+@pytest.mark.serial  # its wall time is bounded (the job ends within 15 s of its 60 s limit)
 def test_max_runtime_ends_a_local_job_at_its_limit(tmp_path, home):
     job = write_job(tmp_path, f"""
         name: probe

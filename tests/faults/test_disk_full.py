@@ -40,6 +40,7 @@ def status_of(handle):
     return json.loads(proc.stdout) if proc.returncode == 0 else {"state": f"exit {proc.returncode}: {proc.stderr}"}
 
 
+@pytest.mark.serial  # root: mounts a tmpfs and fills it
 @pytest.mark.parametrize("provider", ["local", "docker"])
 def test_a_job_that_fills_the_disk_fails_saying_so_and_commands_say_it_in_one_line(tmp_path, small_home, provider):
     job = spew_job(tmp_path, provider)

@@ -15,7 +15,7 @@ import pytest
 from conftest import cli_env, run_cli
 from faultlib import sleeper_job, spawn_victim
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # root: sets ns_last_pid, kills and hands out PIDs
 SCENARIO = Path(__file__).parent / "recycle_scenario.py"
 
 
