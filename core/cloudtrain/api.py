@@ -138,7 +138,7 @@ def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, s
             if on_skip is not None:
                 on_skip(tried[-1])
             continue
-        if not last and rendered.provider in failover.REFUSED_AFTER_CREATE:
+        if not last and chosen.refused_after_create:
             refused = failover.refused_before_start(run)
             if refused is not None:
                 _record(run, rendered, profile, tried=tried, status=run.status())  # as it ended

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from pydantic import Field
 
@@ -105,6 +105,16 @@ class ModelartsLiteProvider(VolcanoProvider[LiteOptions]):
     sdk_modules = ("kubernetes", "huaweicloudsdkcce")
     Options = LiteOptions
     platform = LITE
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """The kubeconfig option's file when one is given, else the Huawei Cloud keys that fetch the
+        pool's kubeconfig from CCE (``sdk.offline_credentials``)."""
+        kubeconfig = getattr(options, "kubeconfig", None)
+        if kubeconfig:
+            return super().credential_check(options)
+        from .sdk import offline_credentials
+        return offline_credentials()
 
     def __init__(self, cce=None, **kwargs):
         """``cce``: the CCE client that issues the pool's cluster certificate (default: one for the
