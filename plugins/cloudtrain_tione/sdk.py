@@ -13,7 +13,7 @@ import socket
 import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from cloudtrain.spec.errors import BadInput, MissingCredentials, PlatformError
+from cloudtrain.spec.errors import BadInput, MissingCredentials, MissingExtra, PlatformError
 
 SDK = "tencentcloud.tione.v20211111"
 ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
@@ -104,6 +104,19 @@ def offline_credentials() -> Tuple[bool, str]:
     return False, ("none found (looked in: TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, "
                    "~/.tencentcloud/credentials, /etc/tencentcloud/credentials, TKE_* variables; a CVM role is "
                    "not checked offline); export TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY")
+
+
+def require_sdk(module: str):
+    """Import ``module`` of the plugin's SDKs, or raise ``MissingExtra`` naming the extra that brings
+    it: what ``TioneProvider.require_sdk`` does, for the modules that have no provider class at hand
+    (the COS store, the catalog's refresh) and must not import ``provider.py``."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        from cloudtrain.extend import registry
+        hint = registry.install_hint(registry.PROVIDER, "tione") or "pip install 'cloudtrain[tione]'"
+        raise MissingExtra("tione", hint, module) from None
 
 
 def default_credential():
