@@ -123,6 +123,7 @@ def test_the_check_sees_a_platform_fact():
     names = pattern({"sagemaker", "local", "aws", "modelarts-lite"})
     code = ('"""Docstring: sagemaker is fine here."""\n'
             'CAPACITY = {"sagemaker": frozenset({"ResourceLimitExceeded"})}  # a comment: sagemaker\n'
-            'def aws_credentials():\n    return "~/.aws/credentials" if name == "modelarts-lite" else "cloudtrain_aws"\n')
+            'def aws_credentials():\n'
+            '    return "~/.aws/credentials" if name == "modelarts-lite" else "cloudtrain_aws"\n')
     assert sorted((line, name) for line, name, _ in named(code, names)) == [(2, "sagemaker"), (3, "aws"),
                                                                       (4, "modelarts-lite")]

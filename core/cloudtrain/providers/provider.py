@@ -13,8 +13,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional,
-                    Tuple, Type)
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, FrozenSet, Iterable, Iterator, List, Mapping,
+                    Optional, Tuple, Type)
 
 from pydantic import BaseModel, ConfigDict
 
