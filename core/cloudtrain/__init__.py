@@ -29,6 +29,7 @@ _API = {
     "Request": "providers.request", "Rendered": "providers.request", "Artifact": "providers.request",
     "CodeUpload": "providers.request", "Placeholder": "providers.request", "ShellText": "providers.request",
     "JsonText": "providers.request", "fill": "providers.request",
+    "Pulls": "providers.images",
 }
 __all__ = sorted(_API)
 

@@ -146,7 +146,7 @@ def submit_first(candidates: List[Rendered], *, secrets: Optional[Mapping[str, s
                 on_skip(tried[-1])
             continue
         _record(run, rendered, profile, tried=list(tried))  # first: whatever happens next, the job is known
-        if not last and rendered.provider in failover.REFUSED_AFTER_CREATE:
+        if not last and chosen.refused_after_create:
             try:
                 with (watching or nullcontext)(run):
                     refused = failover.refused_before_start(run)

@@ -36,6 +36,12 @@ class AwsProvider(AwsClients, CloudProvider):
     extra = "aws"
     sdk_modules = ("boto3",)
 
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """boto3's default chain, looked at offline (``sdk.offline_credentials``)."""
+        from .sdk import offline_credentials
+        return offline_credentials()
+
     def __init__(self, *, session: Optional["Session"] = None, sagemaker: Optional["BaseClient"] = None,
                  ec2: Optional["BaseClient"] = None, ssm: Optional["BaseClient"] = None,
                  s3: Optional["BaseClient"] = None, logs: Optional["BaseClient"] = None, poll: Optional[float] = None):

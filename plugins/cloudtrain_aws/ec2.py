@@ -58,6 +58,13 @@ def ended_reason(instance: dict) -> str:
 class Ec2Provider(AwsProvider):
     name = "ec2"
     description = "EC2 instances run through AWS Systems Manager"
+    # RunInstances' capacity and quota refusals (EC2 API reference, Error codes):
+    # ``InsufficientInstanceCapacity``, ``InsufficientHostCapacity``,
+    # ``InsufficientReservedInstanceCapacity``, and the quotas ``InstanceLimitExceeded``,
+    # ``VcpuLimitExceeded``, ``MaxSpotInstanceCountExceeded``
+    capacity_codes = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity",
+                                "InsufficientReservedInstanceCapacity", "InstanceLimitExceeded", "VcpuLimitExceeded",
+                                "MaxSpotInstanceCountExceeded"})
     Options = Ec2Options
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     required = {"image_id": "ami-0123456789abcdef0", "instance_profile": "cloudtrain-node",

@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 from dataclasses import replace
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from pydantic import Field
 
@@ -102,6 +102,12 @@ class EksProvider(KubeflowProvider[EksOptions]):
     target_keys = ("cluster", "region")
     kinds = KubeflowProvider.kinds + ("TrainJob",)
     required = {"cluster": "my-cluster", "region": "us-east-1"}
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """AWS's, not a kubeconfig's: the cluster's tokens are signed with boto3's default chain."""
+        from .sdk import offline_credentials
+        return offline_credentials()
 
     def __init__(self, session=None, eks=None, **kwargs):
         """``session``: the boto3 ``Session`` whose credentials sign the cluster's tokens (default:

@@ -21,6 +21,7 @@ from cloudtrain.spec.errors import CloudtrainWarning, PlatformError
 from cloudtrain.catalogs.instances import Choice
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.providers.provider import Cluster, JobStatus, State
+from cloudtrain.providers.images import Pulls
 from cloudtrain.providers.request import Placeholder, Rendered, fill
 from cloudtrain.providers.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
 
@@ -40,6 +41,22 @@ class SageMakerProvider(AwsProvider):
     refused_fields = {"resources.shm_gb": "SageMaker's CreateTrainingJob has no shared-memory (/dev/shm) setting: "
                                           "the platform sizes it"}
     description = "Amazon SageMaker training jobs (CreateTrainingJob)"
+    # SageMaker training pulls from Amazon ECR, or from a private Docker registry reachable from the
+    # job's VPC (``TrainingImageConfig``):
+    # https://docs.aws.amazon.com/sagemaker/latest/dg/docker-containers-adapt-your-own-private-registry.html
+    image_registries = Pulls("Amazon ECR (or a private registry in the job's VPC)",
+                             (r"\d+\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com(\.cn)?", r"public\.ecr\.aws"),
+                             "push it to ECR "
+                             "(docker tag + docker push <account>.dkr.ecr.<region>.amazonaws.com/<repo>:<tag>)",
+                             "https://docs.aws.amazon.com/sagemaker/latest/dg/docker-containers-adapt-your-own-"
+                             "private-registry.html")
+    # CreateTrainingJob's errors (API reference, CreateTrainingJob > Errors): ``ResourceLimitExceeded``
+    # ("You have exceeded an SageMaker resource limit"); a job that fails before its first instance
+    # starts with ``CapacityError`` (its FailureReason: "CapacityError: Unable to provision requested
+    # ML compute capacity") is a capacity refusal too, and so is spot capacity lost before start
+    # (``InsufficientCapacityError``): SageMaker accepts the job and fails it later.
+    capacity_codes = frozenset({"ResourceLimitExceeded", "CapacityError", "InsufficientCapacityError"})
+    refused_after_create = True
     Options = SageMakerOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     platform = "sagemaker"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Optional, Tuple
 
 from cloudtrain import __version__
 from cloudtrain.spec.errors import BadInput, JobFileError, JobNotFound, MissingCredentials, PlatformError
@@ -59,6 +59,34 @@ def no_region(provider: str, job: Optional[JobSpec] = None, submit: bool = False
         return BadInput(f"no AWS region: {fix}")
     return BadInput(f"no AWS region: export AWS_DEFAULT_REGION (e.g. us-east-1) or set a profile's region "
                     f"(aws configure), or name the region in the handle: {provider}://REGION/NAME")
+
+
+# Where boto3's default chain looks, in its order (botocore/credentials.py, ``create_credential_resolver``:
+# env, assume-role, web identity, sso, the shared credentials file, the config file, process, container,
+# instance metadata), looked at offline for ``cloudtrain doctor``: names and files, never values.
+def offline_credentials() -> Tuple[bool, str]:
+    """``(found, where)`` of the AWS credentials a provider of this plugin would use, offline."""
+    from cloudtrain.input.credsources import env_set, file_at, ini_has_section
+    looked = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials, ~/.aws/config, " \
+             "AWS_WEB_IDENTITY_TOKEN_FILE, container/instance metadata"
+    if env_set("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        return True, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
+    profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "default"
+    creds = file_at(os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials")
+    config = file_at(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    if ini_has_section(creds, (profile,)):
+        return True, f"profile {profile!r} in {creds}"
+    if ini_has_section(config, (profile, f"profile {profile}")):
+        return True, f"profile {profile!r} in {config} (sso, role or process credentials: --online checks them)"
+    if env_set("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+        return True, "a web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN)"
+    if os.environ.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or os.environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        return True, "the container's credentials endpoint (AWS_CONTAINER_CREDENTIALS_*)"
+    if os.environ.get("AWS_PROFILE"):
+        return False, (f"AWS_PROFILE={profile}: no such profile in {creds or '~/.aws/credentials'} or "
+                       f"{config or '~/.aws/config'}; fix AWS_PROFILE, or run `aws configure --profile {profile}`")
+    return False, (f"none found (looked in: {looked}; an EC2 instance role is not checked offline); "
+                   "run `aws configure` or `aws sso login`, or set AWS_PROFILE")
 
 
 def aws_credentials(session):

@@ -33,7 +33,7 @@ import re
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from cloudtrain.transfer import shipping
 from cloudtrain.providers.cloud import CloudProvider, timestamp
@@ -59,6 +59,19 @@ class AzureProvider(CloudProvider):
     sdk_modules = ("azure.ai.ml", "azure.identity")
     Options = AzureOptions
     platform = "azure"
+    # Azure Resource Manager's capacity and quota refusals ("Troubleshoot common Azure deployment
+    # errors", learn.microsoft.com/azure/azure-resource-manager/troubleshooting/common-deployment-errors):
+    # ``QuotaExceeded``, ``SkuNotAvailable``, ``AllocationFailed``, ``ZonalAllocationFailed``,
+    # ``OverconstrainedAllocationRequest``; ``OperationNotAllowed`` is one only with a quota message
+    # (ARM uses it for other refusals too).
+    capacity_codes = frozenset({"QuotaExceeded", "SkuNotAvailable", "AllocationFailed", "ZonalAllocationFailed",
+                                "OverconstrainedAllocationRequest"})
+    quota_worded_codes = frozenset({"OperationNotAllowed"})
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """DefaultAzureCredential's sources, looked at offline (``sdk.offline_credentials``)."""
+        return sdk.offline_credentials()
     # Azure ML job statuses (azure.ai.ml.operations._run_history_constants.JobStatus).
     states = {
         "NotStarted": State.PENDING, "Queued": State.PENDING, "Paused": State.PENDING,

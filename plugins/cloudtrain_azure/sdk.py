@@ -172,6 +172,27 @@ def log_texts(ml, name: str, cursor: Dict[str, Any], pattern: "re.Pattern[str]")
 
 
 # -- the credential -------------------------------------------------------------------------------
+# Where azure-identity's DefaultAzureCredential looks (its docs, "DefaultAzureCredential": the
+# environment's service principal, EnvironmentCredential's AZURE_CLIENT_ID/AZURE_TENANT_ID/
+# AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH; a managed identity, IDENTITY_ENDPOINT/
+# MSI_ENDPOINT; the Azure CLI's login, its MSAL token cache in AZURE_CONFIG_DIR, default ~/.azure),
+# looked at offline for ``cloudtrain doctor``: names and files, never values.
+def offline_credentials() -> Tuple[bool, str]:
+    """``(found, where)`` of the credentials ``DefaultCredential`` would use, offline."""
+    import os
+    from cloudtrain.input.credsources import env_set
+    if env_set("AZURE_CLIENT_ID", "AZURE_TENANT_ID") and (os.environ.get("AZURE_CLIENT_SECRET")
+                                                          or os.environ.get("AZURE_CLIENT_CERTIFICATE_PATH")):
+        return True, "a service principal in the environment (AZURE_CLIENT_ID, AZURE_TENANT_ID, its secret)"
+    config_dir = Path(os.path.expanduser(os.environ.get("AZURE_CONFIG_DIR") or "~/.azure"))
+    if (config_dir / "msal_token_cache.json").is_file() or (config_dir / "msal_token_cache.bin").is_file():
+        return True, f"`az login` ({config_dir})"
+    if os.environ.get("IDENTITY_ENDPOINT") or os.environ.get("MSI_ENDPOINT"):
+        return True, "a managed identity (IDENTITY_ENDPOINT)"
+    return False, (f"none found (looked in: AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, "
+                   f"`az login` in {config_dir}, a managed identity); run `az login`")
+
+
 class DefaultCredential:
     """``DefaultAzureCredential`` that tells no credential anywhere (every credential of its chain
     raised ``CredentialUnavailableError``: ``MissingCredentials``, raised while the first request

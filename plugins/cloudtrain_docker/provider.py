@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from cloudtrain.spec.errors import BadInput, PlatformError
 from cloudtrain.providers.hosted import HostedProvider, run_values
@@ -37,6 +37,18 @@ class DockerProvider(HostedProvider):
               **{s.value: s for s in State}}
     supervisor_module = "cloudtrain_docker.supervisor"
     cancel_timeout = 60.0
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """No credentials: the engine's socket, where ``docker.from_env()`` finds it: ``DOCKER_HOST``,
+        else docker-py's default (docker/constants.py, DEFAULT_UNIX_SOCKET: /var/run/docker.sock)."""
+        import os
+        host = os.environ.get("DOCKER_HOST")
+        if host:
+            return True, f"DOCKER_HOST={host} (no credentials: the engine's socket)"
+        sock = "/var/run/docker.sock"
+        return (True, sock) if os.path.exists(sock) else \
+            (False, f"no Docker engine socket ({sock}, DOCKER_HOST not set); start Docker")
 
     def __init__(self, client=None, store: Optional[Store] = None):
         """``client``: a ``docker.DockerClient`` (default: ``docker.from_env()``)."""

@@ -113,6 +113,13 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
         self._clients: Dict[str, Any] = {}
         self._store = store
 
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """The kubeconfig option's file, else the kubernetes client's own lookup, offline
+        (``sdk.offline_credentials``)."""
+        from .sdk import offline_credentials
+        return offline_credentials(getattr(options, "kubeconfig", None))
+
     @property
     def no_code_upload(self) -> str:  # type: ignore[override]
         return (f"{self.name} sends the code inside its request (the code ConfigMap) or reads it from the image "

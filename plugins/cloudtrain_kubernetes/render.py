@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple, Union
 
 from cloudtrain.spec.errors import BadInput, JobFileError
 from cloudtrain.spec.job import JobSpec
@@ -34,8 +34,21 @@ from . import manifests as m
 from . import trainjob
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from .options import PodOptions, TrainerOptions
-    from .provider import KubernetesProvider
+
+    class KubernetesProvider(Protocol):
+        """What the builders read of the provider they render for (``provider.KubernetesProvider``
+        has it): render knows no provider class, only this."""
+
+        @property
+        def name(self) -> str: ...
+
+        @property
+        def code_store_schemes(self) -> Tuple[str, ...]: ...
+
+        def job_error(self, job: JobSpec, loc: tuple, message: str) -> JobFileError: ...
 
 # S3's SigV4 presigned URLs last at most 7 days (X-Amz-Expires <= 604800): long enough for a
 # job that waits in a queue, and the default.

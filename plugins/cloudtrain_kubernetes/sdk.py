@@ -47,6 +47,31 @@ def no_kubeconfig(path: str) -> None:
                              "`kubectl config current-context` checks it")
 
 
+# The pod's service account token, which kubernetes' in-cluster config reads
+# (kubernetes/config/incluster_config.py: SERVICE_TOKEN_FILENAME).
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def offline_credentials(kubeconfig: Optional[str] = None) -> Tuple[bool, str]:
+    """``(found, where)`` of what the kubernetes client would connect with, offline for ``cloudtrain
+    doctor``: the ``kubeconfig`` option, else ``$KUBECONFIG`` (``:``-separated) or ``~/.kube/config``
+    (kubernetes/config/kube_config.py: KUBE_CONFIG_DEFAULT_LOCATION), else the in-cluster service
+    account.  Names and files, never values."""
+    from cloudtrain.input.credsources import file_at
+    if kubeconfig:
+        return (bool(file_at(kubeconfig)), f"the kubeconfig option: {kubeconfig}"
+                + ("" if file_at(kubeconfig) else ": no such file"))
+    named = os.environ.get("KUBECONFIG")
+    files = [p for p in (named or "~/.kube/config").split(os.pathsep) if p]
+    found = [str(file_at(p)) for p in files if file_at(p)]
+    if found:
+        return True, ("KUBECONFIG: " if named else "") + ", ".join(found)
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(SERVICE_ACCOUNT_TOKEN):
+        return True, "the in-cluster service account"
+    where = f"KUBECONFIG={named}" if named else "~/.kube/config (KUBECONFIG is not set)"
+    return False, f"none found (looked in: {where}, the in-cluster service account); export KUBECONFIG"
+
+
 def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG") and \
         not os.path.exists(os.path.expanduser("~/.kube/config"))

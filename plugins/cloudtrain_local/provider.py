@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from cloudtrain.runtime import procs
 from cloudtrain.spec.errors import BadInput
@@ -39,6 +39,11 @@ class LocalProvider(HostedProvider):
     storage_schemes = ("file",)  # host paths / file:// URIs, used in place
     states = {s.value: s for s in State}
     supervisor_module = "cloudtrain_local.supervisor"
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """None needed: the nodes are this machine's processes."""
+        return True, "none needed: this machine"
 
     # -- render (pure) -----------------------------------------------------------------
     def check(self, job: JobSpec, options: LocalOptions) -> None:

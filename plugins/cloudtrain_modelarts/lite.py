@@ -26,76 +26,33 @@ ranktable-routing guide below) by post-processing its objects here:
 Submitted through the kubernetes plugin's lifecycle (``KubernetesProvider``) to the pool's CCE
 cluster: a kubeconfig from the options, or one fetched with CCE's cluster-certificate call.
 
-This module is the provider (``ModelartsLiteProvider``, a ``VolcanoProvider``) and its settings
-(``LiteOptions``, which extend the kubernetes plugin's ``VolcanoOptions``); the manifest's pure
-builders are ``render.py``'s (``build_lite``), the extra volumes ``options.LiteVolume``.  Both
-settings and provider build on the kubernetes plugin, so they stay here: ``modelarts`` never
-loads it.
+This module is the provider (``ModelartsLiteProvider``, a ``VolcanoProvider``); its settings are
+``liteoptions.LiteOptions`` (which extend the kubernetes plugin's ``VolcanoOptions``), the
+manifest's pure builders ``render.py``'s (``build_lite``), the extra volumes ``options.LiteVolume``.
+Both settings and provider build on the kubernetes plugin, so they stay out of ``options.py`` and
+``provider.py``: ``modelarts`` never loads it.
 """
 from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from pydantic import Field
-
-from cloudtrain.spec.ports import MasterPort
 from cloudtrain.spec.accelerators import is_npu
 from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobFileError, PlatformError
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.providers.provider import Cluster
 from cloudtrain_kubernetes import manifests as m
-from cloudtrain_kubernetes.provider import VolcanoOptions, VolcanoProvider
+from cloudtrain_kubernetes.provider import VolcanoProvider
 
 from . import lint, render, sdk
 from .detect import LITE, lite_environment
-from .options import LiteVolume
-from .render import CABINET, DEFAULT_REGION, NPU_RESOURCE, NPU_SELECTOR, OPEN_SCRIPT
+from .liteoptions import LiteOptions
+from .render import CABINET, NPU_SELECTOR
 
 ROUTING_PYTHONS = ("3.7", "3.9")
 MIN_ROUTED_NODES = 3
 TYPES = ("ddp", "deepspeed", "none")
-
-
-class LiteOptions(VolcanoOptions):
-    region: str = Field(DEFAULT_REGION, description="Huawei Cloud region of the pool (ranktable routing: "
-                                                    "cn-southwest-2 only)")
-    project_id: Optional[str] = Field(None, description="the region's project id, for CCE (default: "
-                                                        "$HUAWEICLOUD_SDK_PROJECT_ID)")
-    cluster_id: Optional[str] = Field(None, description="the pool's CCE cluster id: without `kubeconfig`, a kubeconfig "
-                                                        "is fetched with CCE's cluster-certificate call")
-    cert_days: int = Field(1, ge=1, le=1827, description="validity of a fetched cluster certificate (days)")
-    accelerator: Optional[Literal["ascend", "gpu"]] = Field(None, description="Ascend NPUs (huawei.com/ascend-1980, "
-                                                                              "nodes labelled accelerator/huawei-npu: "
-                                                                              "ascend-1980) or GPUs (gpu_resource) "
-                                                                              "(default: from resources.accelerator, "
-                                                                              "Ascend-* -> ascend, any other -> gpu; "
-                                                                              "without one: ascend)")
-    npu_resource: str = Field(NPU_RESOURCE, description="extended resource that counts NPUs (resources.gpus_per_node "
-                                                        "of them)")
-    routing: Optional[bool] = Field(None, description="ranktable routing (bootstrap, cabinet annotation); default: on "
-                                                      "for ascend")
-    open_script_address: Optional[str] = Field(None, description="where bootstrap.sh is (default: the region's "
-                                                                 "https://mtest-bucket.obs.<region>.myhuaweicloud.com/acc/rank)")
-    hccl_connect_timeout: int = Field(1800, ge=1, description="HCCL_CONNECT_TIMEOUT in seconds (ascend)")
-    fault_scheduling: Optional[str] = Field("force", description="the job's fault-scheduling label (null: none)")
-    image_python: Optional[str] = Field(None, pattern=r"^\d+\.\d+$", description="the image's Python version, e.g. 3.9 "
-                                                                                "(routing needs 3.7 or 3.9)")
-    volumes: List[LiteVolume] = Field(default_factory=list, description="extra volumes of every pod")
-    emulate_rank_after_acc: Optional[List[int]] = Field(
-        None, description="--emulate modelarts-lite only: RANK_AFTER_ACC of pod i (a permutation of 0..nodes-1), "
-                          "to rehearse routing's renumbering on this machine")
-    master_port: MasterPort = Field(39888, description="torchrun's master port (Huawei's ranktable-routing "
-                                                       "guide: a fixed port >= 10000)")
-    image_pull_policy: Optional[str] = Field("IfNotPresent", pattern="^(Always|IfNotPresent|Never)$",
-                                             description="imagePullPolicy")
-
-    def routed(self) -> bool:
-        return self.accelerator == "ascend" and self.routing is not False
-
-    def script_address(self) -> str:
-        return self.open_script_address or OPEN_SCRIPT.format(region=self.region)
 
 
 class ModelartsLiteProvider(VolcanoProvider[LiteOptions]):
@@ -105,6 +62,16 @@ class ModelartsLiteProvider(VolcanoProvider[LiteOptions]):
     sdk_modules = ("kubernetes", "huaweicloudsdkcce")
     Options = LiteOptions
     platform = LITE
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """The kubeconfig option's file when one is given, else the Huawei Cloud keys that fetch the
+        pool's kubeconfig from CCE (``sdk.offline_credentials``)."""
+        kubeconfig = getattr(options, "kubeconfig", None)
+        if kubeconfig:
+            return super().credential_check(options)
+        from .sdk import offline_credentials
+        return offline_credentials()
 
     def __init__(self, cce=None, **kwargs):
         """``cce``: the CCE client that issues the pool's cluster certificate (default: one for the

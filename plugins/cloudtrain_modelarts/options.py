@@ -1,7 +1,7 @@
 """The settings of ``modelarts`` (``providers.modelarts``: ``ModelartsOptions``) and of
-``modelarts-lite``'s extra volumes (``LiteVolume``).  ``LiteOptions`` builds on the kubernetes
-plugin's ``VolcanoOptions`` and lives with the lite provider (``lite.py``), so that ``modelarts``
-never loads the kubernetes plugin.
+``modelarts-lite``'s extra volumes (``LiteVolume``) and defaults.  ``LiteOptions`` builds on the
+kubernetes plugin's ``VolcanoOptions`` and lives in a module of its own (``liteoptions.py``), so
+that ``modelarts`` never loads the kubernetes plugin.
 
 Pydantic models only: no SDK, nothing read from the environment.
 """
@@ -12,6 +12,12 @@ from typing import List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cloudtrain.spec.ports import MasterPort
+
+# -- modelarts-lite's defaults (the ranktable-routing guide's manifest) ------------------------------
+ASCEND = "ascend-1980"
+NPU_RESOURCE = "huawei.com/" + ASCEND
+DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (the guide's)
+OPEN_SCRIPT = "https://mtest-bucket.obs.{region}.myhuaweicloud.com/acc/rank"
 
 
 class ObsData(BaseModel):

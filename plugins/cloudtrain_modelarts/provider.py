@@ -33,6 +33,7 @@ from cloudtrain.spec.errors import BadInput, PlatformError
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.transfer.objectstore import ObjectUrl
 from cloudtrain.providers.provider import JobStatus, Rendered, State
+from cloudtrain.providers.images import Pulls
 from cloudtrain.providers.request import CodeUpload
 from cloudtrain.input.secrets import Masker
 
@@ -60,6 +61,22 @@ class ModelartsProvider(CloudProvider):
     sdk_modules = ("huaweicloudsdkmodelarts",)
     Options = ModelartsOptions
     catalog_refresh = "cloudtrain_modelarts.catalog:refresh"
+    # ModelArts Standard runs custom images "only after they are uploaded to SWR":
+    # https://support.huaweicloud.com/intl/en-us/drawer-modelarts/ma_drawer_004.html
+    image_registries = Pulls("Huawei Cloud SWR",
+                             (r"swr\.[a-z0-9-]+\.myhuaweicloud\.(com|eu)", r"swr\.[a-z0-9-]+\.[a-z0-9.-]+"),
+                             "push it to SWR (swr.<region>.myhuaweicloud.com/<organization>/<image>:<tag>)",
+                             "https://support.huaweicloud.com/intl/en-us/drawer-modelarts/ma_drawer_004.html")
+    # Capacity and quota refusals (API reference, Error Codes, support.huaweicloud.com/api-modelarts/
+    # modelarts_03_0095): ``ModelArts.0116`` ("The expected {0} exceeds the quota limit"),
+    # ``ModelArts.3976`` ("No resources are available for the selected specification")
+    capacity_codes = frozenset({"ModelArts.0116", "ModelArts.3976"})
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """The SDK's access keys, looked at offline (``sdk.offline_credentials``)."""
+        return sdk.offline_credentials()
+
     # ModelArts' `status.phase` (the secondary phase is shown in the message).
     states = {
         "Creating": State.PENDING,

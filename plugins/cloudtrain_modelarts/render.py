@@ -40,12 +40,13 @@ from cloudtrain.providers.survival import checkpoint_uri, field_error
 
 from . import catalog
 from .detect import LITE, MA_JOB_DIR, ROUTED, STANDARD, TASK
-from .options import ModelartsOptions, ObsData
+from .options import ASCEND, DEFAULT_REGION, NPU_RESOURCE, OPEN_SCRIPT, ModelartsOptions, ObsData  # noqa: F401
+# (DEFAULT_REGION and OPEN_SCRIPT: modelarts-lite's defaults, kept importable from here)
 
 if TYPE_CHECKING:
     from cloudtrain_kubernetes.manifests import ManifestOptions
 
-    from .lite import LiteOptions
+    from .liteoptions import LiteOptions
 
 # -- modelarts (Standard) ------------------------------------------------------------------------
 KIND = "modelarts/CreateTrainingJob"
@@ -443,12 +444,8 @@ def spec_of(description: Optional[str]) -> Optional[str]:
 
 # -- modelarts-lite: the ranktable-routing guide's Volcano Job ------------------------------------
 RING_LABEL = "ring-controller.cce"
-ASCEND = "ascend-1980"
-NPU_RESOURCE = "huawei.com/" + ASCEND
 NPU_SELECTOR = {"accelerator/huawei-npu": ASCEND}
 CABINET = {"cabinet": "cabinet"}
-DEFAULT_REGION = "cn-southwest-2"  # Guiyang-1: the only region with ranktable routing (the guide's)
-OPEN_SCRIPT = "https://mtest-bucket.obs.{region}.myhuaweicloud.com/acc/rank"
 # The Ascend host paths every NPU pod mounts (the ranktable-routing guide's manifest).
 ASCEND_MOUNTS = [
     ("ascend-driver", "/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),

@@ -39,6 +39,20 @@ def region_of(region: Optional[str]) -> str:
     return region
 
 
+# Where ``credentials`` finds the keys (huaweicloudsdkcore/auth/provider.py: EnvCredentialProvider's
+# HUAWEICLOUD_SDK_AK/HUAWEICLOUD_SDK_SK, ProfileCredentialProvider's HUAWEICLOUD_SDK_CREDENTIALS_FILE,
+# default ~/.huaweicloud/credentials), looked at offline for ``cloudtrain doctor``: names and files, never values.
+def offline_credentials() -> Tuple[bool, str]:
+    """``(found, where)`` of the keys ``credentials`` would read, offline."""
+    from cloudtrain.input.credsources import env_set, file_at
+    if env_set(AK_ENV, SK_ENV):
+        return True, f"{AK_ENV} and {SK_ENV} in the environment"
+    path = os.environ.get("HUAWEICLOUD_SDK_CREDENTIALS_FILE") or "~/.huaweicloud/credentials"
+    if file_at(path):
+        return True, os.path.expanduser(path)
+    return False, f"none found (looked in: {AK_ENV}/{SK_ENV}, {path}); export {AK_ENV} and {SK_ENV}"
+
+
 def credentials(provider: str, project_id: Optional[str] = None):
     """``BasicCredentials`` from ``HUAWEICLOUD_SDK_AK``/``_SK`` (or the SDK's profile file
     ``~/.huaweicloud/credentials``); the project id from the option, ``HUAWEICLOUD_SDK_PROJECT_ID``

@@ -130,11 +130,10 @@ def refresh(client=None, region: Optional[str] = None, out_dir: str = CATALOG_DI
     """``tione.json`` from the account's DescribeBillingSpecs (TI-ONE's default credentials;
     ``CLOUDTRAIN_TIONE_ENDPOINT`` as for the provider)."""
     from cloudtrain.spec.errors import PlatformError
-    from .provider import TioneProvider
-    from .sdk import api_error
+    from .sdk import TioneApi, api_error, require_sdk
     region = region or os.environ.get("TENCENTCLOUD_REGION") or "ap-shanghai"
     if client is None:
-        client = TioneProvider().sdk.client(region)
+        client = TioneApi(require_sdk).client(region)
     from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
     try:
         rows = fetch(client)

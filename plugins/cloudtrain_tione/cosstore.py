@@ -59,8 +59,8 @@ class CosStore(ObjectStore):
             if not self.region:
                 raise BadInput(f"COS needs the bucket's region: set providers.tione.region or export {REGION_VAR} "
                                "(e.g. ap-shanghai)")
-            from .provider import TioneProvider
-            TioneProvider.require_sdk("qcloud_cos")
+            from .sdk import require_sdk
+            require_sdk("qcloud_cos")
             from qcloud_cos import CosConfig, CosS3Client
             credential = self._credential
             if credential is None:

@@ -22,6 +22,7 @@ from cloudtrain.spec.errors import BadInput
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.transfer.objectstore import ObjectUrl
 from cloudtrain.providers.provider import JobStatus, State
+from cloudtrain.providers.images import Pulls
 from cloudtrain.providers.request import CodeUpload, Rendered
 
 from . import render as rq
@@ -71,6 +72,26 @@ class TioneProvider(CloudProvider):
     Options = TioneOptions
     catalog_refresh = "cloudtrain_tione.catalog:refresh"
     platform = "tione"
+    # TI-ONE takes TCR (enterprise) and CCR (personal) images, and others as a third-party ``CUSTOM``
+    # image pulled over the internet (``ImageInfo``): https://cloud.tencent.com/document/api/851/75051#ImageInfo
+    image_registries = Pulls("Tencent Cloud's registries, TCR and CCR (others as a CUSTOM image, pulled over the "
+                             "internet)",
+                             (r"[a-z0-9-]+\.tencentcloudcr\.com", r"ccr\.ccs\.tencentyun\.com"),
+                             "push it to CCR (ccr.ccs.tencentyun.com/<namespace>/<image>:<tag>) or TCR",
+                             "https://cloud.tencent.com/document/api/851/75051#ImageInfo")
+    # Capacity and quota refusals (tencentcloud-sdk-python, ``tencentcloud/tione/v20211111/errorcodes.py``):
+    # ``ResourceInsufficient``, ``ResourceInsufficient.QuotaInsufficient``, ``LimitExceeded``,
+    # ``OperationDenied.BillingStatusResourceInsufficient`` (pay-as-you-go resources sold out),
+    # ``OperationDenied.ResourceGroupInsufficient``
+    capacity_codes = frozenset({"ResourceInsufficient", "ResourceInsufficient.QuotaInsufficient", "LimitExceeded",
+                                "OperationDenied.BillingStatusResourceInsufficient",
+                                "OperationDenied.ResourceGroupInsufficient"})
+
+    @classmethod
+    def credential_check(cls, options) -> Tuple[bool, str]:
+        """``DefaultCredentialProvider``'s sources, looked at offline (``sdk.offline_credentials``)."""
+        from .sdk import offline_credentials
+        return offline_credentials()
     # THE table: every TrainingTaskDetail.Status -> neutral state.
     states = {
         "SUBMITTING": State.PENDING,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import socket
 import warnings
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
-from cloudtrain.spec.errors import BadInput, MissingCredentials, PlatformError
+from cloudtrain.spec.errors import BadInput, MissingCredentials, MissingExtra, PlatformError
 
 SDK = "tencentcloud.tione.v20211111"
 ENDPOINT_VAR = "CLOUDTRAIN_TIONE_ENDPOINT"
@@ -86,6 +86,37 @@ def api_error(exc, doing: str, service: str = "TI-ONE") -> PlatformError:
     fix = next((f for prefix, f in FIXES if code and code.startswith(prefix)), "see TI-ONE's error codes")
     return PlatformError(f"TI-ONE refused {doing}: {code or 'error'}: {message}; {fix}",
                          request_id=exc.get_request_id() if hasattr(exc, "get_request_id") else None)
+
+
+# Where ``DefaultCredentialProvider`` looks (tencentcloud/common/credential.py: EnvironmentVariable-,
+# Profile- (~/.tencentcloud/credentials, /etc/tencentcloud/credentials), CVMRole- and
+# DefaultTkeOIDCRoleArnProvider), looked at offline for ``cloudtrain doctor``: names and files, never values.
+def offline_credentials() -> Tuple[bool, str]:
+    """``(found, where)`` of the credentials ``default_credential`` would find, offline."""
+    from cloudtrain.input.credsources import env_set, file_at
+    if env_set("TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY"):
+        return True, "TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY in the environment"
+    for path in ("~/.tencentcloud/credentials", "/etc/tencentcloud/credentials"):
+        if file_at(path):
+            return True, f"{os.path.expanduser(path)}"
+    if os.environ.get("TKE_ROLE_ARN") or os.environ.get("TKE_WEB_IDENTITY_TOKEN_FILE"):
+        return True, "the TKE OIDC role (TKE_* variables)"
+    return False, ("none found (looked in: TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, "
+                   "~/.tencentcloud/credentials, /etc/tencentcloud/credentials, TKE_* variables; a CVM role is "
+                   "not checked offline); export TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY")
+
+
+def require_sdk(module: str):
+    """Import ``module`` of the plugin's SDKs, or raise ``MissingExtra`` naming the extra that brings
+    it: what ``TioneProvider.require_sdk`` does, for the modules that have no provider class at hand
+    (the COS store, the catalog's refresh) and must not import ``provider.py``."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        from cloudtrain.extend import registry
+        hint = registry.install_hint(registry.PROVIDER, "tione") or "pip install 'cloudtrain[tione]'"
+        raise MissingExtra("tione", hint, module) from None
 
 
 def default_credential():

@@ -1,9 +1,13 @@
 """Core's folders show its layers, and its modules import only downward: no import cycle between
 core modules, whether the imports are at the top of a module or inside a function (a
-function-level import only hides a cycle), and no import from a layer above.
+function-level import only hides a cycle), and no import from a layer above.  The plugins too
+(issue 38 item 4): no import cycle between the modules of the plugins, and a plugin's
+``render.py`` (pure builders) reaches no module that holds a provider class.
 
-The graph is read from the source with ``ast`` (nothing is imported); imports under
-``if TYPE_CHECKING:`` are left out (annotations only: never run, they make no cycle).
+The graph is read from the source with ``ast`` (nothing is imported); in core, imports under
+``if TYPE_CHECKING:`` are left out (annotations only: never run, they make no cycle).  In the
+plugins they count: render naming the provider class even for an annotation is render knowing
+its provider, and the type checker walks that cycle.
 """
 from __future__ import annotations
 
@@ -61,9 +65,9 @@ def _runtime_nodes(tree: ast.AST):
             stack.append(child)
 
 
-def graph() -> Dict[str, Dict[str, int]]:
-    """module -> {imported core module: line}, function-level imports included."""
-    mods = modules()
+def imports(mods: Dict[str, Path], packages: Set[str], nodes=_runtime_nodes) -> Dict[str, Dict[str, int]]:
+    """module -> {imported module of ``mods``: line}, function-level imports included; an import
+    of one of ``packages`` itself (its ``__init__``, which imports nothing eagerly) is no edge."""
 
     def resolve(name: str) -> Optional[str]:
         while name and name not in mods:
@@ -75,7 +79,7 @@ def graph() -> Dict[str, Dict[str, int]]:
         is_package = path.name == "__init__.py"
         package = name.split(".") if is_package else name.split(".")[:-1]
         deps: Dict[str, int] = {}
-        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(ast.parse(path.read_text(encoding="utf-8"))):
             targets: List[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -87,13 +91,18 @@ def graph() -> Dict[str, Dict[str, int]]:
                     full = node.module or ""
                 targets = [f"{full}.{a.name}" if f"{full}.{a.name}" in mods else full for a in node.names]
             for target in targets:
-                if target == PACKAGE or not target.startswith(PACKAGE + "."):
-                    continue  # the package itself (its __init__ imports nothing eagerly), or not core
+                if target in packages or target.split(".")[0] not in packages:
+                    continue  # the package itself, or outside
                 found = resolve(target)
-                if found and found != name and found != PACKAGE:
+                if found and found != name and found not in packages:
                     deps.setdefault(found, node.lineno)
         out[name] = deps
     return out
+
+
+def graph() -> Dict[str, Dict[str, int]]:
+    """core module -> {imported core module: line}, function-level imports included."""
+    return imports(modules(), {PACKAGE})
 
 
 def layer_of(module: str) -> Optional[str]:
@@ -180,3 +189,68 @@ def test_pending_exceptions_are_still_needed():
     g = graph()
     gone = [edge for edge in PENDING if edge[1] not in g.get(edge[0], {})]
     assert not gone, f"these edges are gone: remove them from PENDING: {gone}"
+
+
+# -- the plugins (issue 38 item 4) -------------------------------------------------------------
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
+
+
+def plugin_modules() -> Dict[str, Path]:
+    """Every module of every plugin package under plugins/ (``cloudtrain_aws.sagemaker``, ...)."""
+    found = {}
+    for package in sorted(p.parent for p in PLUGINS.glob("*/__init__.py")):
+        for path in sorted(package.rglob("*.py")):
+            parts = list(path.relative_to(PLUGINS).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def plugin_graph() -> Dict[str, Dict[str, int]]:
+    """plugin module -> {imported plugin module (of any plugin): line}: every import, at the top,
+    inside a function, or under ``if TYPE_CHECKING:``."""
+    mods = plugin_modules()
+    return imports(mods, {m.split(".")[0] for m in mods}, nodes=ast.walk)
+
+
+def provider_modules() -> Set[str]:
+    """The modules of the classes the built-in plugins register as providers (their ``plugin.py``
+    names them: ``register("cloudtrain_aws.sagemaker:SageMakerProvider", name="sagemaker")``)."""
+    from cloudtrain.extend import registry
+    found = {str(e.target).split(":")[0] for e in registry.builtin()[registry.PROVIDER].entries()}
+    return found | {m for m in plugin_modules() if m.endswith(".provider")}
+
+
+def reached(g: Dict[str, Dict[str, int]], start: str) -> Set[str]:
+    seen: Set[str] = set()
+    stack = [start]
+    while stack:
+        for dep in g.get(stack.pop(), {}):
+            if dep not in seen:
+                seen.add(dep)
+                stack.append(dep)
+    return seen
+
+
+def test_the_plugin_graph_is_read_from_the_source():
+    g = plugin_graph()
+    assert g["cloudtrain_kubernetes.provider"].get("cloudtrain_kubernetes.render")  # `from . import ..., render`
+    assert "cloudtrain_kubernetes.provider" in g["cloudtrain_modelarts.lite"]      # another plugin's module
+    assert {"cloudtrain_aws.sagemaker", "cloudtrain_modelarts.lite", "cloudtrain_tione.provider"} <= provider_modules()
+
+
+def test_no_import_cycle_between_plugin_modules():
+    found = cycles({m: set(deps) for m, deps in plugin_graph().items()})
+    assert not found, "import cycles between plugin modules (function-level and TYPE_CHECKING imports " \
+                      "included): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_render_reaches_no_provider_module():
+    g, providers = plugin_graph(), provider_modules()
+    renders = sorted(m for m in g if m.endswith(".render"))
+    assert len(renders) == len(list(PLUGINS.glob("*/render.py"))) >= 7
+    bad = {r: sorted(reached(g, r) & providers) for r in renders}
+    bad = {r: found for r, found in bad.items() if found}
+    assert not bad, f"render.py is pure and knows no provider class, but imports (directly or through other " \
+                    f"modules) the providers' modules: {bad}"

@@ -10,10 +10,8 @@ with ``-p`` 1 when that provider is not ready; 3 when ``--online``'s call failed
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ..spec.errors import CloudtrainError
 from ..launch.exitcodes import EXIT_JOB_FAILED, EXIT_OK, EXIT_PLATFORM
@@ -53,135 +51,14 @@ class Report:
 
 
 # -- credentials: where each platform's SDK looks (offline: names and files, never values) ---------
-def _env(*names: str) -> bool:
-    return all(os.environ.get(n) for n in names)
-
-
-def _file(path: str) -> Optional[Path]:
-    p = Path(os.path.expanduser(path))
-    return p if p.is_file() else None
-
-
-def _ini_has_section(path: Optional[Path], names: Tuple[str, ...]) -> bool:
-    if path is None:
-        return False
-    import configparser
-    parser = configparser.ConfigParser()
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, OSError, UnicodeDecodeError):
-        return False
-    return any(parser.has_section(n) for n in names)
-
-
-def aws_credentials() -> Check:
-    looked = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials, ~/.aws/config, " \
-             "AWS_WEB_IDENTITY_TOKEN_FILE, container/instance metadata"
-    if _env("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        return Check(OK, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
-    profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "default"
-    creds = _file(os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials")
-    config = _file(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
-    if _ini_has_section(creds, (profile,)):
-        return Check(OK, f"profile {profile!r} in {creds}")
-    if _ini_has_section(config, (profile, f"profile {profile}")):
-        return Check(OK, f"profile {profile!r} in {config} (sso, role or process credentials: --online checks them)")
-    if _env("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
-        return Check(OK, "a web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN)")
-    if os.environ.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or os.environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"):
-        return Check(OK, "the container's credentials endpoint (AWS_CONTAINER_CREDENTIALS_*)")
-    if os.environ.get("AWS_PROFILE"):
-        return Check(MISSING, f"AWS_PROFILE={profile}: no such profile in {creds or '~/.aws/credentials'} or "
-                              f"{config or '~/.aws/config'}; fix AWS_PROFILE, "
-                              f"or run `aws configure --profile {profile}`")
-    return Check(MISSING, f"none found (looked in: {looked}; an EC2 instance role is not checked offline); "
-                          "run `aws configure` or `aws sso login`, or set AWS_PROFILE")
-
-
-def azure_credentials() -> Check:
-    if _env("AZURE_CLIENT_ID", "AZURE_TENANT_ID") and (os.environ.get("AZURE_CLIENT_SECRET")
-                                                        or os.environ.get("AZURE_CLIENT_CERTIFICATE_PATH")):
-        return Check(OK, "a service principal in the environment (AZURE_CLIENT_ID, AZURE_TENANT_ID, its secret)")
-    config_dir = Path(os.path.expanduser(os.environ.get("AZURE_CONFIG_DIR") or "~/.azure"))
-    if (config_dir / "msal_token_cache.json").is_file() or (config_dir / "msal_token_cache.bin").is_file():
-        return Check(OK, f"`az login` ({config_dir})")
-    if os.environ.get("IDENTITY_ENDPOINT") or os.environ.get("MSI_ENDPOINT"):
-        return Check(OK, "a managed identity (IDENTITY_ENDPOINT)")
-    return Check(MISSING, f"none found (looked in: AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, "
-                          f"`az login` in {config_dir}, a managed identity); run `az login`")
-
-
-def tencent_credentials() -> Check:
-    if _env("TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY"):
-        return Check(OK, "TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY in the environment")
-    for path in ("~/.tencentcloud/credentials", "/etc/tencentcloud/credentials"):
-        if _file(path):
-            return Check(OK, f"{os.path.expanduser(path)}")
-    if os.environ.get("TKE_ROLE_ARN") or os.environ.get("TKE_WEB_IDENTITY_TOKEN_FILE"):
-        return Check(OK, "the TKE OIDC role (TKE_* variables)")
-    return Check(MISSING, "none found (looked in: TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, "
-                          "~/.tencentcloud/credentials, /etc/tencentcloud/credentials, TKE_* variables; a CVM role is "
-                          "not checked offline); export TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY")
-
-
-def huawei_credentials() -> Check:
-    if _env("HUAWEICLOUD_SDK_AK", "HUAWEICLOUD_SDK_SK"):
-        return Check(OK, "HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK in the environment")
-    path = os.environ.get("HUAWEICLOUD_SDK_CREDENTIALS_FILE") or "~/.huaweicloud/credentials"
-    if _file(path):
-        return Check(OK, os.path.expanduser(path))
-    return Check(MISSING, f"none found (looked in: HUAWEICLOUD_SDK_AK/HUAWEICLOUD_SDK_SK, {path}); "
-                          "export HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK")
-
-
-SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
-def kube_credentials(kubeconfig: Optional[str] = None) -> Check:
-    if kubeconfig:
-        return Check(OK if _file(kubeconfig) else MISSING, f"the kubeconfig option: {kubeconfig}"
-                     + ("" if _file(kubeconfig) else ": no such file"))
-    named = os.environ.get("KUBECONFIG")
-    files = [p for p in (named or "~/.kube/config").split(os.pathsep) if p]
-    found = [str(_file(p)) for p in files if _file(p)]
-    if found:
-        return Check(OK, ("KUBECONFIG: " if named else "") + ", ".join(found))
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(SERVICE_ACCOUNT_TOKEN):
-        return Check(OK, "the in-cluster service account")
-    where = f"KUBECONFIG={named}" if named else "~/.kube/config (KUBECONFIG is not set)"
-    return Check(MISSING, f"none found (looked in: {where}, the in-cluster service account); export KUBECONFIG")
-
-
-def docker_engine() -> Check:
-    host = os.environ.get("DOCKER_HOST")
-    if host:
-        return Check(OK, f"DOCKER_HOST={host} (no credentials: the engine's socket)")
-    sock = "/var/run/docker.sock"
-    return Check(OK, sock) if os.path.exists(sock) else \
-        Check(MISSING, f"no Docker engine socket ({sock}, DOCKER_HOST not set); start Docker")
-
-
-CREDENTIALS: Dict[str, Callable[..., Check]] = {
-    "sagemaker": aws_credentials, "ec2": aws_credentials, "eks": aws_credentials,
-    "azure": azure_credentials, "tione": tencent_credentials, "modelarts": huawei_credentials,
-    "kubeflow": kube_credentials, "kubeflow-trainer": kube_credentials, "volcano": kube_credentials,
-    "docker": lambda: docker_engine(), "local": lambda: Check(OK, "none needed: this machine"),
-}
-
-
-def credentials_check(name: str, cls, options) -> Check:
-    """A plugin may say itself (a ``credential_check()`` classmethod returning ``(ok, detail)``)."""
-    own = getattr(cls, "credential_check", None)
-    if callable(own):
-        ok, detail = own()
-        return Check(OK if ok else MISSING, detail)
-    if name == "modelarts-lite":  # a kubeconfig given, else one fetched from CCE with the Huawei keys
-        kubeconfig = getattr(options, "kubeconfig", None)
-        return kube_credentials(kubeconfig) if kubeconfig else huawei_credentials()
-    if name in ("kubeflow", "kubeflow-trainer", "volcano"):
-        return kube_credentials(getattr(options, "kubeconfig", None))
-    found = CREDENTIALS.get(name)
-    return found() if found else Check(UNKNOWN, "the plugin does not say where its credentials come from; see its docs")
+def credentials_check(cls, options) -> Check:
+    """The provider class says where its credentials come from (``credential_check(options)``:
+    ``(found, detail)``, or None when it does not say)."""
+    found = cls.credential_check(options)
+    if found is None:
+        return Check(UNKNOWN, "the plugin does not say where its credentials come from; see its docs")
+    ok, detail = found
+    return Check(OK if ok else MISSING, detail)
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -220,7 +97,7 @@ def check(name: str, settings, online: bool = False) -> Report:
         Check(OK, ", ".join(cls.sdk_modules) if cls.sdk_modules else "none needed")
     provider = get_provider(name)
     configured, options, fixes = settings_check(provider, settings)
-    report = Report(name, info.plugin, sdk, credentials_check(name, cls, options), configured, fixes=fixes)
+    report = Report(name, info.plugin, sdk, credentials_check(cls, options), configured, fixes=fixes)
     if missing_sdk:
         report.fixes.insert(0, cls.install_hint())
     if online:

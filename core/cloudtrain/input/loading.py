@@ -282,14 +282,26 @@ def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None
                          duplicates=doc.duplicates, provider=provider, settings=settings)
 
 
+def _emulates(info) -> bool:
+    """Whether the provider's options take ``emulate`` (its nodes run here); a plugin that cannot
+    load here emulates nothing."""
+    try:
+        return "emulate" in info.cls.Options.model_fields
+    except Exception:  # noqa: BLE001  (a broken plugin: said elsewhere, not in this message)
+        return False
+
+
 def emulate_override(provider: str, platform: str) -> str:
     """``--emulate PLATFORM`` as the ``--set`` it stands for, refused at the option itself (not as a
     ``--set`` the user never typed) for a provider that runs on its platform rather than emulating one."""
-    from ..extend.plugins import get_provider_class
+    from ..extend.plugins import get_provider_class, providers
     if "emulate" not in get_provider_class(provider).Options.model_fields:
-        raise BadInput(f"--emulate is for the providers that run here (local, docker): it gives their nodes "
+        from .config import DEFAULT_PROVIDER
+        here = sorted((n for n, info in providers().items() if _emulates(info)),
+                      key=lambda n: (n != DEFAULT_PROVIDER, n))
+        raise BadInput(f"--emulate is for the providers that run here ({', '.join(here)}): it gives their nodes "
                        f"{platform}'s environment; {provider} runs on its own platform. Drop --emulate, or try it "
-                       f"here: -p local --emulate {platform}")
+                       f"here: -p {(here or [DEFAULT_PROVIDER])[0]} --emulate {platform}")
     return f"providers.{provider}.emulate={platform}"
 
 

@@ -2,53 +2,21 @@
 
 ``validate`` and ``render`` cover every candidate, in order; ``submit`` renders every one first
 (bad input anywhere: exit 2, nothing sent), then sends to each in turn and moves to the next
-only when the platform refused for capacity or quota, by its own error code (``CAPACITY``); it
+only when the platform refused for capacity or quota, by its own error code; it
 says why in one line, and stops on any other error.  The ledger records the provider that ran
 the job and, in ``tried``, the ones that refused it.
 
-The codes, per provider, as each platform documents them:
-
-- SageMaker ``CreateTrainingJob``: ``ResourceLimitExceeded`` ("You have exceeded an SageMaker
-  resource limit", API reference, CreateTrainingJob > Errors);
-  a job that fails before its first instance starts with ``CapacityError`` (its FailureReason:
-  "CapacityError: Unable to provision requested ML compute capacity") is a capacity refusal
-  too, and so is spot capacity lost before start (``InsufficientCapacityError``);
-- EC2 ``RunInstances`` (EC2 API reference, Error codes): ``InsufficientInstanceCapacity``,
-  ``InsufficientHostCapacity``, ``InsufficientReservedInstanceCapacity``, and the quotas
-  ``InstanceLimitExceeded``, ``VcpuLimitExceeded``, ``MaxSpotInstanceCountExceeded``;
-- Azure (Azure Resource Manager, "Troubleshoot common Azure deployment errors"):
-  ``QuotaExceeded``, ``OperationNotAllowed`` with a quota message, ``SkuNotAvailable``,
-  ``AllocationFailed``, ``ZonalAllocationFailed``, ``OverconstrainedAllocationRequest``;
-- TI-ONE (tencentcloud-sdk-python, ``tencentcloud/tione/v20211111/errorcodes.py``):
-  ``ResourceInsufficient``, ``ResourceInsufficient.QuotaInsufficient``, ``LimitExceeded``,
-  ``OperationDenied.BillingStatusResourceInsufficient`` (pay-as-you-go resources sold out),
-  ``OperationDenied.ResourceGroupInsufficient``;
-- ModelArts (API reference, Error Codes, support.huaweicloud.com/api-modelarts/modelarts_03_0095):
-  ``ModelArts.0116`` ("The expected {0} exceeds the quota limit"), ``ModelArts.3976`` ("No
-  resources are available for the selected specification").
-
+The codes are the platform's facts: each provider class gives them, with where the platform
+documents them, as ``capacity_codes`` (and ``quota_worded_codes``: a code that is a quota refusal
+only when its message says so); ``refused_after_create`` marks a platform that accepts a job and
+may then fail it for capacity before it starts (docs/plugins.md, "The provider class").
 A provider may answer itself with a classmethod ``is_capacity_refusal(exc) -> bool``.
 """
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, Iterable, List, Optional
+from typing import Iterable, List, Optional
 
-CAPACITY: Dict[str, FrozenSet[str]] = {
-    "sagemaker": frozenset({"ResourceLimitExceeded", "CapacityError", "InsufficientCapacityError"}),
-    "ec2": frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity",
-                      "InsufficientReservedInstanceCapacity", "InstanceLimitExceeded", "VcpuLimitExceeded",
-                      "MaxSpotInstanceCountExceeded"}),
-    "azure": frozenset({"QuotaExceeded", "SkuNotAvailable", "AllocationFailed", "ZonalAllocationFailed",
-                        "OverconstrainedAllocationRequest"}),
-    "tione": frozenset({"ResourceInsufficient", "ResourceInsufficient.QuotaInsufficient", "LimitExceeded",
-                        "OperationDenied.BillingStatusResourceInsufficient",
-                        "OperationDenied.ResourceGroupInsufficient"}),
-    "modelarts": frozenset({"ModelArts.0116", "ModelArts.3976"}),
-}
-# Codes that are a quota refusal only when the message says so (Azure's OperationNotAllowed is
-# also used for other refusals).
-QUOTA_WORDED = {"azure": frozenset({"OperationNotAllowed"})}
 QUOTA_WORDS = re.compile(r"quota|exceed", re.IGNORECASE)
 
 
@@ -91,21 +59,22 @@ def platform_code(exc: BaseException) -> Optional[str]:
 
 
 def is_capacity_refusal(provider: str, exc: BaseException) -> bool:
-    """Whether ``provider`` refused for capacity or quota (``CAPACITY``; the provider class's own
-    ``is_capacity_refusal`` when it has one)."""
+    """Whether ``provider`` refused for capacity or quota (its class's ``capacity_codes`` and
+    ``quota_worded_codes``; the class's own ``is_capacity_refusal`` when it has one)."""
     from ..spec.errors import PlatformError
     if not isinstance(exc, PlatformError):
         return False
     from ..extend.plugins import get_provider_class
-    own = getattr(get_provider_class(provider), "is_capacity_refusal", None)
+    cls = get_provider_class(provider)
+    own = getattr(cls, "is_capacity_refusal", None)
     if callable(own):
         return bool(own(exc))
     code = platform_code(exc)
     if code is None:
         return False
-    if code in CAPACITY.get(provider, ()):
+    if code in cls.capacity_codes:
         return True
-    return code in QUOTA_WORDED.get(provider, ()) and bool(QUOTA_WORDS.search(str(exc)))
+    return code in cls.quota_worded_codes and bool(QUOTA_WORDS.search(str(exc)))
 
 
 def failed_for_capacity(provider: str, status) -> bool:
@@ -113,7 +82,8 @@ def failed_for_capacity(provider: str, status) -> bool:
     ``CapacityError``, spot capacity lost before start): its message names one of the codes."""
     if status.state.value != "FAILED" or status.started_at is not None:
         return False
-    codes = CAPACITY.get(provider, ())
+    from ..extend.plugins import get_provider_class
+    codes = get_provider_class(provider).capacity_codes
     return any(code in (status.message or "") for code in codes)
 
 
@@ -122,10 +92,6 @@ def reason(provider: str, exc: BaseException) -> str:
     code = platform_code(exc) or "refused"
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{provider}: {code}" + (f" ({text[:160]})" if text else "")
-
-
-# Providers whose platform accepts a job and may then fail it for capacity before it starts.
-REFUSED_AFTER_CREATE = frozenset({"sagemaker"})
 
 
 def refused_before_start(run, sleep=None) -> Optional[str]:

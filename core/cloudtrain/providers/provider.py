@@ -13,7 +13,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Type
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Dict, FrozenSet, Iterable, Iterator, List, Mapping,
+                    Optional, Tuple, Type)
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +26,9 @@ from ..launch.platform import Cluster, Platform
 from .request import Artifact, Rendered, Request
 from ..input.secrets import MASK, Masker, resolve_secrets
 from ..spec.states import State  # noqa: F401  (re-exported: plugins import it from here)
+
+if TYPE_CHECKING:
+    from .images import Pulls
 
 __all__ = ["Artifact", "JobStatus", "Provider", "Rendered", "Request", "Run", "State"]
 
@@ -131,6 +135,19 @@ class Provider(abc.ABC):
     catalog_refresh: ClassVar[Optional[str]] = None
     # How to install the SDK; third-party plugins set their own (default: cloudtrain's extra).
     install_hint_text: ClassVar[Optional[str]] = None
+    # -- the platform's facts, each with its source next to it in the plugin (docs/plugins.md) -------------
+    # The registries the platform pulls a job's image from (``cloudtrain.providers.images.Pulls``):
+    # ``validate`` warns about a Docker Hub image it will not pull.  None: it pulls from anywhere.
+    image_registries: ClassVar[Optional["Pulls"]] = None
+    # The platform's own error codes that mean "refused for capacity or quota" (failover moves on
+    # to the next provider: ``cloudtrain.orchestrate.failover``), as the platform documents them.
+    capacity_codes: ClassVar[FrozenSet[str]] = frozenset()
+    # Codes that are a capacity or quota refusal only when the error's message says quota or
+    # exceeded (a code the platform also uses for other refusals).
+    quota_worded_codes: ClassVar[FrozenSet[str]] = frozenset()
+    # Whether the platform accepts a job and may then fail it for capacity before it starts (its
+    # message naming one of ``capacity_codes``): failover watches such a job until it starts.
+    refused_after_create: ClassVar[bool] = False
     # The account settings of the config files and the profile (``providers.<name>``, merged as
     # submit merges them) for the commands that have no job: list, status, logs, cancel, outputs,
     # wait (``cloudtrain.api.configured``).  A job's own options always come from the job.
@@ -145,6 +162,15 @@ class Provider(abc.ABC):
         """``install_hint_text``, else the registry's (a built-in's extra), else the class's ``extra``."""
         return (cls.install_hint_text or registry.install_hint(registry.PROVIDER, cls.name)
                 or f"pip install 'cloudtrain[{cls.extra}]'")
+
+    @classmethod
+    def credential_check(cls, options) -> Optional[Tuple[bool, str]]:
+        """Where this provider's credentials would come from, looked up offline for ``cloudtrain
+        doctor``: ``(found, detail)``, the detail naming where they are or where it looked and the
+        fix; names and files only, never a value read into the detail.  ``options`` is the
+        provider's merged settings (``Options``), or None when they are invalid.  None: the plugin
+        does not say (doctor shows "not checked offline")."""
+        return None
 
     @classmethod
     def require_sdk(cls, module: str):
@@ -258,7 +284,7 @@ class Provider(abc.ABC):
         """Say so when this platform will not pull the image the job gives it (``cloudtrain.providers.images``)."""
         from .images import unpullable
         own = getattr(options, "image", None)
-        reason = unpullable(self.name, own or job.image)
+        reason = unpullable(self.name, self.image_registries, own or job.image)
         if reason:
             loc = ("providers", self.name, "image") if own else ("image",)
             warnings.warn(CloudtrainWarning(str(self.job_error(job, loc, reason))), stacklevel=3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from pydantic import BaseModel
 
@@ -77,11 +77,7 @@ PROBES["restart_on"] = ([["preemption", {"exit-codes": [3]}]], {})
 PROBES["max_cost"] = ([100000], {})
 if "setup" in JobSpec.model_fields:  # issue 30 item 6 (branch newuser): a command run on every node before the launcher
     PROBES["setup"] = (["pip install -r requirements.txt"], {})
-# (provider, field, value): the provider's example settings (``required``) already ask for exactly
-# this value, so the request cannot differ; the other values of the probe disagree with the setting
-# and must be refused at it (they are, in the same test).
-AGREES = {("modelarts", "resources.accelerator", "V100"):
-          "flavor_id modelarts.vm.gpu.8v100 is 8 x V100 (check_flavor_card refuses H100 at flavor_id)"}
+
 NOT_NEUTRAL = {"providers"}  # each provider's own section: its Options model (test_render.py)
 
 
@@ -120,6 +116,15 @@ def refuses(error: BadInput, fields) -> bool:
     resolves to: ``instance_type: p4d.24xlarge`` is an A100 request where no A100 is offered)."""
     where = f"{getattr(error, 'field', '') or ''} {error}"
     return any(names_field(where, f) or (f.startswith("resources.") and "resources." in where) for f in fields)
+
+
+def refused_at_setting(error: Optional[BadInput], provider: str) -> bool:
+    """The error is at one of the provider's own settings (``providers.<provider>.<option>``): a probe
+    value that disagrees with what the provider's example settings (its ``required`` examples) ask
+    for.  A value the settings already ask for exactly cannot change the request (e.g. a flavor that
+    is 8 x V100 and the probe's ``resources.accelerator: V100``): it agrees with the setting, which
+    the probe shows by another of its values refused at that setting."""
+    return error is not None and str(getattr(error, "field", "") or "").startswith(f"providers.{provider}.")
 
 
 def cost_cap(job, provider: str) -> None:

@@ -20,8 +20,8 @@ source in cloudtrain's own tests/contract/test_drops_pinned.py.
 import pytest
 
 from cloudtrain.testing.jobs import required_settings as settings
-from cloudtrain.testing.probes import (AFTER_SUBMIT, AGREES, PROBES, base_job, cloud_providers, names_field,
-                                       neutral_fields, outcome, refuses, with_values)
+from cloudtrain.testing.probes import (AFTER_SUBMIT, PROBES, base_job, cloud_providers, names_field, neutral_fields,
+                                       outcome, refused_at_setting, refuses, with_values)
 
 
 def providers_here(names):
@@ -41,13 +41,15 @@ def test_a_field_is_rendered_or_refused_or_warned_about(cloudtrain_provider, fie
     before, error, _ = outcome(provider, base)
     # the job without the field renders, or is refused for what the probe needs (ps needs ps-worker)
     assert error is None or refuses(error, shared), f"the job without {field} must render on {provider}: {error}"
-    silent = []
+    silent, at_setting = [], False
     for value in values:
         after, error, warned = outcome(provider, with_values(base, {field: value}))
         if error is not None:
             assert refuses(error, [field, *shared]), \
                 f"{field}={value!r} on {provider}: refused for another reason: {error}"
-        elif after == before and not any(names_field(text, field) for text in warned) \
-                and field not in AFTER_SUBMIT and (provider, field, value) not in AGREES:
+            at_setting = at_setting or refused_at_setting(error, provider)
+        elif after == before and not any(names_field(text, field) for text in warned) and field not in AFTER_SUBMIT:
             silent.append(value)
+    if at_setting:  # the unchanged values agree with the provider's setting, which the refused ones broke
+        silent = []
     assert not silent, f"{provider} drops {field} in silence (render unchanged, no error, no warning) for {silent}"
