@@ -194,7 +194,7 @@ def test_providers_lists_plugin_extra_and_sdk():
 
 
 def test_disabled_plugins_are_not_loaded():
-    disabled = "ct_fakeone.plugin,docker,kubernetes,aws,azure,tione,modelarts"
+    disabled = "ct_fakeone.plugin,docker,kubernetes,aws,azure,tione,modelarts,slurm"
     rows = json.loads(run_cli("providers", "-o", "json", env={"CLOUDTRAIN_DISABLE_PLUGINS": disabled},
                               check=0).stdout)
     assert [r["provider"] for r in rows] == ["local"]

@@ -439,7 +439,9 @@ def cmd_status(args) -> int:
     from ..runtime.progress import status_fields
     run = attach(args.handle, profile=args.profile)
     found = run.status()
-    progress, line = status_fields(run, found)  # a local/docker job's progress, from its log (issue 43)
+    from ..orchestrate.ledger import cost_so_far
+    # a local/docker job's progress, from its log (issue 43), with the cost so far the ledger knows
+    progress, line = status_fields(run, found, cost_so_far(found.handle))
     if args.output == "json" and progress is not None:
         print(json.dumps({**found.to_dict(), "progress": progress}))
         return 0

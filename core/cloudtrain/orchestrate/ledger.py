@@ -272,3 +272,15 @@ def table(found: List[Entry], now: Optional[float] = None) -> List[tuple]:
                      str(e.restarts), e.emulated or "-", f"{cost:.2f} {e.currency}" if cost is not None else "-",
                      (e.message or "").replace("\n", " ")[:50]))
     return rows
+
+
+def cost_so_far(handle: str) -> Optional[str]:
+    """``18.20 USD so far`` from the ledger's row of ``handle``; None where the cost is not known
+    or the ledger cannot be read (progress goes on without it)."""
+    import sqlite3
+    try:
+        found = entry(handle)
+        cost = found.cost() if found is not None else None
+    except (OSError, sqlite3.Error):
+        return None
+    return f"{cost:.2f} {found.currency} so far" if cost is not None and found is not None else None

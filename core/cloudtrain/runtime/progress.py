@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -235,20 +234,10 @@ def from_file(path, *, started_at: Optional[float] = None, now: Optional[float] 
         return None
 
 
-def cost_so_far(handle: str) -> Optional[str]:
-    """``18.20 USD so far`` from the ledger's row of ``handle``, None where the cost is not known."""
-    try:
-        from ..orchestrate import ledger
-        entry = ledger.entry(handle)
-        cost = entry.cost() if entry is not None else None
-    except (OSError, sqlite3.Error):  # the ledger cannot be read: progress goes without the cost
-        return None
-    return f"{cost:.2f} {entry.currency} so far" if cost is not None and entry is not None else None
-
-
-def status_fields(run, status) -> Tuple[Optional[dict], Optional[str]]:
+def status_fields(run, status, cost: Optional[str] = None) -> Tuple[Optional[dict], Optional[str]]:
     """What ``status`` adds for ``run`` (a local or docker job's): the ``progress`` object of
-    ``status -o json`` and its line, (None, None) without progress.  Other providers' logs are
+    ``status -o json`` and its line, (None, None) without progress; ``cost``: the cost so far as
+    the ledger tells it (``cloudtrain.orchestrate.ledger.cost_so_far``), or None.  Other providers' logs are
     a network call away: ``Run.progress()`` reads them on request, ``status`` does not."""
     if not getattr(run.provider, "local_state", False):
         return None, None
@@ -258,7 +247,6 @@ def status_fields(run, status) -> Tuple[Optional[dict], Optional[str]]:
         return None, None
     if found is None:
         return None, None
-    cost = cost_so_far(status.handle)
     data = found.to_dict()
     data["cost_so_far"] = cost
     return data, describe(found, cost)
