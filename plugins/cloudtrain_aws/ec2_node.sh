@@ -5,7 +5,8 @@ JOB='<job-id>'
 # however this script ends (a failed step, the launcher's end, HUP/INT/TERM), node_end ends it: names the
 # step that failed, stops the checkpoint sync, schedules the shutdown (terminate_when_done).  Not when
 # SSM stops it (executionTimeout = max_runtime, CancelCommand): the agent SIGKILLs the process group
-# (amazon-ssm-agent agent/executers/executers_unix.go killProcess), no trap runs, the instance stays up.
+# (amazon-ssm-agent agent/executers/executers_unix.go killProcess), no trap runs; the backstop below
+# (terminate_when_done) then shuts the instance down a grace period after max_runtime.
 # shellcheck disable=SC2317  # reached: the EXIT trap below calls it
 node_end() {
   code=$1
@@ -17,6 +18,7 @@ node_end() {
 }
 trap 'node_end $?' EXIT
 trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
+#@ backstop
 STEP='finding its rank'
 # this node's rank: its instance id's place in the job's instances (node 0 first)
 NODE=$(echo '<instance-ids>' | tr , '\n' | grep -nxF "${AWS_SSM_INSTANCE_ID:-none}" | cut -d: -f1)

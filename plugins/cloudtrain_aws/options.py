@@ -125,12 +125,13 @@ class Ec2Options(BaseModel):
         description="network interface for MPI and gloo (btl_tcp_if_include), e.g. ens5 (default: the one that routes "
                     "to node 0)")
     max_runtime_seconds: int = Field(86400, ge=60, le=EC2_MAX_RUNTIME,
-        description="SSM executionTimeout of each node's script: SSM then SIGKILLs it, so no shutdown is "
-                    "scheduled and the instance runs (and bills) until cancel terminates it")
+        description="SSM executionTimeout of each node's script: SSM then SIGKILLs it; with terminate_when_done "
+                    "the shutdown the script armed at its start terminates the instance 5 minutes later")
     ready_timeout_seconds: int = Field(900, ge=1,
         description="how long submit waits for the instances to run and register with SSM")
     terminate_when_done: bool = Field(True,
-        description="each instance shuts down (and so terminates) a minute after its node ends")
+        description="each instance shuts down (and so terminates) a minute after its node ends, and at the "
+                    "latest max_runtime plus 5 minutes after its script started (a backstop SSM's kill cannot undo)")
     code_url_expires_seconds: int = Field(3600, ge=60, le=604800, description="validity of the presigned code URL")
     log_group: Optional[str] = Field(None,
         description="CloudWatch Logs group for live output (SSM CloudWatchOutputConfig; the instance role needs "

@@ -359,6 +359,10 @@ TAG_LOGS = "cloudtrain:log-group"
 IMAGE_PLACEHOLDER = "<providers.ec2.image_id>"
 PROFILE_PLACEHOLDER = "<providers.ec2.instance_profile>"
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")
+# the backstop shutdown (backstop_lines) fires this long after max_runtime: SSM starts the executionTimeout
+# clock before the script's first line runs and the minutes are rounded up, so a script still inside its
+# executionTimeout is never shut down under itself; after it, the agent has killed the script anyway
+BACKSTOP_GRACE_MINUTES = 5
 CHECKPOINT_SYNC_SECONDS = 60  # how often a node copies its checkpoint directory to storage.checkpoint
 # ``python3 -c FETCH URL FILE``: the presigned URL's object to FILE, in chunks (then unpack.BOOTSTRAP
 # checks its sha256 and unpacks it: the node needs no S3 permission, and no cloudtrain installed).
@@ -504,6 +508,8 @@ def run_instances(job: JobSpec, options: Ec2Options) -> dict:
         "IamInstanceProfile": {"Arn": profile} if profile.startswith("arn:") else {"Name": profile},
         "KeyName": options.key_name,
         "Placement": {"GroupName": group} if group else None,
+        # a shutdown from the instance (node_end's, the backstop's) terminates it: billing ends (botocore's
+        # ec2 model, RunInstancesRequest.InstanceInitiatedShutdownBehavior, ShutdownBehavior: stop|terminate)
         "InstanceInitiatedShutdownBehavior": "terminate" if options.terminate_when_done else None,
         "InstanceMarketOptions": {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time"}}
         if options.spot else None,
@@ -601,8 +607,8 @@ def send_command(options: Ec2Options, comment: str, script: str) -> dict:
         "MaxConcurrency": "100%",  # every node at once: SSM's default (50) would leave some waiting
         "TimeoutSeconds": max(30, options.ready_timeout_seconds),
         # at executionTimeout the SSM agent SIGKILLs the script's process group (amazon-ssm-agent
-        # agent/executers/executers_unix.go killProcess, exit 137): the script's EXIT trap never runs,
-        # so no shutdown is scheduled and the instance keeps running until it is terminated
+        # agent/executers/executers_unix.go killProcess, exit 137): the script's EXIT trap never runs; the
+        # shutdown it armed first (backstop_lines) ends the instance BACKSTOP_GRACE_MINUTES later
         "Parameters": {"commands": [script], "executionTimeout": [str(options.max_runtime_seconds)]},
     }
     if options.log_group:
@@ -643,6 +649,7 @@ def node_blocks(job: JobSpec, options: Ec2Options) -> Dict[str, List[str]]:
     blocks: Dict[str, List[str]] = {
         "shutdown": ["  shutdown -h +1 'cloudtrain: the job ended' >/dev/null 2>&1 || true"]
         if options.terminate_when_done else [],
+        "backstop": backstop_lines(options) if options.terminate_when_done else [],
         "unpack": ["  " + shlex.join(bootstrap_argv(options.python, CODE_DIGEST, "code.tar.gz", "code.part"))],
         # the AMI's /dev/shm: a tmpfs the kernel sizes at half the memory (tmpfs(5))
         "shm": ["STEP='sizing /dev/shm'", f"mount -o remount,size={int(job.resources.shm_gb * 1024)}m /dev/shm"]
@@ -679,6 +686,26 @@ def node_blocks(job: JobSpec, options: Ec2Options) -> Dict[str, List[str]]:
     blocks["checkpoint-end"] = ["ckpt_stop", "ckpt_up || true"] if job.storage.checkpoint else []
     blocks["output"] = output_copy(job, options)
     return blocks
+
+
+def backstop_minutes(options: Ec2Options) -> int:
+    """Minutes from the script's start to the backstop shutdown: max_runtime, rounded up to a whole
+    minute (shutdown(8) takes "+m" minutes), plus ``BACKSTOP_GRACE_MINUTES``."""
+    return -(-options.max_runtime_seconds // 60) + BACKSTOP_GRACE_MINUTES
+
+
+def backstop_lines(options: Ec2Options) -> List[str]:
+    """The node script's first step: a shutdown scheduled for max_runtime plus a grace period, which
+    the SSM agent's SIGKILL of the script's process group at executionTimeout cannot undo.  systemd's
+    shutdown(8) hands "+m" to systemd-logind (systemctl(1) --when=: the shutdown is scheduled by
+    logind) and returns, so the pending shutdown belongs to no process of the script's group; only
+    ``shutdown -c`` or a later schedule replaces it (node_end's ``shutdown -h +1``, sooner, does).  With
+    ``InstanceInitiatedShutdownBehavior: terminate`` the shutdown terminates the instance: billing ends.
+    A node that cannot arm it fails here, before anything of the job runs."""
+    minutes = backstop_minutes(options)
+    return ["STEP='arming the shutdown backstop'",
+            f"shutdown -h {shlex.quote(f'+{minutes}')} "
+            f"{shlex.quote(f'cloudtrain: max_runtime plus {BACKSTOP_GRACE_MINUTES} minutes reached')} >/dev/null"]
 
 
 def ssh_lines(options: Ec2Options) -> List[str]:

@@ -110,7 +110,8 @@ def test_a_node_finds_its_rank_from_the_instance_id_ssm_gives_it(tmp_path):
             out = subprocess.run([shell], input=prologue, text=True, capture_output=True, env={"PATH": path, **env})
             assert out.returncode == 2 and "is not one of the nodes of ec2-job-aaaaaaaaaaaa" in out.stderr, shell
             assert "failed while finding its rank (exit 2)" in out.stderr, shell
-            assert (tmp_path / "shutdown.calls").read_text() == "-h +1 cloudtrain: the job ended\n", shell
+            assert (tmp_path / "shutdown.calls").read_text() == (  # the backstop armed first, then the end's
+                "-h +1445 cloudtrain: max_runtime plus 5 minutes reached\n-h +1 cloudtrain: the job ended\n"), shell
 
 
 def test_mpi_scripts_apply_the_seeds_lessons():

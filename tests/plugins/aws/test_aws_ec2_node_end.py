@@ -61,6 +61,7 @@ def run_node(tmp_path, shell, script, fail):
 
 
 SHUTDOWN = "shutdown -h +1 cloudtrain: the job ended"
+BACKSTOP = "shutdown -h +1445 cloudtrain: max_runtime plus 5 minutes reached"  # 24 h: the first step
 TARGET = "s3://team-data/runs/ec2-job-aaaaaaaaaaaa"
 CASES = {  # $FAIL -> exit code, the step named, the calls made (the last: the shutdown)
     "fetch": (7, "fetching the code", ["fetch"]),
@@ -80,7 +81,7 @@ def test_whatever_fails_on_a_node_the_instance_shuts_down_and_the_step_is_named(
     for fail, (code, step, calls) in CASES.items():
         proc, made = run_node(tmp_path, shell, script, fail)
         assert proc.returncode == code, (fail, proc.stderr)
-        assert made == calls + [SHUTDOWN], (fail, proc.stderr)  # once, after everything else
+        assert made == [BACKSTOP, *calls, SHUTDOWN], (fail, proc.stderr)  # once, after everything else
         lines = [line for line in proc.stderr.splitlines() if " failed while " in line]
         if step is None:
             assert lines == [] and failed_step({"StandardErrorContent": proc.stderr}) is None
@@ -93,7 +94,8 @@ def test_ssm_stopping_a_node_kills_it_and_nothing_of_the_trap_runs(tmp_path):
     """At executionTimeout (max_runtime) or CancelCommand the SSM agent SIGKILLs the script's
     process group, whose leader the script is (amazon-ssm-agent agent/executers/executers_unix.go:
     prepareProcess Setpgid, killProcess syscall.Kill(-pid, SIGKILL), exit 137).  No trap runs: no
-    step named, no output copy, no shutdown -- the instance stays up (docs/providers/ec2.md)."""
+    step named, no output copy, no shutdown from the trap -- only the backstop armed first stays
+    (test_aws_ec2_backstop.py, docs/providers/ec2.md)."""
     script = node_script(tmp_path)
     bin_dir = tmp_path / "bin"
     install(bin_dir, "python3", FAKE_PYTHON)
@@ -106,10 +108,10 @@ def test_ssm_stopping_a_node_kills_it_and_nothing_of_the_trap_runs(tmp_path):
                           timeout=60, start_new_session=True)  # the script leads its group, as under SSM
     assert proc.returncode == -9
     made = calls.read_text().split("\n")[:-1]
-    assert made == ["fetch", "code", "other-input", "input", "launch"] and SHUTDOWN not in made
+    assert made == [BACKSTOP, "fetch", "code", "other-input", "input", "launch"] and SHUTDOWN not in made
     assert " failed while " not in proc.stderr
     docs = (Path(__file__).resolve().parents[3] / "docs" / "providers" / "ec2.md").read_text()
-    assert "SIGKILL" in docs and "no shutdown is scheduled" in docs
+    assert "SIGKILL" in docs and "max_runtime plus 5 minutes" in docs
 
 
 def test_without_terminate_when_done_a_failed_node_stays_up_and_still_says_why(tmp_path):
