@@ -169,8 +169,9 @@ def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tu
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
-        hint = ""
-        if model is not None and loc:
+        from ..spec.suggest import field_habit
+        hint = field_habit(loc, got)  # another tool's word (num_nodes, run, accelerators: A100:8)
+        if not hint and model is not None and loc:
             names = fieldtypes.field_names(model, loc[:-1])
             if names:
                 hint = nested_field_hint(model, loc) or did_you_mean(loc[-1], names)
