@@ -86,3 +86,35 @@ def field_habit(loc: Sequence[object], value: object = None) -> str:
         return ""
     where = "the top-level 'setup'" if word == "setup" else repr(ours)
     return f"; did you mean {where}?"
+
+
+# -- a value of the wrong type ------------------------------------------------------------------
+_TYPE_WORDS = {"int_type": "a whole number", "bool_type": "true or false", "float_type": "a number"}
+# YAML 1.1's words for true and false (yaml.org/type/bool.html), as a quoted string may hold them
+_YAML_BOOLS = {"y", "yes", "n", "no", "true", "false", "on", "off"}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def wrong_type(kind: str, got: object, written: Optional[str] = None) -> str:
+    """``must be a whole number, got 'yes' (YAML reads it as true)`` for a strict field given another
+    type (``kind``: pydantic's error type, ``written``: the scalar as the file had it), else ``""``.
+    A job file's field takes its own type: no ``yes`` for 1, no ``"no"`` for false (issue 44)."""
+    want = _TYPE_WORDS.get(kind)
+    if want is None:
+        return ""
+    if isinstance(got, bool):
+        shown = repr(written) if written is not None else str(got).lower()
+        why = f" (YAML reads {written} as {str(got).lower()})" if written is not None else ""
+        return f"must be {want}, got {shown}{why}"
+    if isinstance(got, str) and kind == "bool_type" and got.strip().lower() in _YAML_BOOLS:
+        return f"must be {want}, got the text {got!r}; write true or false, without quotes"
+    if isinstance(got, str) and kind != "bool_type" and _is_number(got):
+        return f"must be {want}, got the text {got!r}; write the number without quotes"
+    return f"must be {want}, got {got!r}"
