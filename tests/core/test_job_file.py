@@ -40,7 +40,7 @@ def test_valid_job_loads_with_defaults(tmp_path):
     (("code: .", "code: .\ncomand: x"), "job.yaml:3: comand: unknown field"),
     (("command: python train.py --epochs 5\n", ""), "job.yaml:1: command: is required"),
     (("  procs_per_node: 2", "  procs_per_node: two"),
-     "job.yaml:7: distribution.procs_per_node: input should be a valid integer"),
+     "job.yaml:7: distribution.procs_per_node: must be a whole number, got 'two'"),
     (("env: {OMP_NUM_THREADS: 1}", "env: {1BAD: x}"),
      "job.yaml:8: env: '1BAD' is not a valid environment variable name"),
     (("{HF_TOKEN: {from_env: HF_TOKEN}}", "{HF_TOKEN: {}}"),
@@ -187,8 +187,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
         "job.yaml:3: comand: unknown field; did you mean 'command'?",
         "job.yaml:8: distribution.nodes: must be ≥ 1, got 0",
         "job.yaml:9: distribution.nodez: unknown field; did you mean 'nodes'?",
-        "job.yaml:10: distribution.procs_per_node: input should be a valid integer, unable to parse string as an "
-        "integer, got 'two'",
+        "job.yaml:10: distribution.procs_per_node: must be a whole number, got 'two'",
         "job.yaml:11: env: given twice in one mapping (also at line 4); YAML would keep only this one: remove one",
         "--set max_restarts=-1: max_restarts: must be ≥ 0, got -1",
     ]

@@ -681,14 +681,49 @@ def _print_warnings() -> None:
     warnings.showwarning = show
 
 
+def _positionals(words: List[str]) -> List[str]:
+    """The words that are no option and no option's value (``-o json``: neither is a handle)."""
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("-o", "--output", "--profile", "--timeout"):
+            skip = True
+        elif not word.startswith("-"):
+            out.append(word)
+    return out
+
+
+def _another_tools_habit(argv: List[str]) -> str:
+    """The message for a command line written as SkyPilot's or TorchX's would be, else ``""``:
+    ``launch job.yaml`` off a node (``sky launch task.yaml``; cloudtrain's ``launch`` is the launcher
+    inside a node: a node's environment has ``CLOUDTRAIN_NUM_NODES`` or ``CLOUDTRAIN_DETECTORS``), and
+    ``status`` (or ``logs``, ``wait``, ``cancel``) without a handle (``sky status`` lists the clusters)."""
+    if len(argv) >= 2 and argv[0] == "launch" and argv[1].endswith((".yaml", ".yml")) \
+            and not ({"CLOUDTRAIN_NUM_NODES", "CLOUDTRAIN_DETECTORS"} & set(os.environ)) \
+            and not os.access(argv[1], os.X_OK):
+        return (f"'cloudtrain launch' runs inside a node and takes the node's command; did you mean "
+                f"`cloudtrain submit {argv[1]}`?")
+    if argv and argv[0] in ("status", "logs", "wait", "cancel") and not _positionals(argv[1:]) \
+            and not {"-h", "--help"} & set(argv[1:]):
+        return (f"{argv[0]} needs a job's handle (PROVIDER://ID, as submit printed it); "
+                "`cloudtrain list` shows the recent jobs and their handles")
+    return ""
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    misread = _another_tools_habit(argv)
+    if misread:
+        print(f"cloudtrain: error: {misread}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if argv and argv[0] == "launch":
         from ..launch.main import main as launch_main
         return launch_main(argv[1:])
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
-        from ..spec.suggest import did_you_mean
-        hint = did_you_mean(argv[0], [*COMMANDS, "launch"]) or "; cloudtrain --help lists the commands"
+        from ..spec.suggest import command_habit, did_you_mean
+        hint = (command_habit(argv[0], argv[1:]) or did_you_mean(argv[0], [*COMMANDS, "launch"])
+                or "; cloudtrain --help lists the commands")
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
     parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)

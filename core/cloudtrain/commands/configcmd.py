@@ -170,6 +170,10 @@ def set_values(args) -> int:
             level["provider"] = o.value
             changed.append(".".join(at + ("provider",)))
             continue
+        if o.key == "providers":  # a profile's failover order: providers=a,b or providers=[a, b]
+            level["providers"] = _failover_order(o.value, given, level, args.profile)
+            changed.append(".".join(at + ("providers",)))
+            continue
         if o.path[0] == "runs":  # the retention of local runs (cloudtrain.input.config.Retention)
             problem = runs_setting_problem(o.path, o.value, args.profile, args.project)
             if problem:
@@ -187,6 +191,11 @@ def set_values(args) -> int:
             hint = did_you_mean(o.path[0], names) or f"; {args.provider}'s options are: {', '.join(names)}"
             raise BadInput(f"{given}: {args.provider} has no option {o.path[0]!r}{hint}")
         sections = level.setdefault("providers", {})
+        if isinstance(sections, list):
+            order = ", ".join(map(str, sections))
+            raise BadInput(f"{given}: profile {args.profile!r} is a failover order (providers: {order}); its "
+                           f"providers' options are the top level's: cloudtrain config set -p {args.provider} "
+                           f"{given[len('config set '):]} (without --profile); nothing was written")
         section = dict(sections.get(args.provider) or {})
         target = section
         for part in o.path[:-1]:
@@ -207,6 +216,26 @@ def set_values(args) -> int:
     for name in changed:
         print(f"{path}: {name} set")
     return 0
+
+
+def _failover_order(value: Any, given: str, level: dict, profile) -> List[str]:
+    """The provider names of ``config set --profile NAME providers=a,b`` (a profile's failover
+    order, docs/configuration.md), checked as the settings file's own check does."""
+    if not profile:
+        raise BadInput(f"{given}: a failover order belongs to a profile: cloudtrain config set --profile NAME "
+                       f"{given[len('config set '):]}; nothing was written")
+    names = value if isinstance(value, list) else [n.strip() for n in str(value or "").split(",") if n.strip()]
+    if not names:
+        raise BadInput(f"{given}: name the providers in order, e.g. providers=sagemaker,azure; nothing was written")
+    for name in names:
+        if not isinstance(name, str) or not known_provider(name):
+            raise BadInput(f"{given}: unknown provider {name!r}{provider_hint(str(name))}; nothing was written")
+    current = level.get("providers")
+    if isinstance(current, dict) and current:
+        raise BadInput(f"{given}: profile {profile!r} has provider options ({', '.join(map(str, current))}); a "
+                       "failover profile's providers take the top level's options: move them there first; "
+                       "nothing was written")
+    return names
 
 
 def _target(project: bool) -> Path:

@@ -101,6 +101,9 @@ def check(name: str, settings, online: bool = False) -> Report:
     if missing_sdk:
         report.fixes.insert(0, cls.install_hint())
     if online:
+        # the call reads the merged settings every command reads (api.account_settings: the user
+        # config, the project file and the profile), so a configured region is used (issue 44, item 4)
+        provider.account = {k: v for layer in settings.layers(name) for k, v in layer.options.items()}
         report.online = online_check(provider) if not missing_sdk else Check(MISSING, "no SDK to call with")
     return report
 

@@ -162,15 +162,17 @@ def pattern_mismatch(got: Any, pattern: Optional[str]) -> str:
     return f"{got!r} does not match {pattern}"
 
 
-def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tuple = ()) -> str:
+def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tuple = (),
+                   written: Optional[str] = None) -> str:
     """One pydantic error as a short human phrase: ``must be ≥ 1, got 0``.  With the ``model``
     validated and the error's ``loc`` in it, an unknown field gets the nearest field's name."""
     kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
-        hint = ""
-        if model is not None and loc:
+        from ..spec.suggest import field_habit
+        hint = field_habit(loc, got)  # another tool's word (num_nodes, run, accelerators: A100:8)
+        if not hint and model is not None and loc:
             names = fieldtypes.field_names(model, loc[:-1])
             if names:
                 hint = nested_field_hint(model, loc) or did_you_mean(loc[-1], names)
@@ -186,6 +188,10 @@ def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tu
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
+    from ..spec.suggest import wrong_type
+    typed = wrong_type(kind, got, written)  # a strict field given another type (written: as the file had it)
+    if typed:
+        return typed
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"{msg[0].lower()}{msg[1:]}, got {got!r}"
     return msg
@@ -198,7 +204,7 @@ def validation_problems(exc: ValidationError, source: Optional[Source], prefix: 
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        problems.append(source.error(describe_error(err, model, loc), prefix + loc))
+        problems.append(source.error(describe_error(err, model, loc, source.texts.get(prefix + loc)), prefix + loc))
     return problems
 
 

@@ -11,7 +11,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictFloat, StrictInt, field_validator,
+                      model_validator)
 
 from .credentials import shown_value
 from .durations import OptionalDuration, format_duration
@@ -46,11 +47,12 @@ class Distribution(Strict):
     # compares equal to it)
     type: DistributionType = Field("ddp",  # type: ignore[assignment]
                                    description="ddp | mpi | horovod | deepspeed | ps-worker | ray | none")
-    nodes: int = Field(1, ge=1, description="number of nodes (machines, containers, pods)")
-    min_nodes: Optional[int] = Field(None, ge=1, description="elastic: the job may start with this many nodes (ddp)")
-    procs_per_node: Optional[int] = Field(None, ge=1,
+    nodes: StrictInt = Field(1, ge=1, description="number of nodes (machines, containers, pods)")
+    min_nodes: Optional[StrictInt] = Field(None, ge=1,
+                                           description="elastic: the job may start with this many nodes (ddp)")
+    procs_per_node: Optional[StrictInt] = Field(None, ge=1,
                                           description="processes per node; default: gpus_per_node, or 1 without GPUs")
-    ps: Optional[int] = Field(None, ge=1,
+    ps: Optional[StrictInt] = Field(None, ge=1,
                               description="ps-worker only: parameter-server nodes (the other nodes are workers)")
 
     @model_validator(mode="after")
@@ -69,18 +71,19 @@ class Distribution(Strict):
 class Resources(Strict):
     """What each node needs."""
 
-    gpus_per_node: int = Field(0, ge=0, description="GPUs (or NPUs) per node; also the default processes per node")
+    gpus_per_node: StrictInt = Field(0, ge=0,
+                                     description="GPUs (or NPUs) per node; also the default processes per node")
     accelerator: Optional[str] = Field(None, description="neutral accelerator name, e.g. A100, A100-80GB, H100, L4, "
                                                          "Ascend-910B; each provider picks its instance type from its "
                                                          "catalog (cloudtrain resources lists them)")
     instance_type: Optional[str] = Field(None, description="an instance type of one platform (e.g. p4d.24xlarge); used "
                                                            "where that platform's catalog knows it, elsewhere its "
                                                            "accelerator and count are resolved")
-    cpus_per_node: Optional[float] = Field(None, gt=0, description="CPU cores per node (containers: a limit; "
+    cpus_per_node: Optional[StrictFloat] = Field(None, gt=0, description="CPU cores per node (containers: a limit; "
                                                                    "instances: a minimum when choosing one)")
-    memory_gb: Optional[float] = Field(None, gt=0, description="memory per node in GiB (containers: a limit; "
+    memory_gb: Optional[StrictFloat] = Field(None, gt=0, description="memory per node in GiB (containers: a limit; "
                                                                "instances: a minimum when choosing one)")
-    shm_gb: Optional[float] = Field(None, gt=0, description="shared memory (/dev/shm) per node in GiB")
+    shm_gb: Optional[StrictFloat] = Field(None, gt=0, description="shared memory (/dev/shm) per node in GiB")
 
     @field_validator("accelerator")
     @classmethod
@@ -153,7 +156,7 @@ class ExitCodes(Strict):
     """``restart_on: [{exit-codes: [3, 75]}]``: the user's code exiting with one of these is restarted too."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    exit_codes: List[int] = Field(..., alias="exit-codes", min_length=1,
+    exit_codes: List[StrictInt] = Field(..., alias="exit-codes", min_length=1,
                                   description="exit codes of the user's code that restart the job (1-255)")
 
     @field_validator("exit_codes")
@@ -224,14 +227,15 @@ class JobSpec(Strict):
     network: Network = Field(default_factory=Network, description="RDMA / InfiniBand / EFA")
     storage: Storage = Field(default_factory=Storage,
                              description="training data (inputs), where outputs go, checkpoints kept across restarts")
-    spot: bool = Field(False, description="preemptible (spot) capacity where the platform offers it")
+    spot: StrictBool = Field(False, description="preemptible (spot) capacity where the platform offers it")
     max_runtime: OptionalDuration = Field(None, description="hard limit on the run time: 90s, 30m, 8h, 2d or 1h30m "
                                                             "(a bare number is seconds); the job fails when it is "
                                                             "reached")
-    max_restarts: int = Field(0, ge=0, description="restart the whole job (every node) this many times after a "
+    max_restarts: StrictInt = Field(0, ge=0, description="restart the whole job (every node) this many times after a "
                                                    "failure or a preemption")
-    max_hourly_cost: Optional[float] = Field(None, gt=0, description="refuse the job when its estimate (nodes x the "
-                                             "instance's rate per hour, in the catalog's currency) is above this")
+    max_hourly_cost: Optional[StrictFloat] = Field(None, gt=0, description="refuse the job when its estimate "
+                                                   "(nodes x the instance's rate per hour, in the catalog's currency) "
+                                                   "is above this")
     restart_on: List[Union[RestartKind, ExitCodes]] = Field(
         default_factory=lambda: list(DEFAULT_RESTART_ON),
         description="which failures max_restarts covers: preemption, capacity, node-failure, hang, and "
