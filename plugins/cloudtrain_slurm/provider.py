@@ -174,8 +174,13 @@ class SlurmProvider(CloudProvider):
         return _Choice(f"slurm:{partition or 'default'}", _Row(options.rate, options.currency))
 
     @classmethod
-    def credential_check(cls) -> Tuple[bool, str]:
-        """doctor, offline: Slurm's commands on this machine, or ssh for a login node."""
+    def credential_check(cls, options) -> Optional[Tuple[bool, str]]:
+        """doctor, offline: Slurm's commands on this machine, or ssh for a login node
+        (``providers.slurm.login``); a cluster's own credentials are the user's ssh keys and munge."""
+        if getattr(options, "login", None):
+            if shutil.which("ssh") is None:
+                return False, "providers.slurm.login is set, but there is no ssh client on this machine"
+            return True, "ssh to providers.slurm.login with your own keys and ssh config (doctor --online checks it)"
         missing = [c for c in COMMANDS if shutil.which(c) is None]
         if not missing:
             return True, "none needed: Slurm's commands on this machine (" + ", ".join(COMMANDS) + ")"
