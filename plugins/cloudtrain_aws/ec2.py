@@ -30,6 +30,7 @@ from cloudtrain.spec.job import JobSpec
 from cloudtrain.providers.provider import JobStatus, State
 from cloudtrain.providers.request import Rendered, fill
 from cloudtrain.providers.survival import at_most, checkpoint_uri, with_neutral
+from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
 
 from .common import AwsProvider
 from .instances import EC2_RULES, efa_devices
@@ -65,6 +66,12 @@ class Ec2Provider(AwsProvider):
     capacity_codes = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity",
                                 "InsufficientReservedInstanceCapacity", "InstanceLimitExceeded", "VcpuLimitExceeded",
                                 "MaxSpotInstanceCountExceeded"})
+    # DescribeInstances: Instance.StateReason.Code (EC2 API reference, StateReason data type):
+    # Server.SpotInstanceTermination / Server.SpotInstanceShutdown (spot reclaimed),
+    # Server.InsufficientInstanceCapacity, Server.InternalError (hardware failure).
+    failure_words = ((r"Server\.SpotInstance(?:Termination|Shutdown)", PREEMPTION),
+                     (r"Server\.InsufficientInstanceCapacity", CAPACITY),
+                     (r"Server\.InternalError", NODE_FAILURE))
     Options = Ec2Options
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     required = {"image_id": "ami-0123456789abcdef0", "instance_profile": "cloudtrain-node",

@@ -24,6 +24,7 @@ from cloudtrain.providers.provider import Cluster, JobStatus, State
 from cloudtrain.providers.images import Pulls
 from cloudtrain.providers.request import Placeholder, Rendered, fill
 from cloudtrain.providers.survival import CHECKPOINT_LOC, at_most, checkpoint_uri, with_neutral
+from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
 
 from .common import AwsProvider
 from .instances import EFA_ENV, SAGEMAKER_RULES
@@ -57,6 +58,16 @@ class SageMakerProvider(AwsProvider):
     # (``InsufficientCapacityError``): SageMaker accepts the job and fails it later.
     capacity_codes = frozenset({"ResourceLimitExceeded", "CapacityError", "InsufficientCapacityError"})
     refused_after_create = True
+    # SageMaker restarts the job itself: RetryStrategy (render.py, create_training_job) and managed spot.
+    restarts_itself = True
+    # DescribeTrainingJob: FailureReason "CapacityError: Unable to provision requested ML compute
+    # capacity" (API reference, DescribeTrainingJob > FailureReason); managed spot's SecondaryStatus
+    # "Interrupted" ("the job stopped because the managed spot training instances were interrupted",
+    # SecondaryStatusTransition > Status); "InternalServerError" is the one failure its RetryStrategy
+    # retries (RetryStrategy reference): a node the platform lost.
+    failure_words = ((r"InsufficientCapacityError|CapacityError", CAPACITY),
+                     (r"\bInterrupted\b|spot.{0,40}interrupt", PREEMPTION),
+                     (r"InternalServerError", NODE_FAILURE))
     Options = SageMakerOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"
     platform = "sagemaker"

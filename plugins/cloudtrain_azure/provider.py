@@ -43,6 +43,7 @@ from cloudtrain.transfer.outputs import copy_tree
 from cloudtrain.providers.provider import JobStatus, State
 from cloudtrain.providers.request import Rendered
 from cloudtrain.providers.survival import with_neutral
+from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
 
 from . import checks, infiniband, render, sdk
 from .options import AzureOptions
@@ -67,6 +68,13 @@ class AzureProvider(CloudProvider):
     capacity_codes = frozenset({"QuotaExceeded", "SkuNotAvailable", "AllocationFailed", "ZonalAllocationFailed",
                                 "OverconstrainedAllocationRequest"})
     quota_worded_codes = frozenset({"OperationNotAllowed"})
+    # Azure ML job error codes (Azure ML REST JobBase error.code; "Troubleshoot job failures"): a
+    # low-priority node's preemption is "NodePreempted"/"LowPriorityNodePreempted", capacity
+    # refusals are "AllocationFailed"/"QuotaExceeded"/"ZonalAllocationFailed", a node lost is
+    # "NodeFailure"/"NodeUnusable"/"DiskFull" of the node.
+    failure_words = ((r"(?:LowPriority)?NodePreempted|[Pp]reempt", PREEMPTION),
+                     (r"AllocationFailed|ZonalAllocationFailed|QuotaExceeded|SkuNotAvailable", CAPACITY),
+                     (r"NodeFailure|NodeUnusable|NodeNotReady", NODE_FAILURE))
 
     @classmethod
     def credential_check(cls, options) -> Tuple[bool, str]:

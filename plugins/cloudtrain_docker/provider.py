@@ -19,6 +19,7 @@ from cloudtrain.providers.provider import State
 from cloudtrain.providers.request import Rendered, fill
 from cloudtrain.runtime.store import Store, home
 from cloudtrain.providers.survival import host_checkpoint_dir, spot_here_means_nothing
+from cloudtrain.orchestrate.failures import NODE_FAILURE
 
 from .options import DockerOptions
 from .render import LABEL, DockerRequest, build_request, use_ssh
@@ -37,6 +38,11 @@ class DockerProvider(HostedProvider):
               **{s.value: s for s in State}}
     supervisor_module = "cloudtrain_docker.supervisor"
     cancel_timeout = 60.0
+    # The supervisor restarts the whole job itself (max_restarts; core/cloudtrain/runtime/supervise.py).
+    restarts_itself = True
+    # The supervisor's reason for a node ended by a signal (core/cloudtrain/runtime/supervise.py
+    # failure_reason): "node 1 was killed by signal 9" is a node lost; the docker supervisor's "OOMKilled".
+    failure_words = ((r"was killed by signal|OOMKilled", NODE_FAILURE),)
 
     @classmethod
     def credential_check(cls, options) -> Tuple[bool, str]:

@@ -48,6 +48,7 @@ from cloudtrain.spec.job import JobSpec
 from cloudtrain.providers.provider import Cluster, JobStatus, Rendered, State
 from cloudtrain.providers.request import Placeholder
 from cloudtrain.providers.survival import checkpoint_uri, field_error
+from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
 
 from . import manifests as m
 from . import names, podlogs, render, sdk, trainjob
@@ -103,6 +104,14 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
     status_poll = 2.0  # an API server's reads are cheap
     # The schemes of providers.<name>.code_store whose time-limited URLs this provider's pods fetch.
     code_store_schemes: ClassVar[Tuple[str, ...]] = ("s3",)
+    # Every provider built on this class (kubeflow, kubeflow-trainer, volcano, eks, modelarts-lite)
+    # reads its pods' words: the pod condition DisruptionTarget (k8s.io/api/core/v1 types.go,
+    # DisruptionTarget: PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI,
+    # DeletionByPodGC, TerminationByKubelet).
+    failure_words: ClassVar[Tuple[Tuple[str, str], ...]] = (
+        (r"DisruptionTarget|PreemptionByScheduler|EvictionByEvictionAPI", PREEMPTION),
+        (r"DeletionByTaintManager|DeletionByPodGC|TerminationByKubelet|NodeLost", NODE_FAILURE),
+        (r"FailedScheduling|Insufficient (?:cpu|memory|nvidia)", CAPACITY))
 
     def __init__(self, api_client=None, store=None, poll: Optional[float] = None):
         """``api_client``: a ``kubernetes.client.ApiClient`` used for every cluster (tests);
@@ -533,6 +542,9 @@ class KubeflowProvider(KubernetesProvider[OptionsT]):
     Options: ClassVar[Type[PodOptions]] = KubeflowOptions  # eks and kubeflow-trainer name theirs
     platform = "kubeflow"
     kinds: ClassVar[Tuple[str, ...]] = ("PyTorchJob", "MPIJob", "TFJob")
+    # The training operator restarts the whole job itself: runPolicy.backoffLimit (manifests.py;
+    # eks inherits it).
+    restarts_itself = True
     # The training operator's condition types (the last true one is the job's state); a
     # suspended job is one Kueue holds (queued) or one suspended by hand.
     states = {"Pending": State.PENDING, "Created": State.PENDING, "Suspended": State.PENDING,
@@ -596,6 +608,9 @@ class VolcanoProvider(KubernetesProvider[VolcanoOptionsT]):
     platform = "volcano"
     Options = VolcanoOptions
     kinds = ("Job",)
+    # Volcano restarts the whole job itself: the RestartJob policy on PodFailed/PodEvicted
+    # (manifests.py build_volcano; modelarts-lite inherits it).
+    restarts_itself = True
     # Volcano job phases.  Aborted: a pod failed under the AbortJob policy (no restarts left).
     states = {"Pending": State.PENDING, "Running": State.RUNNING, "Restarting": State.STARTING,
               "Completing": State.RUNNING, "Completed": State.SUCCEEDED,
@@ -624,6 +639,8 @@ class KubeflowTrainerProvider(KubeflowProvider[KubeflowTrainerOptions]):
     Options = KubeflowTrainerOptions
     kinds = ("TrainJob",)
     states = trainjob.STATES  # a TrainJob's own words (its conditions), not a PyTorchJob's
+    # A TrainJob has no restart field, so max_restarts is refused (trainjob.NO_RESTARTS).
+    restarts_itself = False
 
     def check(self, job: JobSpec, options: KubeflowTrainerOptions) -> None:
         super().check(job, options)

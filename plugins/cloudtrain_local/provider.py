@@ -25,6 +25,7 @@ from cloudtrain.providers.request import fill
 from cloudtrain.runtime.store import Store
 from cloudtrain.runtime.supervise import TORCHRUN_DIR
 from cloudtrain.providers.survival import host_checkpoint_dir, spot_here_means_nothing
+from cloudtrain.orchestrate.failures import NODE_FAILURE
 
 from .options import LocalOptions
 from .ports import bound_ports, check_ports_free, free_port_block
@@ -39,6 +40,11 @@ class LocalProvider(HostedProvider):
     storage_schemes = ("file",)  # host paths / file:// URIs, used in place
     states = {s.value: s for s in State}
     supervisor_module = "cloudtrain_local.supervisor"
+    # The supervisor restarts the whole job itself (max_restarts; core/cloudtrain/runtime/supervise.py).
+    restarts_itself = True
+    # The supervisor's reason for a node ended by a signal (runtime/supervise.py failure_reason):
+    # "node 1 was killed by signal 9" is a node lost.
+    failure_words = ((r"was killed by signal", NODE_FAILURE),)
 
     @classmethod
     def credential_check(cls, options) -> Tuple[bool, str]:

@@ -71,6 +71,9 @@ class ModelartsProvider(CloudProvider):
     # modelarts_03_0095): ``ModelArts.0116`` ("The expected {0} exceeds the quota limit"),
     # ``ModelArts.3976`` ("No resources are available for the selected specification")
     capacity_codes = frozenset({"ModelArts.0116", "ModelArts.3976"})
+    # ModelArts' fault tolerance restarts the job itself: fault-tolerance/job-retry-num
+    # (render.py, ModelArts user guide develop-modelarts-0041).
+    restarts_itself = True
 
     @classmethod
     def credential_check(cls, options) -> Tuple[bool, str]:

@@ -118,6 +118,10 @@ class SlurmProvider(CloudProvider):
         "resources.shm_gb": "Slurm gives /dev/shm as the node has it",
     }
     no_code_upload = "the code is shipped by every slurm submit"
+    # With max_restarts the script asks Slurm to requeue the job (sbatch --requeue after a node
+    # failure or a preemption; a failed run requeues itself with scontrol requeue while it has
+    # restarts left: render.py, docs/providers/slurm.md "Restarts"): one owner for restarts.
+    restarts_itself = True
 
     def __init__(self, poll: Optional[float] = None, ssh: str = "ssh", ssh_options: Tuple[str, ...] = ()):
         """``ssh``/``ssh_options``: the ssh client and extra options (``-F config``, ``-p PORT``) for

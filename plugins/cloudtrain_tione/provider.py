@@ -24,6 +24,7 @@ from cloudtrain.transfer.objectstore import ObjectUrl
 from cloudtrain.providers.provider import JobStatus, State
 from cloudtrain.providers.images import Pulls
 from cloudtrain.providers.request import CodeUpload, Rendered
+from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
 
 from . import render as rq
 from .options import TioneOptions
@@ -86,6 +87,14 @@ class TioneProvider(CloudProvider):
     capacity_codes = frozenset({"ResourceInsufficient", "ResourceInsufficient.QuotaInsufficient", "LimitExceeded",
                                 "OperationDenied.BillingStatusResourceInsufficient",
                                 "OperationDenied.ResourceGroupInsufficient"})
+    # CreateTrainingTaskRequest (tencentcloud-sdk-python tione/v20211111/models.py) has no stopping
+    # condition field: the controller cancels the job at max_runtime (render.py warns so).
+    has_runtime_limit = False
+    # DescribeTrainingTask: TrainingTaskDetail.FailureReason (tencentcloud-sdk-python
+    # tione/v20211111/models.py); the resource refusals are the error codes of errorcodes.py.
+    failure_words = ((r"ResourceInsufficient|BillingStatusResourceInsufficient", CAPACITY),
+                     (r"[Pp]reempt|SpotReclaim", PREEMPTION),
+                     (r"NodeFault|NodeLost|NodeFailure", NODE_FAILURE))
 
     @classmethod
     def credential_check(cls, options) -> Tuple[bool, str]:

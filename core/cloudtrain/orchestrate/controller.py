@@ -48,24 +48,21 @@ POLL = float(os.environ.get("CLOUDTRAIN_CONTROLLER_POLL", "5"))  # seconds betwe
 WARN_AT = 0.8  # of max_cost
 CLAIM_WAIT = 15.0  # seconds ensure_running waits for the controller it started to hold the lock
 
-# Providers whose platform restarts the whole job itself after a failure, so the controller only
-# watches (adds no restart on top): the local and Docker supervisors (runtime/supervise.py),
-# the Kubernetes operators' backoffLimit and Volcano's RestartJob policy (plugins/
-# cloudtrain_kubernetes/manifests.py), ModelArts' fault tolerance (fault-tolerance/job-retry-num,
-# plugins/cloudtrain_modelarts/render.py), SageMaker's RetryStrategy (render.py) and managed spot.
-RESTARTS_ITSELF = frozenset({"local", "docker", "kubeflow", "volcano", "eks", "modelarts", "modelarts-lite",
-                             "sagemaker"})
-# Providers whose platform has no run-time limit: the controller cancels at max_runtime.
-# TI-ONE CreateTrainingTaskRequest (tencentcloud-sdk-python tione/v20211111/models.py) has no
-# stopping condition field.
-NO_RUNTIME_LIMIT = frozenset({"tione"})
 USER_STATES = ("PENDING", "STARTING", "RUNNING", "RECOVERING", *TERMINAL)
 
 
 def restarts_itself(provider: str) -> bool:
+    """Whether ``provider``'s platform restarts the whole job itself after a failure (the
+    provider class's ``restarts_itself``): the controller then only watches."""
     from ..extend.plugins import get_provider_class
-    own = getattr(get_provider_class(provider), "restarts_itself", None)
-    return bool(own) if own is not None else provider in RESTARTS_ITSELF
+    return bool(get_provider_class(provider).restarts_itself)
+
+
+def has_runtime_limit(provider: str) -> bool:
+    """Whether ``provider``'s platform stops a job at ``max_runtime`` itself (the provider class's
+    ``has_runtime_limit``); when not, the controller cancels it."""
+    from ..extend.plugins import get_provider_class
+    return bool(get_provider_class(provider).has_runtime_limit)
 
 
 def warn_restarted_by_controller(job, platform_says: str) -> None:
@@ -92,7 +89,7 @@ def needs_following(job, provider: str) -> bool:
     """A job the controller must act on: restarts the platform does not make, a budget, or a
     run-time limit the platform lacks."""
     return bool((job.max_restarts and not restarts_itself(provider)) or job.max_cost is not None
-                or (job.max_runtime and provider in NO_RUNTIME_LIMIT))
+                or (job.max_runtime and not has_runtime_limit(provider)))
 
 
 def job_data(job) -> Dict[str, Any]:
@@ -129,7 +126,7 @@ def adopt(handle: str, rendered: list, *, profile: Optional[str] = None, store: 
                     "jobs": json.dumps({r.provider: job_data(r.job) for r in rendered}), "profile": profile,
                     "restarts_itself": int(restarts_itself(provider)), "max_restarts": job.max_restarts,
                     "budget": budget[0] if budget else None, "currency": budget[1] if budget else None,
-                    "max_runtime": job.max_runtime if provider in NO_RUNTIME_LIMIT else None},
+                    "max_runtime": job.max_runtime if not has_runtime_limit(provider) else None},
                    detail=f"attempt 0 on {provider}")
     _add_attempt(store, handle, 0, chosen, handle)
     return True

@@ -8,12 +8,13 @@ taken away or could not be had, that is the kind, whatever the code exited with;
 says nothing of the kind is the user's exit code consulted (SkyPilot's managed jobs do the same:
 ``sky/jobs/recovery_strategy.py``, "check the cluster status before the user's exit code").
 
-Each table entry names where the platform writes those words.
+The platform's words are its provider class's ``failure_words`` (docs/plugins.md, "The
+platform's facts"), each entry next to where the platform writes them.
 """
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 PREEMPTION, CAPACITY, NODE_FAILURE, HANG, EXIT_CODE, OTHER = (
     "preemption", "capacity", "node-failure", "hang", "exit-code", "other")
@@ -25,47 +26,6 @@ PLATFORM_KINDS = frozenset({PREEMPTION, CAPACITY})
 # The launcher's own words (core/cloudtrain/launch/stall.py writes STALLED as the node's reason).
 STALLED = "stalled: no output for"
 
-# provider -> ((regex over the status message, kind), ...), first match wins
-WORDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
-    # SageMaker DescribeTrainingJob: FailureReason "CapacityError: Unable to provision requested ML
-    # compute capacity" (API reference, DescribeTrainingJob > FailureReason); managed spot's
-    # SecondaryStatus "Interrupted" ("the job stopped because the managed spot training instances
-    # were interrupted", SecondaryStatusTransition > Status); "InternalServerError" is the one
-    # failure its RetryStrategy retries (RetryStrategy reference): a node the platform lost.
-    "sagemaker": ((r"InsufficientCapacityError|CapacityError", CAPACITY),
-                  (r"\bInterrupted\b|spot.{0,40}interrupt", PREEMPTION),
-                  (r"InternalServerError", NODE_FAILURE)),
-    # EC2 DescribeInstances: Instance.StateReason.Code (EC2 API reference, StateReason data type):
-    # Server.SpotInstanceTermination / Server.SpotInstanceShutdown (spot reclaimed),
-    # Server.InsufficientInstanceCapacity, Server.InternalError (hardware failure).
-    "ec2": ((r"Server\.SpotInstance(?:Termination|Shutdown)", PREEMPTION),
-            (r"Server\.InsufficientInstanceCapacity", CAPACITY),
-            (r"Server\.InternalError", NODE_FAILURE)),
-    # Azure ML job error codes (Azure ML REST JobBase error.code; "Troubleshoot job failures"):
-    # a low-priority node's preemption is "NodePreempted"/"LowPriorityNodePreempted", capacity
-    # refusals are "AllocationFailed"/"QuotaExceeded"/"ZonalAllocationFailed", a node lost is
-    # "NodeFailure"/"NodeUnusable"/"DiskFull" of the node.
-    "azure": ((r"(?:LowPriority)?NodePreempted|[Pp]reempt", PREEMPTION),
-              (r"AllocationFailed|ZonalAllocationFailed|QuotaExceeded|SkuNotAvailable", CAPACITY),
-              (r"NodeFailure|NodeUnusable|NodeNotReady", NODE_FAILURE)),
-    # TI-ONE DescribeTrainingTask: TrainingTaskDetail.FailureReason (tencentcloud-sdk-python
-    # tione/v20211111/models.py); the resource refusals are the error codes of errorcodes.py.
-    "tione": ((r"ResourceInsufficient|BillingStatusResourceInsufficient", CAPACITY),
-              (r"[Pp]reempt|SpotReclaim", PREEMPTION),
-              (r"NodeFault|NodeLost|NodeFailure", NODE_FAILURE)),
-    # Kubernetes pod condition DisruptionTarget (k8s.io/api/core/v1 types.go,
-    # DisruptionTarget: PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI,
-    # DeletionByPodGC, TerminationByKubelet).
-    "kubernetes": ((r"DisruptionTarget|PreemptionByScheduler|EvictionByEvictionAPI", PREEMPTION),
-                   (r"DeletionByTaintManager|DeletionByPodGC|TerminationByKubelet|NodeLost", NODE_FAILURE),
-                   (r"FailedScheduling|Insufficient (?:cpu|memory|nvidia)", CAPACITY)),
-    # The local and Docker supervisors (core/cloudtrain/runtime/supervise.py failure_reason):
-    # "node 1 was killed by signal 9" is a node lost; the docker supervisor's "OOMKilled".
-    "local": ((r"was killed by signal", NODE_FAILURE),),
-    "docker": ((r"was killed by signal|OOMKilled", NODE_FAILURE),),
-}
-WORDS.update({name: WORDS["kubernetes"] for name in ("kubeflow", "kubeflow-trainer", "volcano", "eks",
-                                                      "modelarts-lite")})
 _EXIT = re.compile(r"exited with code (\d+)")
 
 
@@ -74,7 +34,8 @@ def classify(provider: str, message: str, exit_code: Optional[int] = None) -> Tu
     text = message or ""
     if STALLED in text:
         return HANG, text[text.index(STALLED):][:120]
-    for pattern, kind in WORDS.get(provider, ()):
+    from ..extend.plugins import get_provider_class
+    for pattern, kind in get_provider_class(provider).failure_words:
         found = re.search(pattern, text)
         if found:
             return kind, found.group(0)

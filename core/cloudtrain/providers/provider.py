@@ -148,6 +148,16 @@ class Provider(abc.ABC):
     # Whether the platform accepts a job and may then fail it for capacity before it starts (its
     # message naming one of ``capacity_codes``): failover watches such a job until it starts.
     refused_after_create: ClassVar[bool] = False
+    # Whether the platform restarts the whole job itself after a failure when the job asks for
+    # restarts (``max_restarts``): the controller then only watches and adds no restart on top
+    # (``cloudtrain.orchestrate.controller``, docs/controller.md).
+    restarts_itself: ClassVar[bool] = False
+    # Whether the platform stops a job at ``max_runtime`` itself; when not, the controller cancels it.
+    has_runtime_limit: ClassVar[bool] = True
+    # What kind of failure the platform's status message names: ``(regex, kind)`` pairs, searched
+    # in order, the first match wins; a kind is one of ``cloudtrain.orchestrate.failures.KINDS``
+    # ("preemption", "capacity", "node-failure", "hang") (``failures.classify``).
+    failure_words: ClassVar[Tuple[Tuple[str, str], ...]] = ()
     # The account settings of the config files and the profile (``providers.<name>``, merged as
     # submit merges them) for the commands that have no job: list, status, logs, cancel, outputs,
     # wait (``cloudtrain.api.configured``).  A job's own options always come from the job.

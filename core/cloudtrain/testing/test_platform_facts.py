@@ -1,11 +1,14 @@
 """The platform's facts a provider class gives (docs/plugins.md, "The platform's facts"): the
 registries it pulls images from (``image_registries``), its capacity and quota error codes
-(``capacity_codes``, ``quota_worded_codes``, ``refused_after_create``) and where its credentials
-come from (``credential_check``).  Core reads them and knows no platform by name, so their shapes
-are the contract: each is checked here for every provider under test."""
+(``capacity_codes``, ``quota_worded_codes``, ``refused_after_create``), whether it restarts a job
+and limits its run time itself (``restarts_itself``, ``has_runtime_limit``), the words of its
+failures (``failure_words``) and where its credentials come from (``credential_check``).  Core
+reads them and knows no platform by name, so their shapes are the contract: each is checked here
+for every provider under test."""
 import re
 
 from cloudtrain.extend import plugins
+from cloudtrain.orchestrate import failures
 from cloudtrain.input.loading import job_from_dict
 from cloudtrain.providers.images import DOCKER_HUB_HOSTS, Pulls, unpullable
 from cloudtrain.testing.jobs import required_settings
@@ -43,6 +46,24 @@ def test_capacity_codes_are_the_platform_s_own_codes(cloudtrain_provider):
     assert isinstance(cls.refused_after_create, bool)
     if cls.refused_after_create:  # the watch knows a capacity failure by a code in the job's message
         assert cls.capacity_codes, "refused_after_create without capacity_codes: no failure could be recognised"
+
+
+def test_restarts_and_run_time_limit_are_bools(cloudtrain_provider):
+    cls = plugins.get_provider_class(cloudtrain_provider)
+    assert isinstance(cls.restarts_itself, bool), "restarts_itself must be True or False"
+    assert isinstance(cls.has_runtime_limit, bool), "has_runtime_limit must be True or False"
+
+
+def test_failure_words_are_patterns_of_known_kinds(cloudtrain_provider):
+    words = plugins.get_provider_class(cloudtrain_provider).failure_words
+    assert isinstance(words, tuple), "failure_words must be a tuple of (regex, kind) pairs"
+    for entry in words:
+        assert isinstance(entry, tuple) and len(entry) == 2, f"not a (regex, kind) pair: {entry!r}"
+        pattern, kind = entry
+        assert isinstance(pattern, str) and pattern, f"not a pattern: {pattern!r}"
+        re.compile(pattern)
+        assert re.search(pattern, "") is None, f"{pattern!r} matches every message"
+        assert kind in failures.KINDS, f"{kind!r} is not one of {failures.KINDS}"
 
 
 def _options(name: str):
