@@ -32,6 +32,7 @@ ALLOWED: Dict[Tuple[str, str], str] = {
     ("api.py", "azure"): "the failover example in a message: provider='sagemaker,azure'",
     ("catalogs/resources.py", "ec2"): "the example in a message: cloudtrain catalog refresh -p ec2",
     ("commands/configcmd.py", "sagemaker"): "the examples in messages: cloudtrain config set -p sagemaker region=...",
+    ("commands/configcmd.py", "azure"): "the failover example in a message: providers=sagemaker,azure",
     ("input/config.py", "eks"): "the example in a message: profiles: {prod: {provider: eks}}",
     ("input/config.py", "sagemaker"): "the example in a message: providers: {sagemaker: {region: us-east-1}}",
     ("providers/provider.py", "local"): "the example handle in a message: local://digits-ddp-1a2b3c",
