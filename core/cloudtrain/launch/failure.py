@@ -68,9 +68,7 @@ except ChildFailedError as e:
     rank, failure = e.get_first_failure()
     code = failure.exitcode
     report(rank=rank, local_rank=failure.local_rank, exitcode=code, error_file=failure.error_file,
-           log_dir=args.log_dir, made_log_dir=made,
-           failed=[dict(rank=r, local_rank=f.local_rank, exitcode=f.exitcode, error_file=f.error_file)
-                   for r, f in sorted((getattr(e, "failures", None) or {rank: failure}).items())])
+           log_dir=args.log_dir, made_log_dir=made)
     code = code if 0 < code < 256 else 128 - code if code < 0 else 1
 except SignalException as e:
     report(signal=int(e.sigval), log_dir=args.log_dir, made_log_dir=made)
@@ -147,63 +145,6 @@ def error_tail(result: Dict, count: int = TAIL_LINES) -> List[str]:
     return []
 
 
-# A rank that finished its work can still die in the framework's teardown: gloo's threads run on
-# after ``destroy_process_group`` and a C++ destructor at the process's exit aborts it
-# ("terminate called without an active exception", SIGABRT; pytorch/pytorch#190489).  The
-# launcher runs every rank with ``PYTHONFAULTHANDLER=1``: an abort while the rank's Python still
-# runs dumps its Python stack ("Fatal Python error", with "Python runtime state: initialized"),
-# one in the interpreter's own finalization says "finalizing", and one after it (C++ static
-# destructors, ``exit()``'s handlers) finds the handler gone and prints nothing.  A SIGABRT with
-# no Python stack of a running interpreter and no traceback is a teardown abort after a clean end.
-FAULT_DUMP = "Fatal Python error"
-FINALIZING = "Python runtime state: finalizing"
-TRACEBACK = "Traceback (most recent call last)"
-SIGABRT = 6
-
-
-def stderr_of(result: Dict) -> Optional[str]:
-    """The failed rank's stderr as torchrun's ``--log-dir`` keeps it (the last 64 KiB); None
-    when it is not there."""
-    error_file = result.get("error_file") or ""
-    rank_dir = os.path.dirname(error_file) if os.path.isabs(error_file) else None
-    if not rank_dir and result.get("log_dir") and result.get("local_rank") is not None:
-        found = sorted(glob.glob(os.path.join(glob.escape(result["log_dir"]), "*", "attempt_*",
-                                              str(result["local_rank"]))), key=os.path.getmtime)
-        rank_dir = found[-1] if found else None
-    if not rank_dir:
-        return None
-    try:
-        with open(os.path.join(rank_dir, "stderr.log"), "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 65536))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def teardown_abort(result: Dict) -> bool:
-    """Whether a failed rank (``result``: one of the shim's ``failed``) was aborted in the
-    framework's teardown after its script ended cleanly (see ``FAULT_DUMP``)."""
-    if result.get("exitcode") != -SIGABRT:
-        return False
-    text = stderr_of(result)
-    if text is None or TRACEBACK in text:
-        return False
-    return FAULT_DUMP not in text or FINALIZING in text
-
-
-def teardown_only(result: Dict) -> List[Dict]:
-    """The failed ranks when every one of them is a teardown abort after a clean end (the node
-    then ended well); [] otherwise."""
-    failed = result.get("failed") or []
-    return failed if failed and all(teardown_abort(dict(result, **f)) for f in failed) else []
-
-
-def node_exit(code: int, result: Dict) -> int:
-    """The node's exit code: ``code`` (the shim's), 0 when every failure was a teardown abort."""
-    return 0 if code != 0 and teardown_only(result) else code
-
-
 def exit_code_of(result: Dict) -> Optional[int]:
     code = result.get("exitcode")
     if code is None:
@@ -220,18 +161,9 @@ _TAIL = re.compile(r"^cloudtrain launch: rank (\d+) \| (.*)$")
 
 
 def report_lines(result: Dict) -> List[str]:
-    """The launcher's words for the first failure torchrun saw (none for a clean end or a signal);
-    for ranks aborted in teardown after a clean end (``teardown_only``), that, and no failure."""
+    """The launcher's words for the first failure torchrun saw (none for a clean end or a signal)."""
     if result.get("rank") is None or result.get("exitcode") is None:
         return []
-    aborted = teardown_only(result)
-    if aborted:
-        return ["cloudtrain launch: rank %d (local rank %d) was aborted (signal %d) in the framework's teardown "
-                "after its script ended cleanly: not a failure (pytorch/pytorch#190489)"
-                % (f["rank"], f.get("local_rank") or 0, SIGABRT) for f in aborted]
-    real = [f for f in result.get("failed") or [] if not teardown_abort(dict(result, **f))]
-    if real and real[0]["rank"] != result["rank"]:  # the first failure that is one
-        result = dict(result, **real[0])
     code = int(result["exitcode"])
     how = "exit code %d" % code if code >= 0 else "killed by signal %d" % -code
     lines = ["cloudtrain launch: rank %d (local rank %d) failed first: %s"

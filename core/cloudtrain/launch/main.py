@@ -322,10 +322,7 @@ def run_torchrun(shim: List[str], env: dict, stall_timeout: Optional[int] = None
         env = dict(env, PYTHONFAULTHANDLER="1")
     try:
         # its own session: a signal to this node's group reaches torchrun once, through us
-        # every rank's Python dumps its stack on a fatal signal (failure.teardown_abort reads it)
-        env = dict(env, **{failure.RESULT_FD: str(write_end)})
-        env.setdefault("PYTHONFAULTHANDLER", "1")
-        proc = subprocess.Popen(shim, env=env, pass_fds=(write_end,),
+        proc = subprocess.Popen(shim, env=dict(env, **{failure.RESULT_FD: str(write_end)}), pass_fds=(write_end,),
                                 start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM),
                                 stdout=subprocess.PIPE if watch else None)
     finally:
@@ -356,7 +353,6 @@ def run_torchrun(shim: List[str], env: dict, stall_timeout: Optional[int] = None
         return EXIT_JOB_FAILED
     for line in failure.report_lines(result):
         print(line, file=sys.stderr, flush=True)
-    code = failure.node_exit(code, result)  # (reads the ranks' logs: before they go)
     if result.get("made_log_dir") and result.get("log_dir"):
         import shutil
         shutil.rmtree(result["log_dir"], ignore_errors=True)
