@@ -106,3 +106,8 @@ def _recording(lines, into):
 def test_to_dict_is_json():
     found = from_lines([report_line(5.0, 1, 2, loss=float("nan"))])
     assert json.loads(json.dumps(found.to_dict()))["metrics"] == {"loss": None}
+
+
+def test_a_large_number_is_shown_whole_not_in_exponent_form():
+    from cloudtrain.runtime.progress import _shown
+    assert (_shown(18470.3), _shown(412.25), _shown(0.0736), _shown(92)) == ("18470", "412.2", "0.0736", "92")

@@ -155,6 +155,7 @@ def supervise(tmp_path, monkeypatch):
         signal.signal(sig, handler)
 
 
+@pytest.mark.serial  # its wall time is bounded (every node stopped within 10 s of the limit)
 def test_max_runtime_stops_every_node_and_fails_the_job_without_a_restart(supervise):
     nodes = [FakeNode(0, exits=False), FakeNode(1, exits=False)]
     sup = supervise([nodes, [FakeNode(0), FakeNode(1)]], max_runtime=1, max_runtime_text="1s")
