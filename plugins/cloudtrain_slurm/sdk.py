@@ -165,10 +165,33 @@ class WorkdirStore(ObjectStore):
         self.put(url, Path(path).read_bytes(), content_type)
 
     def objects(self, url: ObjectUrl) -> Iterator[Tuple[ObjectUrl, int]]:
-        raise NotImplementedError("the workdir is written, never listed")
+        """Every regular file under ``url`` (or the one file it names), with its size: ``find``'s
+        own listing (GNU find ``-printf``: size, a tab, the path below the start), links not
+        followed.  A path that is not there lists nothing."""
+        path = self.path(url).rstrip("/")
+        script = 'if [ -e "$1" ]; then find "$1" -type f -printf "%s\\t%P\\n"; fi'
+        try:
+            done = self.cluster.run(["sh", "-c", script, "sh", path])
+        except (CommandFailed, OSError) as exc:
+            raise slurm_error(exc, f"listing {path}")
+        for line in done.stdout.splitlines():
+            size, _, below = line.partition("\t")
+            key = f"{url.key.rstrip('/')}/{below}" if below else url.key
+            yield ObjectUrl(url.scheme, url.bucket, key.lstrip("/")), int(size)
 
     def fetch(self, url: ObjectUrl, dest: Path, progress: Optional[Progress] = None) -> None:
-        raise NotImplementedError("the workdir is written, never fetched")
+        """The file ``url`` streamed into ``dest`` (``cat`` through ``Cluster.stream``: the
+        bytes as they are, never held whole in memory); ``progress`` hears the size once done."""
+        path = self.path(url)
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(dest, "wb") as out:
+                self.cluster.stream(["cat", "--", path], out)
+        except (CommandFailed, OSError) as exc:
+            raise slurm_error(exc, f"reading {path}")
+        if progress is not None:
+            progress(dest.stat().st_size)
 
 
 # -- what the commands print ---------------------------------------------------------------------
