@@ -27,12 +27,13 @@ def user(tmp_path, monkeypatch):
 def test_doctor_online_uses_the_configured_region(user, tmp_path, profile):
     """No AWS_DEFAULT_REGION: the region is only in the user config (or in a profile of it), as
     ``list -p sagemaker`` reads it; the read call reaches the loopback double with it."""
-    from doubles.moto_double import start_moto
+    from doubles.aws_double import AwsDouble
     config, env = user
     section = "{role_arn: 'arn:aws:iam::123456789012:role/t', output_s3: 's3://b/out', region: eu-west-1}"
     config.write_text(f"profiles:\n  eu:\n    providers:\n      sagemaker: {section}\n" if profile
                       else f"providers:\n  sagemaker: {section}\n")
-    server, endpoint = start_moto(lambda app: app)
+    server = AwsDouble().start()  # empty: moto's state is global to this worker's process
+    endpoint = server.endpoint
     try:
         env = dict(env, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=endpoint)
         words = ["doctor", "-p", "sagemaker", "--online", *(["--profile", profile] if profile else [])]

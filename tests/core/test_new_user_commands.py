@@ -73,8 +73,9 @@ def test_doctor_finds_a_profile_in_the_aws_files_and_a_kubeconfig(user, tmp_path
 
 
 def test_doctor_online_makes_one_read_call_against_the_double_and_exit_3_when_it_fails(user, tmp_path):
-    from doubles.moto_double import start_moto
-    server, endpoint = start_moto(lambda app: app)
+    from doubles.aws_double import AwsDouble
+    server = AwsDouble().start()  # empty: moto's state is global to this worker's process
+    endpoint = server.endpoint
     try:
         config = tmp_path / "config.yaml"
         config.write_text("providers:\n  sagemaker: {role_arn: 'arn:aws:iam::123456789012:role/t', "

@@ -43,6 +43,9 @@ class MotoDouble:
         pass
 
     def start(self):
+        # moto's backends are global to the process: another test of this worker may have left
+        # resources behind, and a double starts empty
+        self.reset()
         self._server, self.endpoint = start_moto(self.middleware)
         return self
 
