@@ -7,14 +7,22 @@
 # launcher's hooks), not Ray, DeepSpeed or MPI.
 # On a failure it prints what differs from constraints.txt: the suspects.
 # Usage: bash scripts/test-latest.sh [pytest args...]   (default: tests/core tests/contract tests/plugins)
+#        bash scripts/test-latest.sh --prepare   only make the venv (.ci/run does it beside the
+#                                                Quickstart, then runs the tests with --prepared)
+#        bash scripts/test-latest.sh --prepared [pytest args...]   the venv --prepare made, as is
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${CLOUDTRAIN_LATEST_VENV:-.venv-latest}
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-# cloudtrain[all,examples] and the test tools, newest (--upgrade --upgrade-strategy eager), not [train].
-"$VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e '.[all,examples]' \
-  'moto[server]>=5' 'pytest>=8' 'pytest-timeout>=2.2' 'pytest-xdist>=3.6' 'jsonschema>=4' 'mkdocs>=1.6'
+mode=${1:-}
+case $mode in --prepare|--prepared) shift ;; esac
+if [ "$mode" != --prepared ]; then
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  # cloudtrain[all,examples] and the test tools, newest (--upgrade --upgrade-strategy eager), not [train].
+  "$VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e '.[all,examples]' \
+    'moto[server]>=5' 'pytest>=8' 'pytest-timeout>=2.2' 'pytest-xdist>=3.6' 'jsonschema>=4' 'mkdocs>=1.6'
+fi
+[ "$mode" != --prepare ] || { echo "test-latest: $VENV is ready"; exit 0; }
 
 newer=$(comm -13 <(grep -v '^#' constraints.txt | LC_ALL=C sort -f) \
                  <("$VENV/bin/python" -m pip freeze --exclude-editable | LC_ALL=C sort -f) || true)
