@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)   # tests/security: every node script
+command -v ccache >/dev/null 2>&1 || need_apt+=(ccache)  # DeepSpeed's JIT op compiles once per machine (tests/conftest.py)
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)  # tests/faults: a PID namespace of its own
 { command -v slurmctld && command -v sshd; } >/dev/null 2>&1 || need_apt+=(slurm-wlm munge openssh-server)  # tests/plugins/slurm: a real two-node Slurm, its login over ssh
 { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || need_apt+=(chromium chromium-driver)  # tests/ui: a real browser

@@ -16,6 +16,12 @@ os.environ["CLOUDTRAIN_PLUGINS"] = "ct_fakeone.plugin"
 os.environ["CLOUDTRAIN_CONFIG"] = str(ROOT / "tests" / "data" / "no-user-config.yaml")
 for _var in ("CLOUDTRAIN_PROFILE", "CLOUDTRAIN_PROVIDER"):
     os.environ.pop(_var, None)
+# DeepSpeed on the CPU compiles a C++ op (deepspeed_shm_comm, torch's JIT extension, ninja) at
+# init_distributed in the first job of a fresh venv: about a minute of one core. torch builds with
+# $CXX; Debian's ccache (scripts/test.sh) makes every compile after the first one on this machine
+# a cache hit on the preprocessed source, whatever the files' times in the new venv.
+if os.path.exists("/usr/lib/ccache/c++") and "CXX" not in os.environ:
+    os.environ["CXX"] = "/usr/lib/ccache/c++"
 
 
 DURATIONS = Path(__file__).with_name("durations.json")
