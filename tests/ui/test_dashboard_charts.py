@@ -58,7 +58,8 @@ def polylines(driver, metric):
     """``{(handle, attempt): points}`` of the chart of ``metric``."""
     found = driver.execute_script(
         "return [...document.querySelectorAll(`#job-metrics svg[data-metric='${arguments[0]}'] polyline.series`)]"
-        ".map(p => [p.dataset.handle, +p.dataset.attempt, +p.dataset.points, p.getAttribute('points').split(' ').length]);",
+        ".map(p => [p.dataset.handle, +p.dataset.attempt, +p.dataset.points,"
+        " p.getAttribute('points').split(' ').length]);",
         metric)
     for _, _, said, drawn in found:
         assert said == drawn  # the polyline has as many vertices as it says
@@ -194,6 +195,9 @@ def test_every_metric_is_plotted_live_with_attempts_compared_runs_and_the_cost_a
         next_step = browser.find_element(By.ID, "job-next").text
         assert "next:" in next_step and a1 in next_step and "10 USD" in next_step
         wait_until(lambda: polylines(browser, "loss") == {(a0, 0): 100, (a0, 1): 50}, what="both attempts' curves")
+        mark = browser.find_element(By.CSS_SELECTOR, "#job-metrics svg[data-metric='loss'] line.attempt-mark title")
+        assert "attempt 1 (local)" in mark.get_attribute("textContent")
+        assert "node 1 lost" in mark.get_attribute("textContent")  # why attempt 0 ended
         assert browser.find_elements(By.CSS_SELECTOR, "#job-cost line.budget")
         spent = browser.find_element(By.CSS_SELECTOR, "#job-cost polyline.spent").get_attribute("points").split()
         assert len(spent) == 4  # two attempts: each one's start and end (now, for the running one)

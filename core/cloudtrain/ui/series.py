@@ -159,9 +159,9 @@ class Series:
             _, at, fields, values = parsed
             x, _ = self._x(fields)
             newest = {name: (x, at, value, self.attempt) for name, value in values.items()}
+        metrics = {name: [list(p) for p in t.out(newest.get(name))] for name, t in sorted(self.metrics.items())}
         return {"x": self.x_kind or "step", "reports": self.count, "attempts": [dict(a) for a in self.attempts],
-                "metrics": {name: [list(p) for p in t.out(newest.get(name))] for name, t in sorted(self.metrics.items())},
-                "metrics_dropped": self.dropped}
+                "metrics": metrics, "metrics_dropped": self.dropped}
 
 
 def read_lines(chunks: Iterable[bytes], carry: bytes = b"") -> Tuple[List[str], bytes]:
@@ -178,7 +178,7 @@ def read_lines(chunks: Iterable[bytes], carry: bytes = b"") -> Tuple[List[str], 
 
 
 class Tail:
-    """A log file read as it grows: ``series()`` parses what was written since the last call."""
+    """A log file read as it grows: ``read()`` parses what was written since the last call."""
 
     def __init__(self, path: Path, limit: int = MAX_POINTS):
         self.path, self.limit = path, limit
@@ -189,13 +189,13 @@ class Tail:
         self.inode, self.offset, self.carry = inode, 0, b""
         self.data = Series(self.limit)
 
-    def read(self) -> Series:
+    def read(self) -> dict:
         with self.lock:
             try:
                 f = open(self.path, "rb")
             except FileNotFoundError:
                 self._reset(None)
-                return self.data
+                return self.data.to_dict()
             with f:
                 st = os.fstat(f.fileno())
                 if st.st_ino != self.inode or st.st_size < self.offset:  # a new or truncated log
@@ -213,7 +213,7 @@ class Tail:
                     lines, self.carry = read_lines([block], self.carry)
                     for text in lines:
                         self.data.line(text)
-            return self.data
+            return self.data.to_dict()
 
 
 _tails: "OrderedDict[str, Tail]" = OrderedDict()
@@ -231,7 +231,7 @@ def local_series(path: Path) -> dict:
         _tails.move_to_end(key)
         while len(_tails) > CACHED_LOGS:
             _tails.popitem(last=False)
-    return tail.read().to_dict()
+    return tail.read()
 
 
 def remote_series(handle: str, read: Callable[[], Iterable[str]]) -> dict:
@@ -257,11 +257,10 @@ def combine(parts: List[Tuple[dict, dict]], limit: int = MAX_POINTS) -> dict:
     """One job's series from its attempts' (``(attempt, series)``, in order: a job the
     controller followed on several submissions): the attempts numbered through, ``limit``
     points per metric at most."""
-    if len(parts) == 1 and not parts[0][0]:
-        return parts[0][1]
     attempts: List[dict] = []
     metrics: Dict[str, list] = {}
     x_kind, reports, dropped = "", 0, 0
+    ended = ""  # why the attempt before ended: the reason the next one began
     for attempt, found in parts:
         base = len(attempts)
         for i, inner in enumerate(found["attempts"]):
@@ -269,13 +268,14 @@ def combine(parts: List[Tuple[dict, dict]], limit: int = MAX_POINTS) -> dict:
             if i:
                 label += f", {inner['label']}"
             attempts.append({"attempt": base + i, "label": label, "at": inner.get("at") or attempt.get("started_at"),
-                             "reason": inner.get("reason") or (attempt.get("reason") or "" if not i else ""),
+                             "reason": inner.get("reason") or ("" if i else ended),
                              "handle": attempt.get("handle")})
         for name, points in found["metrics"].items():
             if name not in metrics and len(metrics) >= MAX_METRICS:
                 dropped += 1
                 continue
             metrics.setdefault(name, []).extend([x, t, v, base + a] for x, t, v, a in points)
+        ended = attempt.get("reason") or ""
         x_kind = x_kind if x_kind == "step" else found["x"]
         reports += found["reports"]
         dropped += found.get("metrics_dropped", 0)
