@@ -11,7 +11,7 @@ import json
 import time
 import urllib.parse
 
-from test_dashboard import Dashboard, browser, wait_until  # noqa: F401  (browser: a fixture)
+from test_dashboard import Dashboard, browser, shot, wait_until  # noqa: F401  (browser: a fixture)
 
 LIMIT = 1000  # cloudtrain.ui.series.MAX_POINTS
 
@@ -177,6 +177,7 @@ def test_every_metric_is_plotted_live_with_attempts_compared_runs_and_the_cost_a
         # live: reports written now appear without a reload
         append(tmp_path, "first", [report(250 + i, t0 + 400 + i, loss=1.0, lr=0.05) for i in range(20)])
         wait_until(lambda: polylines(browser, "loss").get((first, 1)) == 120, timeout=60, what="the new reports")
+        shot(browser, "metrics")
 
         # over time: every report line carries its time
         Select(browser.find_element(By.ID, "m-x")).select_by_value("time")
@@ -201,6 +202,7 @@ def test_every_metric_is_plotted_live_with_attempts_compared_runs_and_the_cost_a
         assert browser.find_elements(By.CSS_SELECTOR, "#job-cost line.budget")
         spent = browser.find_element(By.CSS_SELECTOR, "#job-cost polyline.spent").get_attribute("points").split()
         assert len(spent) == 4  # two attempts: each one's start and end (now, for the running one)
+        shot(browser, "attempts")
         cost_text = browser.find_element(By.ID, "job-cost-text").text
         assert "of a 10 USD budget" in cost_text and cost_text.startswith("6.0")  # 4 + 2 (half an hour so far)
     finally:
@@ -267,3 +269,24 @@ def test_a_metric_keeps_at_most_twice_its_limit_in_memory_and_answers_its_limit(
     gaps = [b[0] - a[0] for a, b in zip(out, out[1:-1])]  # (the newest comes whenever it came)
     assert max(gaps) <= 2 * min(gaps)  # evenly spread, not bunched at one end
 
+
+
+def test_a_platform_log_without_node_prefixes_shows_a_restart_by_the_platform_as_an_attempt():
+    """A cloud job's log (CloudWatch, pod logs: no ``[nodeN/rankR]``), read through its provider
+    at most once per ``REMOTE_TTL``: a step lower than the one before starts an attempt."""
+    from cloudtrain.ui import series
+    lines = ([report(i, 1000.0 + i, loss=1.0)[len("[node0/rank0] "):] for i in range(100)]
+             + ["{'loss': 0.9, 'learning_rate': 5e-05, 'epoch': 1.0}", "unrelated line", "step 3/x loss"]
+             + [report(40 + i, 2000.0 + i, loss=0.8)[len("[node0/rank0] "):] for i in range(20)])
+    reads = []
+
+    def read():
+        reads.append(len(lines))
+        return iter(lines)
+    found = series.remote_series("sagemaker://us-east-1/charts-test", read)
+    assert found["reports"] == 121 and [a["attempt"] for a in found["attempts"]] == [0, 1]
+    loss = found["metrics"]["loss"]
+    assert sum(1 for p in loss if p[3] == 0) == 101 and sum(1 for p in loss if p[3] == 1) == 20
+    assert sorted(found["metrics"]) == ["learning_rate", "loss"]
+    again = series.remote_series("sagemaker://us-east-1/charts-test", read)
+    assert again == found and reads == [len(lines)]  # not read again within REMOTE_TTL

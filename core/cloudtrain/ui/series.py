@@ -145,7 +145,12 @@ class Series:
         self.skip = min(t.stride for t in self.metrics.values()) if self.metrics else 1
 
     def _x(self, fields: dict) -> Tuple[float, str]:
+        """Where a line is on the x axis: its step; a line without one in a log that gives steps
+        (a Hugging Face dict between two reports) is at the step before it; else its epoch, else
+        its number among the reports."""
         x, kind = fields.get("step"), "step"
+        if x is None and self.x_kind == "step" and self.last_x is not None:
+            x = self.last_x
         if x is None:
             x, kind = fields.get("epoch"), "epoch"
         if x is None:

@@ -266,8 +266,9 @@ function showAttempts(data) {
   const next = p.next ? "next: " + p.next : (p.reason ? "done: " + p.reason : "");
   const controller = p.controller_running || ["SUCCEEDED", "FAILED", "CANCELLED"].includes(p.state) ? ""
     : " (no controller runs now: the next cloudtrain command starts it)";
-  document.getElementById("job-next").textContent = `${p.state} · ${p.step} · ${used} · ${spent}` +
-    (next ? " · " + next : "") + controller;
+  // (the controller's own words for the next step say the restarts used already)
+  document.getElementById("job-next").textContent = [p.state, p.step, p.next ? "" : used, spent, next]
+    .filter(Boolean).join(" · ") + controller;
   document.querySelector("#job-attempts tbody").replaceChildren(...data.attempts.map(a => el("tr", {"data-attempt": a.attempt},
     el("td", {class: "num"}, a.attempt), el("td", {}, a.provider), el("td", {}, a.handle || "-"),
     el("td", {}, when(a.started_at)), el("td", {}, when(a.ended_at)),
@@ -351,7 +352,9 @@ function drawMetric(chart, name, jobs, overTime) {
         const mark = svg("line", {class: "attempt-mark", x1: x, y1: T, x2: x, y2: H - B, stroke: line.color,
           "stroke-dasharray": "2 3", "data-attempt": attempt, "data-handle": line.job.handle});
         mark.append(svg("title", {}, info.label + (info.reason ? ": " + info.reason : "") + (info.at ? " at " + whenExactly(info.at) : "")));
-        chart.append(mark, svg("text", {x: x + 2, y: T + 18}, info.label.replace(/^attempt /, "#")));
+        const label = info.label.replace(/^attempt /, "#");
+        chart.append(mark, svg("text", {x: x > W - R - 70 ? x - 4 : x + 2, y: T + 18,
+          "text-anchor": x > W - R - 70 ? "end" : "start"}, label));
       }
     }
   }
@@ -362,6 +365,7 @@ function drawCost(j) {
   chart.replaceChildren();
   const c = j.cost || {curve: []};
   const text = document.getElementById("job-cost-text");
+  chart.style.display = c.so_far == null ? "none" : "";
   if (c.so_far == null) {
     text.textContent = "no price known for this job's instance type here, so no cost";
     return;
