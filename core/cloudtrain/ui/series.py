@@ -88,6 +88,7 @@ class Series:
         self.attempts: List[dict] = [{"attempt": 0, "label": "attempt 0"}]
         self.new_attempt = True
         self.last_x: Optional[float] = None
+        self.last_kind = ""
         self.count = 0  # lines that told something
         self.x_kind = ""  # "step", "epoch" or "report" (the n-th report, when no step nor epoch is given)
         self.dropped = 0  # metrics past MAX_METRICS
@@ -130,9 +131,9 @@ class Series:
         x, kind = self._x(fields)
         if not self.x_kind or kind == "step":
             self.x_kind = kind
-        if self.last_x is not None and kind != "report" and x < self.last_x and not self.new_attempt:
+        if self.last_x is not None and kind == self.last_kind != "report" and x < self.last_x and not self.new_attempt:
             self.start_attempt(f"restart at {kind} {x:g}")  # the platform started it again
-        self.last_x = x
+        self.last_x, self.last_kind = x, kind
         keep, self.new_attempt = self.new_attempt, False
         for name, value in values.items():
             thinned = self.metrics.get(name)
