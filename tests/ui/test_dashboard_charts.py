@@ -195,6 +195,7 @@ def test_every_metric_is_plotted_live_with_attempts_compared_runs_and_the_cost_a
         assert attempts[0][5] == "node 1 lost" and attempts[0][6] == "4.00 USD"  # 2 nodes x 2 USD x 1 h
         next_step = browser.find_element(By.ID, "job-next").text
         assert "next:" in next_step and a1 in next_step and "10 USD" in next_step
+        Select(browser.find_element(By.ID, "m-x")).select_by_value("step")
         wait_until(lambda: polylines(browser, "loss") == {(a0, 0): 100, (a0, 1): 50}, what="both attempts' curves")
         mark = browser.find_element(By.CSS_SELECTOR, "#job-metrics svg[data-metric='loss'] line.attempt-mark title")
         assert "attempt 1 (local)" in mark.get_attribute("textContent")
