@@ -83,6 +83,9 @@ def test_the_metrics_endpoint_is_bounded_and_keeps_no_secret_shaped_name(tmp_pat
     big = seed_local(tmp_path, "big", many)
     seed_local(tmp_path, "wide", [wide])
     shaped = seed_local(tmp_path, "shaped", secret)
+    seed_local(tmp_path, "kept", [report(0, t0, loss=0.9), report(1, t0 + 1, loss=0.8)])
+    from cloudtrain.runtime.store import Store
+    store = Store()
     ui = Dashboard({})
     try:
         cookie = ui.session_cookie()
@@ -110,6 +113,18 @@ def test_the_metrics_endpoint_is_bounded_and_keeps_no_secret_shaped_name(tmp_pat
         assert sorted(json.loads(text)["metrics"]) == ["loss"]
         for leaked in ("secret", "token", "password", "session", "123456789", "987654321", "55555", "77777"):
             assert leaked not in text.lower(), leaked
+
+        # a followed job whose first attempt's local job was pruned: said, and the next attempt still drawn
+        followed = "local://pruned"
+        store.ledger_put({"handle": followed, "provider": "local", "job_id": "pruned", "name": "pruned",
+                          "submitted_at": t0, "state": "RUNNING", "restarts": 1})
+        store.plan_add({"handle": followed, "state": "RUNNING", "step": "alive", "candidates": "[]", "jobs": "{}"})
+        for attempt, handle in enumerate((followed, "local://kept")):
+            store.attempt_add({"handle": followed, "attempt": attempt, "provider": "local", "attempt_handle": handle,
+                               "state": "running", "nodes": 1})
+        pruned, _ = metrics_of(ui, cookie, followed)
+        assert pruned["error"].startswith("local://pruned: ")  # (its words are the provider's)
+        assert [p[3] for p in pruned["metrics"]["loss"]] == [1, 1]  # attempt 1's two reports
 
         status, _ = get(ui, cookie, "/api/job/metrics/local%3A%2F%2Fnone")
         assert status == 404

@@ -16,6 +16,7 @@ from typing import Dict, Iterator, List, Optional
 from .. import api
 from ..orchestrate import ledger
 from ..runtime import requestlog
+from ..spec.errors import CloudtrainError
 from . import series
 
 
@@ -125,7 +126,12 @@ def _series_of(handle: str, store) -> dict:
     row = store.get_job(job_id)
     if row is not None and row["provider"] == provider:
         return series.local_series(Path(row["run_dir"]) / "job.log")
-    return series.remote_series(handle, lambda: api.configured(provider).logs(job_id))
+    try:
+        return series.remote_series(handle, lambda: api.configured(provider).logs(job_id))
+    except CloudtrainError as exc:  # (the platform's refusal, said; the other attempts are still drawn)
+        found = series.Series().to_dict()
+        found["error"] = f"{handle}: {exc}"
+        return found
 
 
 def _cost(e: ledger.Entry, plan: Optional[dict], attempts: List[dict], now: float) -> dict:

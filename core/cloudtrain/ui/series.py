@@ -267,6 +267,7 @@ def combine(parts: List[Tuple[dict, dict]], limit: int = MAX_POINTS) -> dict:
     metrics: Dict[str, list] = {}
     x_kind, reports, dropped = "", 0, 0
     ended = ""  # why the attempt before ended: the reason the next one began
+    errors: List[str] = []
     for attempt, found in parts:
         base = len(attempts)
         for i, inner in enumerate(found["attempts"]):
@@ -284,6 +285,9 @@ def combine(parts: List[Tuple[dict, dict]], limit: int = MAX_POINTS) -> dict:
         ended = attempt.get("reason") or ""
         x_kind = x_kind if x_kind == "step" else found["x"]
         reports += found["reports"]
+        if found.get("error"):
+            errors.append(found["error"])
         dropped += found.get("metrics_dropped", 0)
     return {"x": x_kind or "step", "reports": reports, "attempts": attempts or [{"attempt": 0, "label": "attempt 0"}],
-            "metrics": {n: evenly(p, limit) for n, p in sorted(metrics.items())}, "metrics_dropped": dropped}
+            "metrics": {n: evenly(p, limit) for n, p in sorted(metrics.items())}, "metrics_dropped": dropped,
+            **({"error": "; ".join(errors)} if errors else {})}
