@@ -10,7 +10,8 @@ every other one is dropped and from then on only every ``stride``-th new one is 
 job's answer has at most ``MAX_POINTS`` per metric (evenly spaced, the newest always among
 them), ``MAX_METRICS`` metrics at most.  A local or docker job's log is read once: the next
 question reads only what was written since (``Tail``), so a chart open on a job with 100,000
-reports costs a small read every few seconds.
+reports costs a small read every few seconds; and once every metric keeps only every n-th
+point, only every n-th report line is parsed (``Series.skip``).
 
 Attempts: the supervisor's own line ``[cloudtrain] ...; restarting every node (restart N of M)``
 starts attempt N of a local or docker job; in a log without it (a platform that restarts the job
@@ -34,7 +35,9 @@ MAX_POINTS = 1000
 MAX_METRICS = 32
 CHUNK = 1 << 20
 RESTART_NOTE = re.compile(r"\[cloudtrain\] .*restarting every node \(restart (\d+) of \d+\)")
-CACHED_LOGS = 64  # local logs whose reading state is kept between questions (the least recent goes)
+# logs whose reading state is kept between questions (the least recent goes): at most
+# CACHED_LOGS x MAX_METRICS x 2 x MAX_POINTS points, a few MB for the usual handful of metrics
+CACHED_LOGS = 16
 REMOTE_TTL = 15.0  # seconds a cloud job's series is reused before its logs are read again
 
 Point = Tuple[Optional[float], Optional[float], Optional[float], int]  # (x, time, value, attempt)
