@@ -11,7 +11,10 @@ rates, in every state), ``cloudtrain ui --no-browser`` serves it, and:
   question, cold start included);
 - in Debian's headless Chromium (Selenium), the time from navigation start to the page's
   ``cloudtrain-first-rows`` performance mark (set in the animation frame after the first rows
-  are in the table): medians of fresh page loads.
+  are in the table): medians of fresh page loads;
+- a local job whose log holds ``--reports`` report lines (issue 43: the metrics charts):
+  ``GET /api/job/metrics/<handle>`` the first time (the whole log read), again (nothing new),
+  and after 1,000 more reports; the answer's size (at most 1,000 points per metric).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -59,6 +63,37 @@ def seed(home: Path, n: int) -> None:
                        "submitted_at, started_at, ended_at, state, restarts, refreshed_at) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         db.execute("COMMIT")
+
+
+def seed_reports(home: Path, n: int) -> str:
+    """A finished local job whose log holds ``n`` report lines (loss, accuracy, lr): its handle."""
+    from cloudtrain.runtime.store import Store
+    run_dir = home / "bench-runs" / "bench-metrics"
+    run_dir.mkdir(parents=True)
+    t0 = time.time() - n
+    append_reports(run_dir / "job.log", 0, n, t0)
+    Store().add_job(id="bench-metrics", provider="local", name="bench-metrics", nodes=1, run_dir=str(run_dir),
+                    state="SUCCEEDED", started_at=t0, ended_at=t0 + n)
+    return "local://bench-metrics"
+
+
+def append_reports(path: Path, first: int, n: int, t0: float) -> None:
+    with open(path, "a") as f:
+        for i in range(first, first + n):
+            body = json.dumps({"v": 1, "t": t0 + i, "step": i, "total_steps": 10 ** 7,
+                               "metrics": {"loss": 1 / (1 + i), "accuracy": i / (i + 100), "lr": 1e-4}},
+                              separators=(",", ":"))
+            f.write(f"[node0/rank0] CLOUDTRAIN_PROGRESS {body}\n")
+
+
+def timed_size(url: str, cookie: str) -> tuple:
+    request = urllib.request.Request(url, headers={"Cookie": cookie})
+    start = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=300) as response:
+        body = response.read()
+    took = time.perf_counter() - start
+    found = json.loads(body)
+    return took, len(body), max(len(v) for v in found["metrics"].values()), found["reports"]
 
 
 def timed_get(url: str, cookie: str) -> float:
@@ -113,9 +148,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--reports", type=int, default=100000)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ct-bench-ui-"))
     seed(home, args.jobs)
+    metrics_handle = seed_reports(home, args.reports)
     env = dict(os.environ, CLOUDTRAIN_HOME=str(home))
     ui = subprocess.Popen([sys.executable, "-m", "cloudtrain", "ui", "--no-browser"], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -133,6 +170,12 @@ def main() -> int:
                            stdout=subprocess.DEVNULL)
             cli.append(time.perf_counter() - start)
         paint = first_rows(url, max(3, args.rounds // 4))
+        metrics_url = base + "/api/job/metrics/" + urllib.parse.quote(metrics_handle, safe="")
+        cold = timed_size(metrics_url, cookie)
+        warm = [timed_size(metrics_url, cookie)[0] for _ in range(args.rounds)]
+        log = home / "bench-runs" / "bench-metrics" / "job.log"
+        append_reports(log, args.reports, 1000, time.time() - args.reports)
+        grown = timed_size(metrics_url, cookie)
     finally:
         ui.terminate()
         ui.wait(timeout=20)
@@ -147,6 +190,11 @@ def main() -> int:
     line("GET /api/jobs?q=job-0999 (text filter)", text, 0.100)
     line("cloudtrain list -o json (every row, cold start), for comparison", cli)
     line("headless Chromium: navigation start -> first rows painted", paint, 1.0)
+    print(f"metrics of a job with {cold[3]} reports: the first GET (whole log read) {cold[0] * 1000:.0f} ms, "
+          f"{cold[1] / 1024:.0f} KiB, {cold[2]} points per metric at most")
+    line("GET /api/job/metrics/<handle> again (nothing new in the log)", warm)
+    print(f"after 1,000 more reports: {grown[0] * 1000:.0f} ms, {grown[3]} reports, "
+          f"{grown[2]} points per metric at most")
     return 0
 
 

@@ -53,4 +53,10 @@ def test_status_shows_the_digits_jobs_progress_while_it_runs_and_at_its_end(tmp_
                if text.startswith("[node0/rank0] CLOUDTRAIN_PROGRESS {")]
     assert reports and reports[-1]["step"] == final["step"] and reports[-1]["total_epochs"] == 4
     assert "[node0/rank1] CLOUDTRAIN_PROGRESS" not in log  # the other rank's calls write nothing
+    # the dashboard draws its loss curve (issue 43 item 3): a point for each of rank 0's lines that
+    # told a loss (its reports and its `epoch N/M loss ...` lines), one attempt
+    from cloudtrain.runtime.progress import parse_line
+    from uicheck import chart_points
+    told = [found for found in map(parse_line, log.splitlines()) if found and "loss" in found[3]]
+    assert chart_points(handle, "loss") == {(handle, 0): len(told)}
     assert_nothing_left(run_dir(home, handle))

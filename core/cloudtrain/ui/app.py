@@ -100,6 +100,10 @@ def make_app(access: Access, data) -> Starlette:
         return StreamingResponse(_events(data.logs(handle)), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    async def metrics(request: Request) -> Response:
+        found = await _threaded(data.metrics, request.path_params["handle"])
+        return _json(found) if found is not None else _refused(404, "no such job in the ledger")
+
     async def cancel(request: Request) -> Response:
         return _json(await _threaded(data.cancel, request.path_params["handle"]))
 
@@ -124,6 +128,7 @@ def make_app(access: Access, data) -> Starlette:
         Route("/api/job/logs/{handle:path}", guarded(logs)),
         Route("/api/job/cancel/{handle:path}", guarded(cancel, change=True), methods=["POST"]),
         Route("/api/job/outputs/{handle:path}", guarded(outputs, change=True), methods=["POST"]),
+        Route("/api/job/metrics/{handle:path}", guarded(metrics)),
         Route("/api/job/{handle:path}", guarded(job)),
         Route("/api/resources", guarded(resources)),
         Route("/api/costs", guarded(costs)),

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from .. import api
 from ..orchestrate import ledger
 from ..runtime import requestlog
+from ..spec.errors import CloudtrainError
+from . import series
 
 
 def jobs(*, providers: Optional[List[str]] = None, states: Optional[List[str]] = None, since: Optional[str] = None,
@@ -62,7 +65,98 @@ def job(handle: str) -> Optional[dict]:
                for r in restarts if r.get("at")]
     if e.ended_at:
         events.append({"at": e.ended_at, "what": e.state.lower(), "detail": e.message})
-    return {"job": _row(e, now), "request": requestlog.read(handle), "timeline": events, "now": now}
+    return {"job": _row(e, now), "request": requestlog.read(handle), "timeline": events, "now": now,
+            **_followed(handle, now)}
+
+
+def _followed(handle: str, now: float) -> dict:
+    """A job the controller follows (issue 41): its ``attempts`` as ``status -o json`` has them,
+    and its ``plan``: where the controller is with it and its next step (``controller status``'s
+    words), the cost across attempts and the budget.  Empty for any other job."""
+    from ..input.homedir import home
+    if not (home() / "state.db").exists():
+        return {"attempts": [], "plan": None}
+    from ..orchestrate import controller
+    from ..runtime.store import Store, attempts_view
+    store = Store()
+    plan = store.plan_get(handle)
+    if plan is None:
+        return {"attempts": [], "plan": None}
+    following = next((p for p in controller.describe(store)["following"] if p["handle"] == handle), None)
+    shown = {"state": plan["state"], "step": plan["step"], "reason": plan["reason"],
+             "next": following["next"] if following else "",
+             "restarts": {"preemptions": plan["preemptions"], "failures": plan["failures"],
+                          "max_restarts": plan["max_restarts"]},
+             "spent": round(controller.spent(handle, store, now), 4), "budget": plan["budget"],
+             "currency": plan["currency"], "controller_running": controller.claim() is not None}
+    return {"attempts": attempts_view(handle, store, now), "plan": shown}
+
+
+def metrics(handle: str) -> Optional[dict]:
+    """Every metric the job reported, over steps and time (``cloudtrain.ui.series``: at most
+    ``MAX_POINTS`` points per metric), its attempts, and its cost so far against its budget."""
+    e = ledger.entry(handle)
+    if e is None:
+        return None
+    from ..runtime.store import Store
+    now = time.time()
+    store = Store()
+    plan = store.plan_get(handle)
+    attempts = store.attempts(handle) if plan is not None else []
+    if attempts:
+        found = series.combine([({"attempt": a["attempt"], "provider": a["provider"], "handle": a["attempt_handle"],
+                                  "started_at": a["started_at"], "reason": a["reason"]},
+                                 _series_of(a["attempt_handle"], store))
+                                for a in attempts if a["attempt_handle"]])
+    else:
+        found = _series_of(handle, store)
+        if e.local:  # the supervisor's restarts: when (the log's note has why)
+            times = {f"restart {r['attempt']}": r["at"] for r in store.get_restarts(e.job_id)}
+            for a in found["attempts"]:
+                a["at"] = a.get("at") or times.get(a["label"])
+    found.update(handle=handle, name=e.name or e.job_id, state=e.state, started_at=e.started_at,
+                 ended_at=e.ended_at, now=now, cost=_cost(e, plan, attempts, now))
+    return found
+
+
+def _series_of(handle: str, store) -> dict:
+    """One submission's series: a local or docker job's log read here, any other's through its provider."""
+    from ..providers.provider import parse_handle
+    provider, job_id = parse_handle(handle)
+    row = store.get_job(job_id)
+    if row is not None and row["provider"] == provider:
+        return series.local_series(Path(row["run_dir"]) / "job.log")
+    try:
+        return series.remote_series(handle, lambda: api.configured(provider).logs(job_id))
+    except CloudtrainError as exc:  # (the platform's refusal, said; the other attempts are still drawn)
+        found = series.Series().to_dict()
+        found["error"] = f"{handle}: {exc}"
+        return found
+
+
+def _cost(e: ledger.Entry, plan: Optional[dict], attempts: List[dict], now: float) -> dict:
+    """The cost so far (each attempt's nodes x rate x hours), as a curve over time, and the budget."""
+    from ..runtime.store import attempt_cost
+    curve: List[list] = []
+    total: Optional[float] = None
+    currency = e.currency
+    if attempts:
+        for a in attempts:
+            cost = attempt_cost(a, now)
+            if cost is None or a["started_at"] is None:
+                continue
+            total = total or 0.0
+            curve += [[a["started_at"], round(total, 4)], [a["ended_at"] or now, round(total + cost, 4)]]
+            total += cost
+            currency = a["currency"] or currency
+    else:
+        total = e.cost(now)
+        if total is not None and e.started_at is not None:
+            curve = [[e.started_at, 0.0], [e.ended_at or now, total]]
+    budget = plan["budget"] if plan else None
+    currency = (plan["currency"] if plan and plan["currency"] else currency) or "USD"
+    return {"so_far": None if total is None else round(total, 4), "currency": currency, "budget": budget,
+            "share": round(total / budget, 4) if total is not None and budget else None, "curve": curve}
 
 
 def logs(handle: str) -> Iterator[str]:
