@@ -66,7 +66,8 @@ def test_max_pending_and_the_training_plan():
     assert body["ResourceConfig"]["TrainingPlanArn"] == PLAN
     assert sent(max_pending_seconds=high)["StoppingCondition"]["MaxPendingTimeInSeconds"] == high
     plain = sent()
-    assert "MaxPendingTimeInSeconds" not in plain["StoppingCondition"] and "TrainingPlanArn" not in plain["ResourceConfig"]
+    assert "MaxPendingTimeInSeconds" not in plain["StoppingCondition"]
+    assert "TrainingPlanArn" not in plain["ResourceConfig"]
 
 
 @pytest.mark.parametrize("option,value", [
