@@ -22,7 +22,8 @@ from cloudtrain.catalogs.instances import InstanceRules
 # older ones in older images do not, so SageMaker's own launchers set it: sagemaker-training-toolkit
 # PR #196 (smdistributed and torch_distributed), and the SageMaker SDK's torchrun driver
 # (aws/sagemaker-python-sdk, container_drivers/distributed_drivers/torchrun_driver.py, setup_env()).
-EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1", "NCCL_PROTO": "simple"}
+NCCL_ON_EFA = {"NCCL_PROTO": "simple"}
+EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1", **NCCL_ON_EFA}
 DEFAULTS = ("A10G", "L4", "T4", "L40S", "A100", "H100")
 EC2_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 # libfabric's EFA provider: use the device's RDMA read.  Only where the catalog says the device
