@@ -211,11 +211,14 @@ class FailureReader:
 REASON_MAX = 1024  # characters a platform keeps of a failure reason (SageMaker's FailureReason: at most 1024)
 
 
-def write_reason(path: str, text: str) -> None:
+def write_reason(path: str, text: str, hide=()) -> None:
     """A failed node's one-line reason at ``path``, where its platform reads it
-    (``Topology.failure_file``).  Never over what is there already (the first word about a failure
+    (``Topology.failure_file``), with each value of ``hide`` (the job's secrets, which a rank's last
+    lines may echo) as ``***``.  Never over what is there already (the first word about a failure
     is the one that counts: a script may have written its own), never through a link; a node that
     cannot write it says why and goes on ending."""
+    for value in sorted(hide, key=len, reverse=True):
+        text = text.replace(value, "***")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except FileExistsError:

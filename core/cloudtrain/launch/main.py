@@ -370,20 +370,24 @@ def command_missing(command: List[str], env) -> Optional[str]:
     return None if shutil.which(command[0], path=env.get("PATH", os.defpath)) else command[0]
 
 
-def load_secrets(environ) -> None:
+def load_secrets(environ) -> List[str]:
     """Secrets come as a JSON file (``$CLOUDTRAIN_SECRETS_FILE``) so that they are never part of
-    a container's or pod's inspectable environment; the launcher exports them for the command."""
+    a container's or pod's inspectable environment; the launcher exports them for the command.
+    Returns their values (kept out of what the launcher writes for the platform)."""
     path = environ.get("CLOUDTRAIN_SECRETS_FILE")
-    if path:
-        with open(path, encoding="utf-8") as f:
-            environ.update({str(k): str(v) for k, v in json.load(f).items()})
+    if not path:
+        return []
+    with open(path, encoding="utf-8") as f:
+        values = {str(k): str(v) for k, v in json.load(f).items()}
+    environ.update(values)
+    return [v for v in values.values() if v]
 
 
 def main(argv: Optional[List[str]] = None, environ=None) -> int:
     environ = dict(os.environ if environ is None else environ)
     args = build_parser().parse_args(argv)
     try:
-        load_secrets(environ)
+        secrets = load_secrets(environ)
         topology = detectors.detect(environ, args.platform)
         # where outputs go is cloudtrain's own setting (a provider sets it), whatever the platform
         topology.output_dir = topology.output_dir or environ.get("CLOUDTRAIN_OUTPUT_DIR") or None
@@ -397,7 +401,7 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     code = run_node(args, topology, environ, said)
     if code != EXIT_OK and topology.failure_file:  # where the platform reads why a node failed
         failure.write_reason(topology.failure_file, said.reason(topology.node_rank) or said.last_word
-                             or "node %d ended with exit code %d" % (topology.node_rank, code))
+                             or "node %d ended with exit code %d" % (topology.node_rank, code), hide=secrets)
     return code
 
 

@@ -23,7 +23,7 @@ from cloudtrain_aws.detect import FAILURE_FILE, detect_sagemaker
 ROOT = Path(plugins.__file__).resolve().parents[2]  # this checkout's core and plugins
 
 
-def node(tmp_path, *command, kind="ddp"):
+def node(tmp_path, *command, kind="ddp", **extra):
     """``cloudtrain launch`` on a one-instance SageMaker node (resourceconfig.json as SageMaker writes it,
     with the loopback address standing for algo-1, which does not resolve here)."""
     config = tmp_path / "resourceconfig.json"
@@ -33,7 +33,7 @@ def node(tmp_path, *command, kind="ddp"):
     env.update(PYTHONPATH=os.pathsep.join(str(ROOT / d) for d in ("core", "plugins")),
                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                CLOUDTRAIN_SM_RESOURCECONFIG=str(config), CLOUDTRAIN_SM_FAILURE_FILE=str(tmp_path / "failure"),
-               CLOUDTRAIN_OUTPUT_DIR=str(tmp_path / "model"), TRAINING_JOB_NAME="fails-0123456789ab")
+               CLOUDTRAIN_OUTPUT_DIR=str(tmp_path / "model"), TRAINING_JOB_NAME="fails-0123456789ab", **extra)
     return subprocess.run([sys.executable, "-m", "cloudtrain.launch", "--platform", "sagemaker", "--type", kind,
                            "--nproc-per-node", "1", "--", *command],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -45,6 +45,19 @@ def test_a_failed_rank_is_the_failure_reason(tmp_path):
     reason = (tmp_path / "failure").read_text()
     assert reason.startswith("node 0 rank 0 exited with code 7"), reason
     assert "CUDA out of memory" in reason and "\n" not in reason  # the launcher's one line
+
+
+def test_a_secret_the_rank_printed_never_reaches_the_failure_reason(tmp_path):
+    """FailureReason is read by anyone who may DescribeTrainingJob: the job's secrets (what the node
+    prelude put in CLOUDTRAIN_SECRETS_FILE) are masked in it."""
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"HF_TOKEN": "hf_secret_value_1234"}))
+    secrets.chmod(0o600)
+    script = "import os, sys; sys.stderr.write('bad token ' + os.environ['HF_TOKEN'] + '\\n'); sys.exit(3)"
+    proc = node(tmp_path, "python", "-c", script, CLOUDTRAIN_SECRETS_FILE=str(secrets))
+    assert proc.returncode == 3, proc.stderr
+    reason = (tmp_path / "failure").read_text()
+    assert "bad token ***" in reason and "hf_secret_value_1234" not in reason
 
 
 def test_a_command_not_found_is_the_failure_reason_and_a_success_writes_none(tmp_path):
