@@ -30,7 +30,7 @@ from cloudtrain_kubernetes.options import PodOptions, QueueSchedulerOption, Trai
 from cloudtrain_kubernetes.provider import KubeflowProvider
 
 from .common import aws_credentials, no_region
-from .instances import DEVICE_RDMA, EKS_RULES, efa_devices
+from .instances import DEVICE_RDMA, EKS_RULES, NCCL_ON_EFA, efa_devices
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"
@@ -131,7 +131,8 @@ class EksProvider(KubeflowProvider[EksOptions]):
                                                   **options.node_selector})
         devices = efa_devices(job.network.rdma, row)
         if row is not None and devices and not options.rdma_resource:  # every EFA device of the row's instance
-            preset = {**m.RDMA_ENV_PRESETS[EFA_RESOURCE], **(DEVICE_RDMA if row.efa_rdma_read else {})}
+            # NCCL_PROTO=simple as on sagemaker and ec2 (instances.EFA_ENV); the job's env wins (env_list)
+            preset = {**m.RDMA_ENV_PRESETS[EFA_RESOURCE], **NCCL_ON_EFA, **(DEVICE_RDMA if row.efa_rdma_read else {})}
             mopts = replace(mopts, rdma_resource=EFA_RESOURCE, rdma_count=devices,
                             rdma_env=options.rdma_env if options.rdma_env is not None else preset)
         elif job.network.rdma == "on" and not options.rdma_resource:

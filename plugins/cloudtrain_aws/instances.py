@@ -16,8 +16,14 @@ from cloudtrain.catalogs.catalog import Catalog, Instance, load, package_file
 from cloudtrain.catalogs.instances import InstanceRules
 
 # EFA presets for libfabric / NCCL on EFA instances (SageMaker's and the AWS DLAMI's choices;
-# libfabric >= 1.18 turns on device RDMA by itself where the instance has it).
-EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1"}
+# libfabric >= 1.18 turns on device RDMA by itself where the instance has it).  A job's own env wins.
+# NCCL_PROTO=simple: EFA delivers data out of order, which NCCL's LL and LL128 protocols cannot take
+# (silent corruption): aws/aws-ofi-nccl issue #76; newer aws-ofi-nccl sets it itself (platform-aws.c),
+# older ones in older images do not, so SageMaker's own launchers set it: sagemaker-training-toolkit
+# PR #196 (smdistributed and torch_distributed), and the SageMaker SDK's torchrun driver
+# (aws/sagemaker-python-sdk, container_drivers/distributed_drivers/torchrun_driver.py, setup_env()).
+NCCL_ON_EFA = {"NCCL_PROTO": "simple"}
+EFA_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1", "RDMAV_FORK_SAFE": "1", **NCCL_ON_EFA}
 DEFAULTS = ("A10G", "L4", "T4", "L40S", "A100", "H100")
 EC2_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 # libfabric's EFA provider: use the device's RDMA read.  Only where the catalog says the device

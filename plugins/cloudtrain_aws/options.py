@@ -73,6 +73,26 @@ class SageMakerOptions(BaseModel):
     # botocore's model (sagemaker service-2.json, ResourceConfig.KeepAlivePeriodInSeconds): min 0, max 21600
     keep_alive_seconds: Optional[int] = Field(None, ge=0, le=21600,
         description="warm pool: keep the instances this long after the job (KeepAlivePeriodInSeconds)")
+    # For organisations (botocore's sagemaker model, CreateTrainingJob).  Their limits (KmsKeyId: at most
+    # 2048 characters of [a-zA-Z0-9:/_-]; MaxPendingTimeInSeconds: 1800 .. 2419200; TrainingPlanArn: 50 ..
+    # 2048 characters, arn:aws*:sagemaker:<region>:<12 digits>:training-plan/...) are checked against that
+    # model itself (SageMakerProvider.check_limits), at the option's line.
+    kms_key_id: Optional[str] = Field(None, description=(
+        "KMS key (id, ARN or alias) that encrypts the job's outputs in S3 (OutputDataConfig.KmsKeyId)"))
+    volume_kms_key_id: Optional[str] = Field(None, description=(
+        "KMS key (id or ARN) that encrypts the instances' storage volumes (ResourceConfig.VolumeKmsKeyId); "
+        "SageMaker refuses it on instance types with local NVMe storage, which it encrypts itself"))
+    input_mode: Literal["File", "FastFile", "Pipe"] = Field("File", description=(
+        "how the data inputs reach the nodes (Channel.InputMode): File (downloaded before the command), FastFile "
+        "(streamed from S3 on read, at the same path), Pipe (a named pipe per epoch, /opt/ml/input/data/<name>_<n>)"))
+    shard_inputs: List[str] = Field(default_factory=list, description=(
+        "inputs whose objects are split across the nodes, each node getting 1/N of them "
+        "(S3DataDistributionType: ShardedByS3Key; the others: FullyReplicated)"))
+    max_pending_seconds: Optional[int] = Field(None, description=(
+        "how long the job may wait for capacity before SageMaker stops it (StoppingCondition.MaxPendingTimeInSeconds, "
+        "1800 .. 2419200)"))
+    training_plan_arn: Optional[str] = Field(None, description=(
+        "the SageMaker training plan (reserved capacity, e.g. p5) the job runs on (ResourceConfig.TrainingPlanArn)"))
     secrets_manager: Dict[str, str] = Field(default_factory=dict,
         description="where each of the job's secrets is read in the node: NAME -> Secrets Manager ARN or name (ARN#key"
                     " for a JSON key)")

@@ -258,15 +258,21 @@ def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str)
                  "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": code_uri,
                                                  "S3DataDistributionType": "FullyReplicated"}}}]
     for name, uri in sorted(input_channels(job, options).items()):
-        channels.append({"ChannelName": name, "InputMode": "File",
+        # the code channel stays File (the boot line reads its archive); the data channels take input_mode
+        # (Channel.InputMode overrides AlgorithmSpecification.TrainingInputMode, botocore's model)
+        sharded = "ShardedByS3Key" if name in options.shard_inputs else "FullyReplicated"
+        channels.append({"ChannelName": name, "InputMode": options.input_mode,
                          "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
-                                                         "S3DataDistributionType": "FullyReplicated"}}})
+                                                         "S3DataDistributionType": sharded}}})
     resources = {"InstanceType": sagemaker_instance(job, options).instance_type,
                  "InstanceCount": job.distribution.nodes,
-                 "VolumeSizeInGB": options.volume_gb}
+                 "VolumeSizeInGB": options.volume_gb,
+                 "VolumeKmsKeyId": options.volume_kms_key_id,
+                 "TrainingPlanArn": options.training_plan_arn}
     if options.keep_alive_seconds is not None:
         resources["KeepAlivePeriodInSeconds"] = options.keep_alive_seconds
-    stopping = {"MaxRuntimeInSeconds": options.max_runtime_seconds}
+    stopping = {"MaxRuntimeInSeconds": options.max_runtime_seconds,
+                "MaxPendingTimeInSeconds": options.max_pending_seconds}
     if options.spot:
         stopping["MaxWaitTimeInSeconds"] = options.max_wait_seconds or min(2 * options.max_runtime_seconds, MAX_RUNTIME)
     checkpoint = sagemaker_checkpoint_s3(job, options)
@@ -286,9 +292,10 @@ def create_training_job(job: JobSpec, options: SageMakerOptions, detectors: str)
         "RoleArn": options.role_arn or ROLE_PLACEHOLDER,
         "AlgorithmSpecification": strip_empty(algorithm),
         "InputDataConfig": channels,
-        "OutputDataConfig": {"S3OutputPath": options.output_s3 or OUTPUT_PLACEHOLDER},
-        "ResourceConfig": resources,
-        "StoppingCondition": stopping,
+        "OutputDataConfig": strip_empty({"S3OutputPath": options.output_s3 or OUTPUT_PLACEHOLDER,
+                                         "KmsKeyId": options.kms_key_id}),
+        "ResourceConfig": strip_empty(resources),
+        "StoppingCondition": strip_empty(stopping),
         "Environment": sagemaker_environment(job, options, detectors),
         "RetryStrategy": {"MaximumRetryAttempts": job.max_restarts} if job.max_restarts else None,
         "CheckpointConfig": {"S3Uri": checkpoint, "LocalPath": options.checkpoint_dir} if checkpoint else None,

@@ -30,7 +30,8 @@ from .common import AwsProvider
 from .instances import EFA_ENV, SAGEMAKER_RULES
 from .options import SageMakerOptions
 from .render import (create_training_job, CODE_CHANNEL, MAX_RUNTIME, NODE_MODULE, RETRY_SAYS, S3_URI, TAG_NAME,
-                     SageMakerRequest, check_secret_ids, job_name, parse_s3, sagemaker_instance, sagemaker_request)
+                     SageMakerRequest, check_secret_ids, input_channels, job_name, parse_s3, sagemaker_instance,
+                     sagemaker_request)
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -176,6 +177,12 @@ class SageMakerProvider(AwsProvider):
             if name == CODE_CHANNEL or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
                 raise self.job_error(job, ("providers", "sagemaker", "inputs", name), f"channel name {name!r} is taken "
                                      "or invalid (letters, digits, . - _; not 'code')")
+        channels = input_channels(job, options)
+        for name in options.shard_inputs:
+            if name not in channels:
+                raise self.job_error(job, ("providers", "sagemaker", "shard_inputs"), f"{name!r} is not one of the "
+                                     f"job's inputs ({', '.join(sorted(channels)) or 'none'}): storage.inputs or "
+                                     "providers.sagemaker.inputs name them")
         self.check_limits(job, options)
         if job.max_restarts:
             warnings.warn(CloudtrainWarning(str(self.job_error(job, ("max_restarts",), RETRY_SAYS))), stacklevel=2)
@@ -248,7 +255,9 @@ class SageMakerProvider(AwsProvider):
         members = {"Subnets": "subnets", "SecurityGroupIds": "security_group_ids", "VolumeSizeInGB": "volume_gb",
                    "KeepAlivePeriodInSeconds": "keep_alive_seconds", "InstanceType": "instance_type",
                    "LocalPath": "checkpoint_dir", "S3Uri": "checkpoint_s3", "S3OutputPath": "output_s3",
-                   "MaxWaitTimeInSeconds": "max_wait_seconds"}
+                   "MaxWaitTimeInSeconds": "max_wait_seconds", "KmsKeyId": "kms_key_id",
+                   "VolumeKmsKeyId": "volume_kms_key_id", "MaxPendingTimeInSeconds": "max_pending_seconds",
+                   "TrainingPlanArn": "training_plan_arn"}
         member = members.get(path[1]) if len(path) > 1 else None
         neutral = {"TrainingJobName": ("name",), "RetryStrategy": ("max_restarts",),
                    "StoppingCondition": ("max_runtime",) if member is None else None,
@@ -424,30 +433,35 @@ def _at(request: Any, path: tuple) -> Any:
 
 
 def emulate(job: JobSpec, node_index: int, cluster: Cluster) -> Dict[str, str]:
-    """SageMaker's node environment as its training toolkit exports it: the content of
-    resourceconfig.json in ``SM_RESOURCE_CONFIG`` and the ``SM_*`` variables derived from it."""
+    """What a SageMaker instance gives a container whose ``ContainerEntrypoint`` bypasses the
+    training toolkit, as cloudtrain's does: the platform's ``TRAINING_JOB_NAME`` and its
+    /opt/ml/input/config/resourceconfig.json, and no ``SM_*`` variable.
+
+    The ``SM_*`` variables (``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SM_MODEL_DIR``, ``SM_NUM_GPUS``,
+    ``SM_MASTER_ADDR``, ...) are derived from those files inside the container by the toolkit or by
+    the SageMaker SDK's driver (aws/sagemaker-python-sdk, sagemaker-train/src/sagemaker/train/
+    container_drivers/scripts/environment.py: ``set_env()`` reads resourceconfig.json,
+    inputdataconfig.json and hyperparameters.json and writes them to /opt/ml/input/sm_training.env;
+    it only reads ``TRAINING_JOB_NAME`` from the environment the platform gives).  An emulated node
+    is a process or container without /opt/ml, so the file's content travels in cloudtrain's own
+    ``CLOUDTRAIN_SM_RESOURCECONFIG_JSON``, and what only an emulation needs (a rank where nodes share
+    one address, the master port it picked, the run's output directory) in ``CLOUDTRAIN_*`` variables
+    that a training script does not read: a script that needs ``SM_*`` fails here as on SageMaker."""
     current = cluster.hosts[node_index]
-    # SageMaker lists the hosts sorted lexicographically and ranks nodes in that order
-    # (see detect.py); emulated nodes sharing one address keep their index as their rank.
-    hosts = sorted(cluster.hosts)
-    rank = hosts.index(current) if len(set(hosts)) == len(hosts) else node_index
     with warnings.catch_warnings():  # the render says them; emulating a node repeats nothing
         warnings.simplefilter("ignore")
         kind = SageMakerProvider.instance(job, SageMakerProvider.section_options(job)).instance_type
+    # resourceconfig.json's keys (environment.py reads current_host, current_instance_type, hosts and
+    # network_interface_name); no network_interface_name here: emulated nodes talk over loopback or
+    # Docker's bridge, and it would pin NCCL to an interface the node may not have
     config = {"current_host": current, "current_instance_type": kind, "current_group_name": "homogeneousCluster",
-              "hosts": hosts}
-    env = {
-        "SM_RESOURCE_CONFIG": json.dumps(config),
-        "SM_HOSTS": json.dumps(hosts),
-        "SM_CURRENT_HOST": current,
-        "SM_CURRENT_HOST_RANK": str(rank),
-        "SM_HOST_COUNT": str(len(hosts)),
-        "SM_CURRENT_INSTANCE_TYPE": kind,
-        "SM_MASTER_ADDR": hosts[0],
-        "SM_MASTER_PORT": str(cluster.master_port),
-        "SM_NUM_GPUS": str(job.resources.gpus_per_node),
-        "TRAINING_JOB_NAME": job.name,
-    }
+              "hosts": sorted(cluster.hosts)}
+    env = {"TRAINING_JOB_NAME": job.name, "CLOUDTRAIN_SM_RESOURCECONFIG_JSON": json.dumps(config),
+           "CLOUDTRAIN_SM_MASTER_PORT": str(cluster.master_port)}
+    if len(set(cluster.hosts)) < len(cluster.hosts):
+        # SageMaker ranks nodes by the sorted host list (see detect.py); nodes sharing an address
+        # (local's 127.0.0.1) cannot be told apart by it and keep their index as their rank
+        env["CLOUDTRAIN_SM_HOST_RANK"] = str(node_index)
     if cluster.output_dir:
-        env["SM_MODEL_DIR"] = cluster.output_dir
+        env["CLOUDTRAIN_OUTPUT_DIR"] = cluster.output_dir
     return env

@@ -1,6 +1,7 @@
 """SageMaker's node environment, emulated locally, really trains the digits example: every node
-gets what SageMaker's training toolkit exports (SM_RESOURCE_CONFIG, SM_HOSTS, SM_CURRENT_HOST,
-...), and `cloudtrain launch` resolves the topology with the aws plugin's detector."""
+gets what a SageMaker instance gives a container that bypasses the training toolkit (as
+cloudtrain's ContainerEntrypoint does): TRAINING_JOB_NAME and resourceconfig.json's content, no
+SM_* variable; `cloudtrain launch` resolves the topology with the aws plugin's detector."""
 import json
 import re
 
@@ -26,8 +27,9 @@ def test_digits_ddp_trains_under_sagemakers_environment(home):
     for index, node in enumerate(plan["nodes"]):
         env = node["env"]
         assert env["CLOUDTRAIN_DETECTORS"] == "sagemaker=cloudtrain_aws.detect:detect_sagemaker"
-        assert json.loads(env["SM_RESOURCE_CONFIG"])["hosts"] == json.loads(env["SM_HOSTS"])
-        assert env["SM_CURRENT_HOST_RANK"] == str(index) and env["TRAINING_JOB_NAME"] == "digits-ddp"
+        assert json.loads(env["CLOUDTRAIN_SM_RESOURCECONFIG_JSON"])["hosts"] == ["127.0.0.1"] * 2
+        assert env["CLOUDTRAIN_SM_HOST_RANK"] == str(index) and env["TRAINING_JOB_NAME"] == "digits-ddp"
+        assert not [k for k in env if k.startswith("SM_")]  # the toolkit's, not the platform's (issue 40)
         assert "CLOUDTRAIN_NUM_NODES" not in env
     assert "SUCCEEDED" in proc.stderr
     assert_nothing_left(run_dir(home, handle))

@@ -170,13 +170,20 @@ class Catalog:
         return sorted({r.accelerator for r in self.select() if r.accelerator})
 
 
+def _spot(price: dict) -> Optional[float]:
+    """A region's spot rate; one equal to its on-demand rate is a price list's placeholder where it read
+    no spot price (skypilot-catalog's vms.csv gives SpotPrice = Price there), not a spot price."""
+    spot = price.get("spot")
+    return None if spot is not None and spot == price.get("on_demand") else spot
+
+
 def parse(data: dict) -> Catalog:
     known = set(Instance.__dataclass_fields__)
     rows = []
     for row in data.get("rows", []):
         values = {k: v for k, v in row.items() if k in known}
         values["regions"] = tuple(values.get("regions") or ())
-        values["prices"] = tuple(Price(region, p.get("on_demand"), p.get("spot"))
+        values["prices"] = tuple(Price(region, p.get("on_demand"), _spot(p))
                                  for region, p in sorted((values.get("prices") or {}).items()))
         if values.get("price") is None:
             rates = [p.on_demand for p in values["prices"] if p.on_demand is not None]

@@ -26,6 +26,7 @@ class Estimate:
     note: Optional[str] = None       # why there is no rate
     max_hours: Optional[float] = None
     idle_hours: float = 0.0          # billed per node after the job (a SageMaker warm pool's keep-alive)
+    spot_unknown: bool = False       # spot was asked for, the catalog has no spot rate there: the rate is on-demand
 
     @property
     def hourly(self) -> Optional[float]:
@@ -47,7 +48,8 @@ class Estimate:
         if self.note:  # no region known: the cheapest region the catalog prices
             where += ", the cheapest listed; the job's region is unknown"
         text = (f"estimate: {self.nodes} x {self.instance_type} at {_money(rate)} {self.currency}/h "
-                f"({'spot' if self.spot else 'on-demand'}, {where}) = {_money(hourly)} {self.currency}/h")
+                f"({'spot' if self.spot else 'on-demand'}{'; spot price unknown' if self.spot_unknown else ''}, "
+                f"{where}) = {_money(hourly)} {self.currency}/h")
         if self.ceiling is not None:
             text += f"; at most {_money(self.ceiling)} {self.currency} for max_runtime {self.max_hours:g}h"
             if self.idle_hours:
@@ -124,7 +126,7 @@ def estimate(job: JobSpec, provider: str) -> Estimate:
     rate = found.spot if spot else found.on_demand
     note = None if region else "region unknown"
     return Estimate(provider, row.instance_type, nodes, rate, row.currency or "USD", found.region, spot, note, hours,
-                    bill.idle_seconds / 3600)
+                    bill.idle_seconds / 3600, spot_unknown=bill.spot and not spot)
 
 
 def check_max_hourly_cost(job: JobSpec, est: Estimate) -> None:

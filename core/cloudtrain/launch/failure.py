@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+import sys
 import time
 from typing import Dict, List, Optional
 
@@ -205,3 +206,25 @@ class FailureReader:
             text = "node %d rank %d %s" % (node, self.rank, self.how)
             return text + (": " + " | ".join(line[:200] for line in self.tail) if self.tail else "")
         return None
+
+
+REASON_MAX = 1024  # characters a platform keeps of a failure reason (SageMaker's FailureReason: at most 1024)
+
+
+def write_reason(path: str, text: str, hide=()) -> None:
+    """A failed node's one-line reason at ``path``, where its platform reads it
+    (``Topology.failure_file``), with each value of ``hide`` (the job's secrets, which a rank's last
+    lines may echo) as ``***``.  Never over what is there already (the first word about a failure
+    is the one that counts: a script may have written its own), never through a link; a node that
+    cannot write it says why and goes on ending."""
+    for value in sorted(hide, key=len, reverse=True):
+        text = text.replace(value, "***")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        print("cloudtrain launch: cannot write the failure reason to %s: %s" % (path, exc), file=sys.stderr)
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(" ".join(text.split())[:REASON_MAX])

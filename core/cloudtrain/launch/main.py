@@ -310,7 +310,8 @@ def run(plan: plans.Plan, topology: Topology, env: dict) -> int:
         children.stop_all()
 
 
-def run_torchrun(shim: List[str], env: dict, stall_timeout: Optional[int] = None) -> int:
+def run_torchrun(shim: List[str], env: dict, stall_timeout: Optional[int] = None,
+                 said: Optional[failure.FailureReader] = None) -> int:
     """torchrun as this node's child, through ``failure.SHIM`` (``shim``: its argv): the node ends
     with the first failing rank's own exit code, says which rank it was and the last lines of its
     error, and a cancel (SIGTERM/SIGINT/SIGHUP, forwarded once) ends it without torchrun's traceback."""
@@ -349,10 +350,10 @@ def run_torchrun(shim: List[str], env: dict, stall_timeout: Optional[int] = None
     except ValueError:
         result = {}
     if watch is not None and watch.stalled:  # the node's reason is the stall, not the ranks it ended
-        print("cloudtrain launch: %s" % watch.reason, file=sys.stderr, flush=True)
+        say(said, watch.reason)
         return EXIT_JOB_FAILED
     for line in failure.report_lines(result):
-        print(line, file=sys.stderr, flush=True)
+        say(said, line[len("cloudtrain launch: "):])
     if result.get("made_log_dir") and result.get("log_dir"):
         import shutil
         shutil.rmtree(result["log_dir"], ignore_errors=True)
@@ -369,33 +370,59 @@ def command_missing(command: List[str], env) -> Optional[str]:
     return None if shutil.which(command[0], path=env.get("PATH", os.defpath)) else command[0]
 
 
-def load_secrets(environ) -> None:
+def load_secrets(environ) -> List[str]:
     """Secrets come as a JSON file (``$CLOUDTRAIN_SECRETS_FILE``) so that they are never part of
-    a container's or pod's inspectable environment; the launcher exports them for the command."""
+    a container's or pod's inspectable environment; the launcher exports them for the command.
+    Returns their values (kept out of what the launcher writes for the platform)."""
     path = environ.get("CLOUDTRAIN_SECRETS_FILE")
-    if path:
-        with open(path, encoding="utf-8") as f:
-            environ.update({str(k): str(v) for k, v in json.load(f).items()})
+    if not path:
+        return []
+    with open(path, encoding="utf-8") as f:
+        values = {str(k): str(v) for k, v in json.load(f).items()}
+    environ.update(values)
+    return [v for v in values.values() if v]
 
 
 def main(argv: Optional[List[str]] = None, environ=None) -> int:
     environ = dict(os.environ if environ is None else environ)
     args = build_parser().parse_args(argv)
     try:
-        load_secrets(environ)
+        secrets = load_secrets(environ)
         topology = detectors.detect(environ, args.platform)
         # where outputs go is cloudtrain's own setting (a provider sets it), whatever the platform
         topology.output_dir = topology.output_dir or environ.get("CLOUDTRAIN_OUTPUT_DIR") or None
         if args.show_topology:
             print(topology.to_json())
             return EXIT_OK
+    except (ValueError, OSError, detectors.DetectionError) as exc:
+        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    said = failure.FailureReader()
+    code = run_node(args, topology, environ, said)
+    if code != EXIT_OK and topology.failure_file:  # where the platform reads why a node failed
+        failure.write_reason(topology.failure_file, said.reason(topology.node_rank) or said.last_word
+                             or "node %d ended with exit code %d" % (topology.node_rank, code), hide=secrets)
+    return code
+
+
+def say(said: Optional[failure.FailureReader], text: str) -> None:
+    """One line of the launcher's own on stderr, also kept for the platform's failure file."""
+    line = "cloudtrain launch: %s" % text
+    print(line, file=sys.stderr, flush=True)
+    if said is not None:
+        said.feed(line)
+
+
+def run_node(args, topology: Topology, environ, said: failure.FailureReader) -> int:
+    """This node's part of the job, once its topology is known; its exit code."""
+    try:
         settings = settings_for(args, topology, environ)
         plan = plans.plan(topology, settings, environ)
     except MasterUnresolved as exc:
-        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        say(said, str(exc))
         return EXIT_JOB_FAILED
     except (ValueError, OSError, detectors.DetectionError) as exc:
-        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        say(said, str(exc))
         return EXIT_BAD_INPUT
     env = plans.final_environment(plan.env, topology, settings, environ)
     if args.print_only:
@@ -405,7 +432,7 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
         from . import setup
         failed = setup.run_setup(args.setup, env)
         if failed:
-            print("cloudtrain launch: %s" % failed, file=sys.stderr, flush=True)
+            say(said, failed)
             return EXIT_JOB_FAILED
     if args.sshd:
         from . import sshd
@@ -415,29 +442,30 @@ def main(argv: Optional[List[str]] = None, environ=None) -> int:
     try:
         wait_ports(plan.wait_ports, PEER_TIMEOUT)
     except RuntimeError as exc:
-        print("cloudtrain launch: %s; are the other nodes' ssh servers running?" % exc, file=sys.stderr)
+        say(said, "%s; are the other nodes' ssh servers running?" % exc)
         return EXIT_JOB_FAILED
     if settings.distribution in ("ddp", "deepspeed", "ray", "ps-worker", "none") and plan.mode != "ray-worker":
         missing = command_missing(settings.command, env)
         if missing:  # before torchrun (or Ray) turns it into a traceback, on every provider
-            print("cloudtrain launch: %s: command not found on this node's PATH; install it in the image or "
-                  "fix the job's command" % missing, file=sys.stderr)
+            say(said, "%s: command not found on this node's PATH; install it in the image or "
+                "fix the job's command" % missing)
             return EXIT_COMMAND_NOT_FOUND
     shim = failure.shim_argv(plan.argv, env) if plan.mode == "exec" and settings.distribution == "ddp" else None
     if shim is not None:  # else (a torchrun that is not a Python script) exec'd as it is
-        return run_torchrun(shim, env, args.stall_timeout)
+        return run_torchrun(shim, env, args.stall_timeout, said)
     if plan.mode == "exec":
         try:
             os.execvpe(plan.argv[0], plan.argv, env)
         except FileNotFoundError:
-            print("cloudtrain launch: %s: command not found; install it in the image or fix the "
-                  "job's command" % plan.argv[0], file=sys.stderr)
+            say(said, "%s: command not found; install it in the image or fix the job's command" % plan.argv[0])
             return EXIT_COMMAND_NOT_FOUND
     try:
         return run(plan, topology, env)
     except (RuntimeError, TimeoutError) as exc:
-        print("cloudtrain launch: %s" % exc, file=sys.stderr)
+        say(said, str(exc))
         return EXIT_JOB_FAILED
+
+
 
 
 if __name__ == "__main__":  # pragma: no cover

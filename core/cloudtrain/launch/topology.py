@@ -19,7 +19,8 @@ class Topology:
     ``nproc_per_node`` is ``None`` when the platform does not say (the launcher then uses
     ``--nproc-per-node`` or 1).  ``tf_config`` is the platform's own ``TF_CONFIG`` when it
     injected one.  ``env`` holds variables the platform implies but did not set (e.g. NCCL
-    presets) and is exported without overriding what is already set.
+    presets) and is exported without overriding what is already set.  ``failure_file``: where
+    the platform reads a failed node's one-line reason (the platform's detector says; None: nowhere).
     """
 
     platform: str
@@ -34,6 +35,7 @@ class Topology:
     tf_config: Optional[dict] = None
     hostfile: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)
+    failure_file: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.num_nodes < 1:

@@ -132,6 +132,19 @@ def test_instance_type_from_the_neutral_hint_and_rdma_on_gives_the_efa_presets()
     assert "FI_PROVIDER" not in newer["Environment"]  # and its EFA is looked up in EC2 at submit
 
 
+def test_efa_types_get_nccl_proto_simple_unless_the_job_sets_it():
+    """Issue 40: EFA delivers data out of order, which NCCL's LL/LL128 protocols cannot take (aws/aws-ofi-nccl
+    issue #76); SageMaker's own launchers set NCCL_PROTO=simple on EFA: sagemaker-training-toolkit PR #196,
+    and aws/sagemaker-python-sdk container_drivers/distributed_drivers/torchrun_driver.py setup_env()."""
+    efa = render(job(resources={"instance_type": "ml.p4d.24xlarge"}))["sagemaker/CreateTrainingJob"]
+    assert efa["Environment"]["NCCL_PROTO"] == "simple"
+    own = render(job(resources={"instance_type": "ml.p4d.24xlarge"},
+                     env={"NCCL_PROTO": "LL128"}))["sagemaker/CreateTrainingJob"]
+    assert own["Environment"]["NCCL_PROTO"] == "LL128"  # the user's setting wins
+    plain = render(job(resources={"accelerator": "A10G", "gpus_per_node": 1}))["sagemaker/CreateTrainingJob"]
+    assert "NCCL_PROTO" not in plain["Environment"]  # ml.g5.xlarge: no EFA, NCCL's protocols stay its own
+
+
 def test_auto_gives_the_efa_presets_only_where_sagemakers_own_drivers_treat_the_type_as_efa():
     """aws/sagemaker-python-sdk, sagemaker-train/.../container_drivers/common/utils.py: SM_EFA_NCCL_INSTANCES
     (the types its torchrun/MPI drivers set FI_PROVIDER=efa for) lists ml.g5.48xlarge, not ml.g5.12xlarge,
@@ -282,9 +295,35 @@ def test_emulated_nodes_sharing_an_address_know_their_rank():
         env = cls.environment(j, i, cluster)
         topo = cls.detect(env)
         assert (topo.node_rank, topo.num_nodes, topo.master_port, topo.output_dir) == (i, 3, 29611, "/tmp/out")
-        assert json.loads(env["SM_RESOURCE_CONFIG"])["hosts"] == ["127.0.0.1"] * 3
+        assert json.loads(env["CLOUDTRAIN_SM_RESOURCECONFIG_JSON"])["hosts"] == ["127.0.0.1"] * 3
     default = cls.environment(j, 1)
-    assert default["SM_CURRENT_HOST"] == "algo-2" and default["SM_MASTER_PORT"] == "7777"
+    assert json.loads(default["CLOUDTRAIN_SM_RESOURCECONFIG_JSON"])["current_host"] == "algo-2"
+    assert "CLOUDTRAIN_SM_HOST_RANK" not in default  # algo-1..3: the sorted host list ranks them
+    assert cls.detect(default).node_rank == 1 and cls.detect(default).master_port == 7777
+
+
+def test_emulated_nodes_get_what_a_sagemaker_instance_gives_a_container_without_the_toolkit():
+    """Issue 40: cloudtrain's ContainerEntrypoint bypasses the training toolkit, so a real node has
+    no SM_* variable: aws/sagemaker-python-sdk, sagemaker-train/src/sagemaker/train/container_drivers/
+    scripts/environment.py set_env() derives SM_HOSTS, SM_CURRENT_HOST(_RANK), SM_MODEL_DIR,
+    SM_NUM_GPUS, SM_MASTER_ADDR/PORT, SM_RESOURCE_CONFIG ... from /opt/ml/input/config/
+    resourceconfig.json (and inputdataconfig.json, hyperparameters.json) inside the container, and
+    reads only TRAINING_JOB_NAME from the environment SageMaker gives.  An emulated node must not
+    hand a script what the platform will not."""
+    cls = plugins.get_provider_class("sagemaker")
+    j = job(distribution={"type": "ddp", "nodes": 2, "procs_per_node": 1}, resources={"gpus_per_node": 0})
+    cluster = Cluster(hosts=["digits-0", "digits-1"], master_port=29611, output_dir="/tmp/out")
+    for i in range(2):
+        env = cls.environment(j, i, cluster)
+        assert not [k for k in env if k.startswith("SM_")], env
+        assert env["TRAINING_JOB_NAME"] == "sm-job"
+        config = json.loads(env["CLOUDTRAIN_SM_RESOURCECONFIG_JSON"])  # resourceconfig.json's content
+        assert (config["current_host"], config["hosts"]) == (f"digits-{i}", ["digits-0", "digits-1"])
+        assert config["current_instance_type"] == "ml.m5.xlarge"
+        topo = cls.detect(env)
+        assert (topo.platform, topo.node_rank, topo.num_nodes, topo.master_addr, topo.master_port) == \
+            ("sagemaker", i, 2, "digits-0", 29611)
+        assert topo.output_dir == "/tmp/out" and topo.nproc_per_node is None  # no SM_NUM_GPUS: the launcher's flag
 
 
 def test_map_state_reads_the_secondary_status():

@@ -66,6 +66,9 @@ def test_an_accelerator_selects_its_nodes_and_all_their_efa_devices(tmp_path, re
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["FI_PROVIDER"] == "efa"
     assert ("FI_EFA_USE_DEVICE_RDMA" in env) is device_rdma  # never on g5: libfabric aborts without RDMA read
+    # EFA's out-of-order delivery breaks NCCL's LL/LL128 protocols (aws-ofi-nccl issue #76); SageMaker's
+    # launchers set NCCL_PROTO=simple on EFA (sagemaker-training-toolkit PR #196)
+    assert env["NCCL_PROTO"] == "simple"
 
 
 def test_gpus_alone_select_no_nodes_and_rdma_off_no_efa(tmp_path):
