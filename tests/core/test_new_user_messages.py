@@ -82,7 +82,7 @@ def test_the_docker_error_says_how_to_start_docker_not_a_repository_script(tmp_p
     from cloudtrain_docker.provider import DockerProvider
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     with pytest.raises(PlatformError) as caught:
-        DockerProvider().client
+        assert DockerProvider().client is None  # (raises first)
     message = str(caught.value)
     assert message.startswith("cannot reach the Docker engine (")
     assert "scripts/" not in message and "start-dockerd" not in message

@@ -74,7 +74,8 @@ def test_validate_reports_it_with_the_other_problems_at_once(tmp_path):
 
 def test_the_refusal_never_echoes_a_credential_it_holds(tmp_path):
     token = "hf_" + "Ab3" * 12
-    path = _job(tmp_path, f"command: git clone https://me:pAssW0rd99@git.example.com/r && python r/t.py --token {token}\n")
+    command = f"git clone https://me:pAssW0rd99@git.example.com/r && python r/t.py --token {token}"
+    path = _job(tmp_path, f"command: {command}\n")
     proc = run_cli("validate", "-p", "local", path)
     assert proc.returncode == 2 and "command: has an &&" in proc.stderr, proc.stderr
     assert "pAssW0rd99" not in proc.stderr and token not in proc.stderr, proc.stderr

@@ -270,7 +270,8 @@ def cmd_validate(args) -> int:
                 print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
             worst = max(worst, exc.exit_code)
             continue
-        print(f"{args.job or '-j ' + str(args.j) + ' --script ' + str(args.script)}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
+        where = args.job or f"-j {args.j} --script {args.script}"
+        print(f"{where}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
               f"{job.procs_per_node} process(es))")
     return worst
 
@@ -640,7 +641,7 @@ def _estimate(job, provider: str) -> None:
 
 def cmd_resources(args) -> int:
     from ..catalogs import resources
-    names = _names(args.provider) or [None]  # -p a,b: as list -p takes it
+    names: List[Optional[str]] = [*(_names(args.provider) or [])] or [None]  # -p a,b: as list -p takes it
     if args.refresh:
         for name in names:
             for path in resources.refresh(name, args.out):

@@ -65,7 +65,8 @@ def shown(artifacts) -> List[Tuple[Any, Any, int]]:
     first (the platform's request), in the order a submit sends them, then those that carry
     shipped files, each of those files summarized."""
     known = shipped_texts()
-    plain, carriers = [], []
+    plain: List[Tuple[Any, Any, int]] = []
+    carriers: List[Tuple[Any, Any, int]] = []
     for a in artifacts:
         found: List[str] = []
         content = _summarized(a.content, known, found)

@@ -17,8 +17,9 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _BRACES = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
 
 # what a character does in a shell, outside quotes
-_OPERATORS = {"|": "a pipe (|)", "&": "an && or a background &", ";": "a ';'", "<": "a redirection (<)", ">": "a redirection (>)",
-              "(": "a subshell or group ( )", ")": "a subshell or group ( )", "`": "a command substitution (`...`)"}
+_OPERATORS = {"|": "a pipe (|)", "&": "an && or a background &", ";": "a ';'", "<": "a redirection (<)",
+              ">": "a redirection (>)", "(": "a subshell or group ( )", ")": "a subshell or group ( )",
+              "`": "a command substitution (`...`)"}
 _GLOBS = "*?["
 
 
