@@ -25,6 +25,12 @@ from .options import DockerOptions
 from .render import LABEL, DockerRequest, build_request, use_ssh
 
 
+
+# How a user who installed cloudtrain with pip starts the engine (not a script of cloudtrain's
+# repository: scripts/start-dockerd.sh is for its CI and clones only).
+START_DOCKER = ("start Docker (Linux: sudo systemctl start docker; macOS and Windows: open Docker Desktop), "
+                "check that `docker info` answers, or set DOCKER_HOST to an engine that does")
+
 class DockerProvider(HostedProvider):
     name = "docker"
     extra = "docker"
@@ -63,14 +69,14 @@ class DockerProvider(HostedProvider):
 
     @property
     def client(self):
+        """The engine's client; the first use checks that the engine answers."""
         if self._client is None:
             docker = self.require_sdk("docker")
             try:
                 self._client = docker.from_env()
                 self._client.ping()
             except docker.errors.DockerException as exc:
-                raise PlatformError(f"cannot reach the Docker engine ({exc}); start dockerd "
-                                    "(scripts/start-dockerd.sh) or set DOCKER_HOST") from None
+                raise PlatformError(f"cannot reach the Docker engine ({exc}); {START_DOCKER}") from None
         return self._client
 
     # -- render (pure: render.py) -------------------------------------------------------

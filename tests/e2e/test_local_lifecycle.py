@@ -63,16 +63,19 @@ def _ctrl_c_reaches_it():
     step run with ``&``, ``nohup``) inherits SIGINT *ignored*, and Python keeps it ignored; the
     test's submit must get SIGINT as a terminal would give it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # (a CI step under nohup inherits SIGHUP ignored)
 
 
-def test_ctrl_c_cancels_cleanly(tmp_path, home):
+# SIGHUP: the terminal the job is followed from closed (issue 44, item 8): cancelled as by Ctrl-C
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "sighup"])
+def test_ctrl_c_cancels_cleanly(tmp_path, home, sig):
     proc = subprocess.Popen([sys.executable, "-m", "cloudtrain", "submit", str(probe_job(tmp_path, "--sleep 300"))],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
                             preexec_fn=_ctrl_c_reaches_it)
     try:
         wait_for(lambda: list((home / "runs").glob("*/job.log")) and
                  "working" in next((home / "runs").glob("*/job.log")).read_text(), timeout=120)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()

@@ -31,12 +31,23 @@ def _profile_arg(p: argparse.ArgumentParser) -> None:
 def _job_args(p: argparse.ArgumentParser, emulate: bool = True) -> None:
     p.add_argument("-p", "--provider", help=PROVIDER_HELP)
     _profile_arg(p)
-    p.add_argument("job", help="path to job.yaml")
+    p.add_argument("job", nargs="?", help="path to job.yaml (or none with -j/--script)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field, e.g. --set distribution.nodes=4 (repeatable)")
+    p.add_argument("-j", metavar="NODESxPROCS", help="a job without a file (TorchX's -j): e.g. -j 2x4 --script "
+                   "train.py -- --lr 0.1 runs python train.py --lr 0.1 as ddp, 2 nodes x 4 processes, code: .")
+    p.add_argument("--script", metavar="FILE", help="with -j: the script every process runs (its arguments after --)")
     if emulate:
         p.add_argument("--emulate", metavar="PLATFORM",
                        help="local/docker: inject PLATFORM's node environment (e.g. tione)")
+
+
+def _render_output_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    p.add_argument("-o", "--output", choices=("yaml", "json"), default=None,
+                   help=prefix + "every artifact in full, as YAML or as a JSON envelope (default: YAML to read: the "
+                        "platform's request first, the files shipped to the nodes as size and sha256)")
+    p.add_argument("--full", action="store_true", help=prefix + "the files shipped to the nodes in full too "
+                   "(as -o yaml)")
 
 
 class _OneCommand:
@@ -71,11 +82,11 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     _job_args(p)
     p.add_argument("--detach", action="store_true", help="print the handle and return at once")
     p.add_argument("--dry-run", action="store_true", help="print the rendered request; send nothing")
-    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="--dry-run format")
+    _render_output_args(p, "--dry-run: ")
 
     p = sub.add_parser("render", help="print the exact platform request (pure, offline)")
     _job_args(p)
-    p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    _render_output_args(p)
 
     p = sub.add_parser("validate", help="every check submit makes before it sends anything; all problems at once")
     _job_args(p)
@@ -129,7 +140,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     p = sub.add_parser("resources", help="instance types that match, across installed providers (their catalogs)")
     p.add_argument("--accelerator", help="a neutral accelerator name, e.g. A100, H100, L4, Ascend-910B")
     p.add_argument("--gpus", type=int, help="accelerators per instance")
-    p.add_argument("-p", "--provider", help="only this provider's catalog")
+    p.add_argument("-p", "--provider", metavar="P[,P...]", help="only these providers' catalogs")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument("--refresh", action="store_true", help="rebuild -p's catalog from the platform's API (its SDK)")
     p.add_argument("--out", help="--refresh: directory to write the catalog to "
@@ -168,17 +179,35 @@ def _own_module_command(name: str):
     return run
 
 
+def _read_job(args, overrides: list, provider: str, settings):
+    """The job file ``args.job``, or the one-line job of ``-j``/``--script`` (input/oneline.py)."""
+    from ..spec.errors import BadInput
+    script_args = getattr(args, "script_args", None)
+    if args.j is None and args.script is None:
+        if script_args is not None:
+            raise BadInput("the words after -- are a script's arguments: give -j NODESxPROCS --script FILE before --")
+        if args.job is None:
+            raise BadInput(f"{args.cmd} needs a job file (cloudtrain {args.cmd} job.yaml), or a job without one: "
+                           f"cloudtrain {args.cmd} -j 2x4 --script train.py")
+        from ..input.loading import load_job
+        return load_job(args.job, overrides, provider=provider, settings=settings)
+    if args.job is not None:
+        raise BadInput(f"a job file ({args.job}) and -j/--script: give one of them (the script's arguments go "
+                       "after --)")
+    from ..input import oneline
+    return oneline.load(args.j, args.script, script_args or [], overrides, provider=provider, settings=settings)
+
+
 def _load(args):
     """The job with the settings of its provider (``-p``, else the settings' default)."""
     from ..input.config import Settings
-    from ..input.loading import load_job
     overrides = list(args.overrides)
     settings = Settings.load(args.job, args.profile)
     provider = args.provider or settings.default_provider()
     if getattr(args, "emulate", None):
         from ..input.loading import emulate_override
         overrides.append(emulate_override(provider, args.emulate))
-    return load_job(args.job, overrides, provider=provider, settings=settings), provider
+    return _read_job(args, overrides, provider, settings), provider
 
 
 def _load_each(args) -> list:
@@ -186,7 +215,6 @@ def _load_each(args) -> list:
     profile's ``providers: [a, b, c]``, else the one provider ``_load`` would use."""
     from ..input.config import Settings
     from ..orchestrate.failover import candidates
-    from ..input.loading import load_job
     settings = Settings.load(args.job, args.profile)
     names = candidates(args.provider) or settings.failover() or [settings.default_provider()]
     out = []
@@ -195,27 +223,35 @@ def _load_each(args) -> list:
         if getattr(args, "emulate", None):
             from ..input.loading import emulate_override
             overrides.append(emulate_override(provider, args.emulate))
-        out.append((load_job(args.job, overrides, provider=provider, settings=settings), provider))
+        out.append((_read_job(args, overrides, provider, settings), provider))
     return out
 
 
-def _print_each(rendered: list, output: str) -> None:
-    """One candidate as ``_print_rendered``; several: a JSON list, or YAML documents in order."""
+def _print_each(rendered: list, output: Optional[str], full: bool = False) -> None:
+    """One candidate as ``_print_rendered``; several: a JSON list, or YAML documents in order.
+    Without ``-o`` and ``--full``: the YAML to read (``Rendered.to_text``: shipped files summarized)."""
     if len(rendered) == 1:
-        _print_rendered(rendered[0], output)
+        _print_rendered(rendered[0], output, full)
     elif output == "json":
         print(json.dumps([r.envelope() for r in rendered], indent=2, ensure_ascii=False))
     else:
-        print("---\n".join(f"# provider: {r.provider}\n{r.to_yaml()}" for r in rendered), end="")
+        print("---\n".join(f"# provider: {r.provider}\n{_yaml(r, output, full)}" for r in rendered), end="")
 
 
-def _print_rendered(rendered, output: str) -> None:
-    print(rendered.to_json() if output == "json" else rendered.to_yaml(), end="" if output == "yaml" else "\n")
+def _yaml(rendered, output: Optional[str], full: bool) -> str:
+    return rendered.to_yaml() if output == "yaml" or full else rendered.to_text()
+
+
+def _print_rendered(rendered, output: Optional[str], full: bool = False) -> None:
+    if output == "json":
+        print(rendered.to_json())
+    else:
+        print(_yaml(rendered, output, full), end="")
 
 
 def cmd_render(args) -> int:
     from ..api import render
-    _print_each([render(job, provider) for job, provider in _load_each(args)], args.output)
+    _print_each([render(job, provider) for job, provider in _load_each(args)], args.output, args.full)
     return 0
 
 
@@ -234,7 +270,8 @@ def cmd_validate(args) -> int:
                 print(f"cloudtrain: error: {mask_text(line)}", file=sys.stderr)
             worst = max(worst, exc.exit_code)
             continue
-        print(f"{args.job}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
+        where = args.job or f"-j {args.j} --script {args.script}"
+        print(f"{where}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
               f"{job.procs_per_node} process(es))")
     return worst
 
@@ -261,7 +298,7 @@ def cmd_submit(args) -> int:
             rendered.append(render_with_hooks(get_provider(provider), job, submit=True))
         if args.dry_run:
             interrupts.restore()
-            _print_each(rendered, args.output)
+            _print_each(rendered, args.output, args.full)
             return 0
         if interrupts.pending is not None:
             interrupts.restore()
@@ -300,11 +337,13 @@ def _moved_on(reason: str) -> None:
 
 
 class Interrupts:
-    """SIGINT and SIGTERM while ``submit`` makes the job are held (``pending``) instead of
+    """SIGINT, SIGTERM and SIGHUP while ``submit`` makes the job are held (``pending``) instead of
     raising half-way through; once the job is followed (``arm``) they raise KeyboardInterrupt,
-    and a signal held until then raises at once, so the job is cancelled."""
+    and a signal held until then raises at once, so the job is cancelled.  SIGHUP (the terminal
+    closed) cancels as Ctrl-C does: a job followed from a terminal is that terminal's; under
+    ``nohup`` (SIGHUP ignored) or with ``--detach`` it keeps running (docs/cli.md#submit)."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
         self.pending: Optional[int] = None
@@ -363,7 +402,8 @@ def follow(run, interrupts: Optional[Interrupts] = None) -> int:
 
 
 def cancel_interrupted(run) -> int:
-    print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) has no stderr left: cancel all the same
+        print(f"\ninterrupted: cancelling {run.handle}", file=sys.stderr, flush=True)
     if run.provider.local_state:
         run.provider.cancel(run.id, reason="interrupted")
     else:
@@ -411,7 +451,8 @@ def _follow(run) -> int:
             if status.terminal and (logs_done or not reader.is_alive()):
                 break
     except KeyboardInterrupt:
-        line.close()
+        with contextlib.suppress(OSError):  # (the terminal may be gone: SIGHUP)
+            line.close()
         raise
     final = run.status()
     line.update(final)
@@ -600,17 +641,20 @@ def _estimate(job, provider: str) -> None:
 
 def cmd_resources(args) -> int:
     from ..catalogs import resources
+    names: List[Optional[str]] = [*(_names(args.provider) or [])] or [None]  # -p a,b: as list -p takes it
     if args.refresh:
-        for path in resources.refresh(args.provider, args.out):
-            print(path)
+        for name in names:
+            for path in resources.refresh(name, args.out):
+                print(path)
         return 0
-    found = resources.matching(args.accelerator, args.gpus, args.provider, args.region, args.max_price)
+    found = [row for name in names
+             for row in resources.matching(args.accelerator, args.gpus, name, args.region, args.max_price)]
     if args.output == "json":
         print(resources.rows_json(found, args.region))
     elif found:
         _table(resources.rows_table(found, args.region))
     else:
-        gone = resources.retired_matches(args.accelerator, args.gpus, args.provider)
+        gone = [row for name in names for row in resources.retired_matches(args.accelerator, args.gpus, name)]
         why = "; retired: " + ", ".join(f"{p} {r.instance_type} ({r.retired})" for p, r in gone) if gone else ""
         print(f"no instance type matches{why}; cloudtrain resources (no options) lists every one", file=sys.stderr)
     return 0
@@ -656,7 +700,7 @@ def entry() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):  # a reader gone (BrokenPipeError), a terminal gone (EIO)
         pass
     os._exit(code)
 
@@ -711,6 +755,15 @@ def _another_tools_habit(argv: List[str]) -> str:
     return ""
 
 
+def _script_args(argv: List[str]):
+    """``(argv, script args)``: a job command's words after ``--`` are the arguments of
+    ``--script`` (``submit -j 2x2 --script train.py -- --lr 0.1``); None without ``--``."""
+    if argv and argv[0] in ("submit", "render", "validate", "stage") and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     misread = _another_tools_habit(argv)
@@ -726,8 +779,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                 or "; cloudtrain --help lists the commands")
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    argv, script_args = _script_args(argv)
     parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
+    if script_args is not None:
+        args.script_args = script_args
     if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
         parser.parse_args(argv)  # argparse's own error for what it does not know
     if extra:  # `config set -p P KEY=VALUE`: words after an option (argparse takes positionals once)

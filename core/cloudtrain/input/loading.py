@@ -185,6 +185,8 @@ def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tu
         return f"must be {ctx.get('expected', 'one of the allowed values')}, got {got!r}"
     if kind == "string_pattern_mismatch":
         return pattern_mismatch(got, ctx.get("pattern"))
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return not_a_mapping(loc, got, ctx.get("class_name"))
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
@@ -195,6 +197,21 @@ def describe_error(err: Mapping[str, Any], model: Optional[type] = None, loc: tu
     if kind.endswith("_type") or kind.endswith("_parsing"):
         return f"{msg[0].lower()}{msg[1:]}, got {got!r}"
     return msg
+
+
+def not_a_mapping(loc: tuple, got: Any, class_name: Optional[str]) -> str:
+    """A part of the job that must be a mapping, given something else: its fields, never the
+    model's class name (``--set secrets.X=null`` said "instance of SecretRef")."""
+    words = {bool: "true or false", int: "a number", float: "a number", str: "a string", list: "a list"}
+    given = "nothing (null)" if got is None else words.get(type(got), f"a {type(got).__name__}")
+    if loc[:1] == ("secrets",) and len(loc) == 2:  # (its value is not echoed: it may be the secret itself)
+        return (f"must say where the secret's value comes from: {{from_env: VARIABLE}} or {{from_file: PATH}}, "
+                f"got {given}; the value itself never goes in the job file")
+    from ..spec import job as parts
+    model = getattr(parts, class_name or "", None)
+    fields = list(getattr(model, "model_fields", {}) or {})
+    shown = ", ".join(f"{name}: ..." for name in fields) if fields else "key: value, ..."
+    return f"must be a mapping ({shown}), got {given}"
 
 
 def validation_problems(exc: ValidationError, source: Optional[Source], prefix: tuple = (),
@@ -273,6 +290,18 @@ def duplicate_problems(duplicates, source: Source) -> List[JobFileError]:
             for path, line, first in duplicates]
 
 
+# a script given where the job file goes (`cloudtrain submit train.py`: TorchX's and a shell's habit)
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".ipynb", ".ipy", ".pyc", ".pyz")
+
+
+def not_a_job_file(path: Path) -> str:
+    """The message for a script (or any file that is no YAML) given as the job file."""
+    what = "a script" if path.suffix.lower() in SCRIPT_SUFFIXES else "not YAML"
+    return (f"{path}: {what}, not a job file; cloudtrain takes a job file (YAML: name, command, ...; "
+            f"cloudtrain init writes one), or runs a script without one: -j 1x1 --script {path} "
+            "(-j NODESxPROCS, the script's arguments after --)")
+
+
 def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None, *, provider: Optional[str] = None,
              profile: Optional[str] = None, settings=None) -> JobSpec:
     """Read a job file; ``overrides`` is ``{"distribution.nodes": 4}`` or ``["distribution.nodes=4"]``.
@@ -280,7 +309,14 @@ def load_job(path, overrides: Optional[Mapping[str, Any] | Iterable[str]] = None
     ``cloudtrain.input.config.Settings``, by default the ones found for this file and ``profile``) go
     beneath the job file's ``providers.<provider>``."""
     path = Path(path)
-    doc = parse_yaml(read_job_text(path), str(path))
+    if path.suffix.lower() in SCRIPT_SUFFIXES:
+        raise BadInput(not_a_job_file(path))
+    try:
+        doc = parse_yaml(read_job_text(path), str(path))
+    except JobFileError:
+        if path.suffix.lower() in (".yaml", ".yml", ".json", ""):
+            raise
+        raise BadInput(not_a_job_file(path)) from None
     if provider is not None and settings is None:
         from .config import Settings
         settings = Settings.load(path, profile)

@@ -195,12 +195,12 @@ class HostedProvider(Provider):
 
     def outputs(self, job_id: str, dest: Path) -> List[Path]:
         """Copy the job's output directory (``host_output``) into ``dest``."""
-        job = self.store.get_job(job_id)
-        if job is None:
-            raise JobNotFound(self.handle(job_id))
+        job = self._reconcile(self._row(job_id))
         plan = json.loads((Path(job["run_dir"]) / "plan.json").read_text())
         source = Path(plan.get("output_dir") or Path(job["run_dir"]) / "output")
-        from ..transfer.outputs import copy_tree
+        from ..transfer.outputs import copy_tree, still_running
+        if job["state"] not in TERMINAL:  # what it wrote so far, or why there is nothing yet
+            still_running(self.handle(job_id), job["state"], source)
         return copy_tree(source, dest)
 
     def supervisor_prefix(self, plan: dict) -> List[str]:
@@ -250,6 +250,12 @@ class HostedProvider(Provider):
     def _row(self, job_id: str) -> dict:
         row = self.store.get_job(job_id)
         if row is None or row["provider"] != self.name:
+            from ..orchestrate.ledger import entry
+            known = entry(self.handle(job_id), store=self.store)
+            if known is not None:  # the ledger keeps a job that prune (or runs.keep_days) removed
+                raise JobNotFound(f"{known.handle} ended {known.state} and was pruned since (cloudtrain prune, or "
+                                  "runs.keep_days): its run directory, logs and outputs are removed (cloudtrain list "
+                                  "still shows its row)")
             raise JobNotFound(f"no {self.name} job {job_id!r}; cloudtrain list -p {self.name} shows the jobs")
         return row
 

@@ -162,5 +162,11 @@ class Rendered(Generic[R]):
                 docs.append(head + yamlio.dump(a.content))
         return "---\n".join(docs)
 
+    def to_text(self) -> str:
+        """What ``render`` shows a person: ``to_yaml`` with the platform's request first and every
+        file shipped to the nodes (the launcher) as its size and sha256 (``shipped``)."""
+        from .shipped import to_text
+        return to_text(self.artifacts)
+
     def __str__(self) -> str:
         return self.to_yaml()

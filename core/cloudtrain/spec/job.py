@@ -212,7 +212,9 @@ class JobSpec(Strict):
     code: Optional[str] = Field(".", description="directory shipped to every node (relative to the job file; "
                                                  "from --set: to the current directory); null: the image already "
                                                  "holds the code, nothing is shipped")
-    command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch)")
+    command: Union[str, List[str]] = Field(..., description="what every node runs (through cloudtrain launch): a list "
+                                          "of words, or a string split into words as a shell would (no shell runs "
+                                          "it: shell syntax is refused; [bash, -c, '...'] asks for one)")
     image: Optional[str] = Field(None, description="container image, for container-based providers")
     setup: Optional[str] = Field(None, min_length=1,
                                  description="a shell command run once on every node, after the code arrives and "
@@ -255,6 +257,11 @@ class JobSpec(Strict):
     def _command_not_empty(cls, v):
         if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
             raise ValueError("must not be empty")
+        if isinstance(v, str):  # split into words, never run by a shell: shell syntax would mis-run
+            from .shellwords import refusal, shell_syntax
+            construct = shell_syntax(v)
+            if construct is not None:
+                raise ValueError(refusal(v, construct))
         return v
 
     @field_validator("env", mode="before")

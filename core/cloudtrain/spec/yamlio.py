@@ -48,8 +48,11 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 Dumper.add_representer(str, _represent_str)
 
 
-def dump(data: Any) -> str:
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=100)
+WIDTH = 100
+
+
+def dump(data: Any, width: int = WIDTH) -> str:
+    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=width)
 
 
 _IMPLICIT = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_TAG + "timestamp", _TAG + "value")]

@@ -62,6 +62,17 @@ def default_dest(handle: str) -> Path:
     return Path("outputs") / handle.partition("://")[2].strip("/").replace("/", "-")
 
 
+def still_running(handle: str, state: str, source: Path) -> None:
+    """Before ``copy_tree`` of a job that has not ended: refuse when it has written nothing yet
+    (it is not a failed job's empty output), else warn that what it wrote so far comes."""
+    from ..spec.errors import BadInput
+    if not source.is_dir() or not any(source.iterdir()):
+        raise BadInput(f"{handle} is still {state} and has written nothing to CLOUDTRAIN_OUTPUT_DIR yet; "
+                       f"cloudtrain wait {handle}, then cloudtrain outputs {handle}")
+    warnings.warn(CloudtrainWarning(f"{handle} is still {state}: downloading what it wrote so far "
+                                    f"(cloudtrain wait {handle}, then outputs again, for all of it)"), stacklevel=2)
+
+
 def copy_tree(source: Path, dest: Path) -> List[Path]:
     """Copy every file under ``source`` to the same place under ``dest``; the files written.
 
