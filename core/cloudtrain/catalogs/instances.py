@@ -125,6 +125,15 @@ def _named(job: JobSpec, rules: InstanceRules, name: str, loc: Tuple[str, ...]) 
     row = rules.catalog().get(name)
     if row is None:
         if loc[0] == "resources" or rules.owns(name):
+            # sent as written (the catalog is a snapshot; the platform may have a newer type), but
+            # said at its line: a misspelt or made-up type is refused only at submit, and has no
+            # price (issue 44 item 6)
+            warnings.warn(CloudtrainWarning(str(job_error(
+                job, loc, f"{name} is not in {rules.provider}'s catalog of {rules.noun}s: the platform refuses "
+                          f"it at submit unless it is newer than the catalog, and the job has no cost estimate; "
+                          f"check the spelling (cloudtrain resources -p {rules.provider} lists them), or read "
+                          f"the platform's current list (cloudtrain catalog refresh -p {rules.provider})")
+                )), stacklevel=3)
             return Choice(name, None)
         raise job_error(job, loc, f"{name!r} is not a {rules.provider} {rules.noun} (not in its catalog); "
                                   f"cloudtrain resources -p {rules.provider} lists them")
