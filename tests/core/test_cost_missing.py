@@ -106,25 +106,33 @@ def test_resources_lists_cpu_only_types_unless_a_gpu_is_asked_for(capsys):
 
 
 # -- a made-up instance type -------------------------------------------------------------------
-@pytest.mark.parametrize("provider, field, name", [
-    ("sagemaker", "providers.sagemaker.instance_type", "ml.p9.madeup"),
-    ("ec2", "resources.instance_type", "p9.madeup"),
+@pytest.mark.parametrize("provider, field, name, gpus", [
+    ("sagemaker", "providers.sagemaker.instance_type", "ml.p9.madeup", 8),
+    ("ec2", "resources.instance_type", "p9.madeup", 8),
+    ("tione", "providers.tione.instance_type", "TI.S.MADEUP.POST", None),   # its catalog lists CPU specs too
 ])
-def test_validate_warns_at_the_line_of_an_instance_type_not_in_the_catalog(tmp_path, home, provider, field, name):
+def test_validate_warns_at_the_line_of_an_instance_type_not_in_the_catalog(tmp_path, home, provider, field, name,
+                                                                           gpus):
     head, _, key = field.rpartition(".")
     section = f"resources:\n  {key}: {name}\n" if head == "resources" else \
         f"providers:\n  {provider}:\n    {key}: {name}\n"
+    if gpus:
+        section += f"{'' if head == 'resources' else 'resources:'}\n  gpus_per_node: {gpus}\n".lstrip("\n")
     job = write_job(tmp_path, f"name: made-up\ncommand: python train.py\n{section}")
     line = job.read_text().splitlines().index(f"{'    ' if head != 'resources' else '  '}{key}: {name}") + 1
-    proc = run_cli("validate", "-p", provider, job, "--set", "providers.sagemaker.role_arn=arn:aws:iam::1:role/r",
-                   "--set", "providers.sagemaker.output_s3=s3://b/p", "--set", f"providers.{provider}.region=us-east-1")
+    proc = run_cli("validate", "-p", provider, job, "--set", f"providers.{provider}.region=us-east-1"
+                   if provider != "tione" else "providers.tione.region=ap-shanghai")
     warning = [w for w in proc.stderr.splitlines() if w.startswith("cloudtrain: warning:") and name in w]
     assert len(warning) == 1, proc.stderr                             # said once, however often it is asked
-    assert warning[0].startswith(f"cloudtrain: warning: {job}:{line}: {field}: ")
+    assert warning[0].startswith(f"cloudtrain: warning: {job}:{line}: {field}: {name} is not in {provider}'s catalog")
     assert f"cloudtrain resources -p {provider}" in warning[0]
 
 
-def test_a_type_the_catalog_has_is_not_warned_about(tmp_path, home):
-    job = write_job(tmp_path, "name: known\ncommand: python train.py\nresources:\n  instance_type: g5.xlarge\n")
-    proc = run_cli("validate", "-p", "ec2", job, "--set", "providers.ec2.region=us-east-1")
-    assert "not in ec2's catalog" not in proc.stderr, proc.stderr
+@pytest.mark.parametrize("provider, section", [
+    ("ec2", "resources:\n  instance_type: g5.xlarge\n"),                               # listed
+    ("sagemaker", "providers:\n  sagemaker:\n    instance_type: ml.m5.xlarge\n"),     # a CPU type; the catalog
+])                                                                                     # lists GPU types only
+def test_a_type_the_catalog_has_or_cannot_have_is_not_warned_about(tmp_path, home, provider, section):
+    job = write_job(tmp_path, f"name: known\ncommand: python train.py\n{section}")
+    proc = run_cli("validate", "-p", provider, job, "--set", f"providers.{provider}.region=us-east-1")
+    assert "catalog of" not in proc.stderr, proc.stderr

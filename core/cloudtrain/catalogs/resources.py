@@ -43,10 +43,12 @@ def matching(accelerator: Optional[str] = None, gpus: Optional[int] = None,
 
 
 def by_price(found: List[Tuple[str, Instance]], region: Optional[str] = None) -> List[Tuple[str, Instance]]:
-    """Cheapest first (per instance-hour; rows without a price last), then accelerator, count, provider."""
+    """Cheapest first (per instance-hour; rows without a price last), then accelerator, count, provider,
+    then the smallest (vCPUs, memory)."""
     def key(f):
         rate = f[1].rate(region)
-        return (rate is None, rate or 0.0, f[1].accelerator or "", f[1].count, f[0], f[1].instance_type)
+        return (rate is None, rate or 0.0, f[1].accelerator or "", f[1].count, f[0], f[1].vcpus or 0,
+                f[1].memory_gb or 0, f[1].instance_type)
     return sorted(found, key=key)
 
 
