@@ -99,3 +99,52 @@ def test_pyproject_no_longer_calls_pypis_torch_the_cpu_build():
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     comment = text[:text.index("examples = [")].rsplit("\n\n", 1)[-1].rsplit("all = ", 1)[-1]
     assert "CUDA" in comment and "download.pytorch.org/whl/cpu" in comment
+
+
+# -- cli.md's synopsis lines -------------------------------------------------------------------
+FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def synopses() -> dict:
+    """``{command: [the flags of each "cloudtrain COMMAND ..." line of the text blocks of cli.md and
+    configuration.md (config's own section)]}``; a
+    line that joins commands (``status HANDLE | logs HANDLE ...``) and ``launch`` (its own parser,
+    cloudtrain.launch.main, shown with ``...``) are left out."""
+    found: dict = {}
+    for page in ("cli.md", "configuration.md"):
+        fence = None
+        for line in (ROOT / "docs" / page).read_text(encoding="utf-8").splitlines():
+            if line.startswith("```"):
+                fence = line[3:].strip() if fence is None else None
+                continue
+            m = re.match(r"cloudtrain ([a-z]+)\b(.*)$", line)
+            if fence not in ("text", "") or not m or m.group(1) == "launch" or re.search(r"\| [a-z]+ HANDLE", line):
+                continue
+            found.setdefault(m.group(1), []).append(set(FLAG.findall(m.group(2))))
+    return found
+
+
+def options() -> dict:
+    """``{command: [each option's strings]}`` of the real parser."""
+    import argparse
+    from cloudtrain.commands.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: [set(a.option_strings) for a in p._actions if a.option_strings and "-h" not in a.option_strings
+                   and "older spelling" not in (a.help or "")]   # outputs -o DIR: --dest's old name
+            for name, p in sub.choices.items()}
+
+
+def test_cli_md_synopses_name_only_real_options_and_every_one():
+    real, shown = options(), synopses()
+    assert {"submit", "list", "doctor", "resources"} <= set(shown)
+    problems = []
+    for command, lines in sorted(shown.items()):
+        assert command in real, f"cli.md shows `cloudtrain {command}`, which is no command"
+        known = set().union(*real[command])
+        for flags in lines:
+            problems += [f"{command}: {flag} is shown, but is no option of it" for flag in sorted(flags - known)]
+        every = set().union(*lines)
+        problems += [f"{command}: {' / '.join(sorted(opt))} is shown in no synopsis line of cli.md"
+                     for opt in real[command] if not opt & every]
+    assert not problems, "\n".join(problems)
