@@ -55,17 +55,22 @@ def _why(provider: str, counts: Dict[Optional[str], int]) -> str:
     parts = []
     if named:
         shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
-        rows = [r for r in (rules.catalog().get(t) for t in named) if r is not None]
-        note = rows[0].price_note if rows and rows[0].price_note else \
-            ("no price" if rows else "not listed there")
+        catalog = rules.catalog()
+        rows = [r for r in (catalog.get(t) for t in named) if r is not None]
+        # the catalog's own word on its prices (a row's price_note), for a type it does not list too
+        said = next((r.price_note for r in rows + catalog.rows if r.price_note), None)
+        if rows:
+            note = rows[0].price_note or ("priced in other regions only" if rows[0].prices else "no price")
+        else:
+            note = "not listed there" + (f"; its rows say: {said}" if said and "catalog refresh" not in said else "")
         parts.append(f"no price for {shown} in {provider}'s catalog ({note})")
-        if refresh and "catalog refresh" not in note:
+        if refresh and "catalog refresh" not in note and (said is None or "catalog refresh" in said):
             parts.append(f"cloudtrain catalog refresh -p {provider} reads the platform's prices (its SDK and your "
                          "credentials); jobs submitted after it have a cost")
         elif not refresh:
             parts.append(f"{provider}'s catalog has no refresh: a copy of its file with prices in "
                          "$CLOUDTRAIN_HOME/catalogs is read first (docs/resources.md)")
-        else:
+        elif "catalog refresh" in note:
             parts.append("jobs submitted after a refresh have a cost")
     if None in counts:
         parts.append(f"{counts[None]} ran without an instance type (the platform sized the nodes: a compute "
