@@ -155,7 +155,7 @@ def environment(tmp: Path, shown_config: Optional[str] = None) -> dict:
     return env
 
 
-# One process runs every example of a page: main(argv) each, with the example's environment and
+# One process runs every example: main(argv) each, with the example's environment and
 # working directory, its stdout and stderr captured apart (a warning the CLI shows is printed to
 # the stderr of its call: cloudtrain's warnings filter is "always").
 DRIVER = r"""
@@ -193,7 +193,7 @@ def argv_of(example: Example) -> List[str]:
     return shlex.split(command)[1:]
 
 
-def run_page(found: List[Example], tmp: Path) -> List[Ran]:
+def run_all(found: List[Example], tmp: Path) -> List[Ran]:
     """Run ``found`` in one process, in order; the examples of one console block share a temporary
     home and config (a block's commands share their settings: config set, then validate)."""
     items = []
@@ -304,7 +304,7 @@ def ran(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("docs-examples")
     results = {}
     found = RUNNABLE
-    for example, result in zip(found, run_page(found, tmp)):
+    for example, result in zip(found, run_all(found, tmp)):
         results[example.id] = result
     return results
 
