@@ -18,7 +18,7 @@ from cloudtrain.commands.cli import main
 from conftest import run_cli, write_job
 
 
-def put(handle, *, instance_type=None, rate=None, started=True, state="SUCCEEDED", nodes=2):
+def put(handle, *, instance_type=None, rate=None, started=True, state="SUCCEEDED", nodes=2, local=False):
     from cloudtrain.runtime.store import Store
     provider, job_id = handle.split("://", 1)
     now = time.time()
@@ -27,7 +27,7 @@ def put(handle, *, instance_type=None, rate=None, started=True, state="SUCCEEDED
         "nodes": nodes, "spot": 0, "rate": rate, "currency": "USD" if rate else None,
         "submitted_at": now - 7200, "started_at": now - 3600 if started else None,
         "ended_at": now - 60 if started else None, "state": state if started else "CANCELLED",
-        "refreshed_at": now})
+        "refreshed_at": now, "local": int(local)})
 
 
 def cli(capsys, *argv):
@@ -68,7 +68,7 @@ def test_list_says_under_its_table_why_a_cost_is_missing_and_how_to_get_it(home,
 def test_list_prints_no_footnote_when_every_cost_is_known_or_not_due(home, capsys):
     put("ec2://us-east-1/priced", instance_type="g5.xlarge", rate=1.006)
     put("sagemaker://us-east-1/queued", instance_type="ml.g5.xlarge", started=False)
-    put("local://here-1")                                            # runs here: no price to miss
+    put("local://here-1", local=True)                                # runs here: no price to miss
     code, out, err = cli(capsys, "list")
     assert code == 0 and "COST" not in err, err
 

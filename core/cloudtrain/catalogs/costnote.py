@@ -22,16 +22,14 @@ import time
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-ON_THIS_MACHINE = ("local", "docker")
-
-
 def missing(found: Iterable, now: Optional[float] = None) -> Dict[str, str]:
     """``{provider: why its jobs' cost is missing and how to get it}`` for the ledger entries
     (``orchestrate.ledger.Entry``) in ``found`` that ran and have no cost."""
     now = now or time.time()
     types: Dict[str, Dict[Optional[str], int]] = defaultdict(lambda: defaultdict(int))
     for e in found:
-        if e.local or e.provider in ON_THIS_MACHINE or e.duration(now) is None or e.cost(now) is not None:
+        # a job of this machine's store (local, docker: ``local_state``) runs here: no price to miss
+        if e.local or e.duration(now) is None or e.cost(now) is not None or _runs_here(e.provider):
             continue
         types[e.provider][e.instance_type] += 1
     return {provider: _why(provider, dict(counts)) for provider, counts in sorted(types.items())}
@@ -90,3 +88,13 @@ def _catalog(provider: str) -> Tuple[Any, Optional[bool]]:
     except Exception:  # noqa: BLE001 - a footnote never fails the listing
         return None, None
     return rules, bool(cls.catalog_refresh or catalog_refresher(provider))
+
+
+@functools.lru_cache(maxsize=None)
+def _runs_here(provider: str) -> bool:
+    """The provider keeps its jobs in this machine's state store (``Provider.local_state``)."""
+    from ..extend.plugins import get_provider_class
+    try:
+        return bool(get_provider_class(provider).local_state)
+    except Exception:  # noqa: BLE001
+        return False
