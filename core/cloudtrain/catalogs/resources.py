@@ -16,7 +16,8 @@ def matching(accelerator: Optional[str] = None, gpus: Optional[int] = None,
     """(provider, row) for every catalog row with ``accelerator`` x ``gpus`` (None: any), offered
     in ``region`` when given (rows that list no regions are kept: unknown), and, with
     ``max_price``, an on-demand rate known and at most that (per instance-hour, in the row's
-    currency).  Retired rows are left out."""
+    currency).  CPU-only rows are in unless an accelerator or a GPU count is asked for.  Retired
+    rows are left out."""
     from ..spec.accelerators import canonical
     from ..extend.plugins import providers
     if accelerator is not None:
@@ -27,6 +28,7 @@ def matching(accelerator: Optional[str] = None, gpus: Optional[int] = None,
     infos = providers()
     if provider is not None and provider not in infos:
         raise BadInput(f"unknown provider {provider!r}; cloudtrain providers lists them")
+    cpu_too = accelerator is None and not gpus  # CPU-only types (TI-ONE's TI.S.*) unless a GPU is asked for
     out = []
     for name, info in sorted(infos.items()):
         if provider not in (None, name):
@@ -34,17 +36,19 @@ def matching(accelerator: Optional[str] = None, gpus: Optional[int] = None,
         rules = info.cls.instance_rules()
         if rules is None:
             continue
-        out += [(name, row) for row in rules.catalog().select(accelerator, gpus) if row.accelerator
+        out += [(name, row) for row in rules.catalog().select(accelerator, gpus) if (row.accelerator or cpu_too)
                 and row.offered_in(region) is not False
                 and (max_price is None or (row.rate(region) is not None and row.rate(region) <= max_price))]
     return out
 
 
 def by_price(found: List[Tuple[str, Instance]], region: Optional[str] = None) -> List[Tuple[str, Instance]]:
-    """Cheapest first (per instance-hour; rows without a price last), then accelerator, count, provider."""
+    """Cheapest first (per instance-hour; rows without a price last), then accelerator, count, provider,
+    then the smallest (vCPUs, memory)."""
     def key(f):
         rate = f[1].rate(region)
-        return (rate is None, rate or 0.0, f[1].accelerator or "", f[1].count, f[0], f[1].instance_type)
+        return (rate is None, rate or 0.0, f[1].accelerator or "", f[1].count, f[0], f[1].vcpus or 0,
+                f[1].memory_gb or 0, f[1].instance_type)
     return sorted(found, key=key)
 
 

@@ -585,6 +585,10 @@ def cmd_list(args) -> int:
         print(json.dumps([e.to_dict(now) for e in found], indent=2))
         return 0
     _table(ledger.table(found))
+    from ..catalogs.costnote import lines  # why a COST is `-`, and how to get it (under the table)
+    sys.stdout.flush()
+    for line in lines(found):
+        print(line, file=sys.stderr)
     return 0
 
 

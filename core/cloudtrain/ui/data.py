@@ -28,8 +28,9 @@ def jobs(*, providers: Optional[List[str]] = None, states: Optional[List[str]] =
     limit = max(1, min(limit, 10000))
     found = ledger.entries(since=ledger.since(since, now) if since else None, providers=providers,
                            states=states, text=text, limit=limit + 1)
+    from ..catalogs.costnote import missing
     return {"now": now, "more": len(found) > limit, "jobs": [_row(e, now) for e in found[:limit]],
-            "providers": _providers()}
+            "providers": _providers(), "cost_missing": missing(found[:limit], now)}
 
 
 def _providers() -> List[str]:
@@ -187,7 +188,9 @@ def resources(*, accelerator: Optional[str] = None, gpus: Optional[int] = None,
 
 def costs(*, since: Optional[str] = None) -> dict:
     """Cost per provider per day (by the day a job ran, in each row's currency) for the chart,
-    and the total per provider and currency."""
+    the total per provider and currency, and per provider why some jobs have no cost and how to
+    get it (``unpriced_why``, as ``cloudtrain list`` says under its table)."""
+    from ..catalogs.costnote import missing
     now = time.time()
     found = ledger.entries(since=ledger.since(since, now) if since else None)
     per_day: Dict[tuple, float] = defaultdict(float)
@@ -204,4 +207,4 @@ def costs(*, since: Optional[str] = None) -> dict:
     return {"days": [{"day": d, "provider": p, "currency": c, "cost": round(v, 4)}
                      for (d, p, c), v in sorted(per_day.items())],
             "totals": [{"provider": p, "currency": c, "cost": round(v, 4)} for (p, c), v in sorted(totals.items())],
-            "unpriced": dict(unpriced)}
+            "unpriced": dict(unpriced), "unpriced_why": missing(found, now)}
