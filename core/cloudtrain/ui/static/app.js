@@ -209,6 +209,9 @@ function drawCosts(data) {
   const totals = data.totals.map(t => `${t.provider}: ${money(t.cost, t.currency)}`);
   const unpriced = Object.entries(data.unpriced).map(([p, n]) => `${p}: ${n} without a price`);
   document.getElementById("cost-totals").textContent = [...totals, ...unpriced].join(" · ");
+  // why a cost is missing and how to get it, as `cloudtrain list` says under its table
+  const why = document.getElementById("cost-why");
+  why.replaceChildren(...Object.values(data.unpriced_why || {}).map(text => el("li", {}, text)));
 }
 
 // ---- one job --------------------------------------------------------------------------------
