@@ -36,13 +36,23 @@ def test_the_node_side_expansion_is_slurms_own(value, slurm_cluster):
     assert expand_nodelist(value) == slurm.stdout.split()
 
 
-def make_job(tmp_path, command, nodes=2, **extra):
+def make_job(tmp_path, command, nodes=2, files=None, **extra):
     code = tmp_path / "code"
     code.mkdir(parents=True, exist_ok=True)
     (code / "note.txt").write_text("shipped\n")
+    for name, text in (files or {}).items():
+        (code / name).write_text(text)
     providers = {"slurm": {"workdir": str(tmp_path / "wd"), **extra.pop("slurm", {})}}
+    distribution = {"type": "none", "nodes": nodes, **extra.pop("distribution", {})}
     return job_from_dict({"name": extra.pop("name", "sj"), "code": str(code), "command": command,
-                          "distribution": {"type": "none", "nodes": nodes}, "providers": providers, **extra})
+                          "distribution": distribution, "providers": providers, **extra})
+
+
+@pytest.fixture
+def venv_on_path(monkeypatch):
+    """The job's nodes get the submitting shell's environment (sbatch's default): this venv's
+    python first, as a user's activated venv would be."""
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
 
 def wait_for(predicate, what, seconds=120.0):
@@ -235,6 +245,65 @@ def test_the_digits_example_trains_on_two_nodes_through_sbatch(slurm_cluster, tm
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.9, metrics
     assert handle in run_cli("list", "-p", "slurm", env=env, check=0).stdout
+
+
+ALLREDUCE = """\
+import os
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1)  # pickled: mpi4py duplicates COMM_WORLD first
+print(f"allreduce rank={comm.Get_rank()} size={comm.Get_size()} sum={total} "
+      f"node={os.environ.get('SLURMD_NODENAME')}", flush=True)
+"""
+
+
+def test_an_mpi_job_runs_its_ranks_on_both_nodes(slurm_cluster, tmp_path, venv_on_path):
+    """Node 0's mpirun over the allocation (Open MPI starts its daemons through srun), two ranks
+    a node.  Both test nodes are one host: Open MPI's shared-memory files of the two daemons
+    collided (a SIGSEGV in MPI_Comm_dup) until the launcher left shared memory out there."""
+    job = make_job(tmp_path, ["python", "allreduce.py"], files={"allreduce.py": ALLREDUCE},
+                   distribution={"type": "mpi", "procs_per_node": 2})
+    run = get_provider("slurm").submit(job)
+    status = run.wait(timeout=180)
+    text = "".join(run.logs())
+    assert status.state == State.SUCCEEDED, (status, text[-3000:])
+    lines = sorted(line.split(">:", 1)[-1] for line in text.splitlines() if "allreduce rank=" in line)
+    assert lines == [f"allreduce rank={r} size=4 sum=10 node={'n1' if r < 2 else 'n2'}" for r in range(4)], text
+
+
+RAY_NODES = """\
+import os
+import time
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+def node():
+    return os.environ["CLOUDTRAIN_NODE_RANK"], os.environ.get("SLURMD_NODENAME")
+
+
+ray.init()
+expected = int(os.environ["CLOUDTRAIN_NUM_NODES"])
+deadline = time.monotonic() + 120
+while len([n for n in ray.nodes() if n["Alive"]]) < expected and time.monotonic() < deadline:
+    time.sleep(0.5)
+print("ray nodes alive:", len([n for n in ray.nodes() if n["Alive"]]), flush=True)
+for rank, name in ray.get([node.options(resources={f"Rank:{i}": 1}).remote() for i in range(expected)]):
+    print(f"ray task on rank={rank} slurm_node={name}", flush=True)
+"""
+
+
+def test_a_ray_job_has_its_head_on_the_first_node_and_both_nodes_join(slurm_cluster, tmp_path, venv_on_path):
+    job = make_job(tmp_path, ["python", "ray_nodes.py"], files={"ray_nodes.py": RAY_NODES},
+                   distribution={"type": "ray"})
+    run = get_provider("slurm").submit(job)
+    status = run.wait(timeout=300)
+    text = "".join(run.logs())
+    assert status.state == State.SUCCEEDED, (status, text[-3000:])
+    assert "ray nodes alive: 2" in text
+    # a task pinned to each node's Rank:<i> resource ran on that Slurm node (the head is node 0: n1)
+    assert "ray task on rank=0 slurm_node=n1" in text and "ray task on rank=1 slurm_node=n2" in text, text[-3000:]
 
 
 def test_doctor_online_through_the_cli(slurm_cluster, tmp_path):
