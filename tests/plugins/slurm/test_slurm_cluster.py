@@ -306,6 +306,83 @@ def test_a_ray_job_has_its_head_on_the_first_node_and_both_nodes_join(slurm_clus
     assert "ray task on rank=0 slurm_node=n1" in text and "ray task on rank=1 slurm_node=n2" in text, text[-3000:]
 
 
+CHECKPOINTING = """\
+import os
+import time
+
+path = os.path.join(os.environ["CLOUDTRAIN_CHECKPOINT_DIR"], "step")
+node = int(os.environ["CLOUDTRAIN_NODE_RANK"])
+attempt = int(os.environ["CLOUDTRAIN_RESTART_COUNT"])
+start = int(open(path).read()) if os.path.exists(path) else 0
+print(f"node {node} attempt {attempt} resumes at step {start}", flush=True)
+end = start + 3 if attempt else 10 ** 6  # the first attempt runs until its node fails
+for step in range(start + 1, end + 1):
+    time.sleep(0.5)
+    if node == 0:
+        with open(path + ".tmp", "w") as f:
+            f.write(str(step))
+        os.replace(path + ".tmp", path)
+print(f"node {node} attempt {attempt} done at step {end}", flush=True)
+"""
+
+
+@pytest.fixture
+def node_n2_restored(slurm_cluster):
+    """The test may kill n2's slurmd: it runs again afterwards, for the session's other tests."""
+    try:
+        yield slurm_cluster
+    finally:
+        slurm_cluster.restore_slurmd("n2")
+    assert sorted(subprocess.run(["sinfo", "-h", "-N", "-p", "debug", "-o", "%N"], capture_output=True, text=True,
+                                 check=True).stdout.split()) == ["n1", "n2"]
+
+
+def test_a_node_that_fails_mid_run_requeues_the_job_which_resumes_from_its_checkpoint(
+        node_n2_restored, tmp_path, venv_on_path):
+    """n2's slurmd killed mid-run: the controller stops hearing it (SlurmdTimeout), sets the node
+    DOWN and ends the job with NODE_FAIL; the job asked for --requeue (max_restarts), so Slurm
+    requeues it and, once n2 is back, runs it again under the same id, SLURM_RESTART_COUNT=1,
+    with the checkpoint the first run left."""
+    cluster = node_n2_restored
+    provider = get_provider("slurm")
+    run = provider.submit(make_job(tmp_path, ["python", "ckpt.py"], files={"ckpt.py": CHECKPOINTING},
+                                   max_restarts=1, name="sj-nodefail"))
+    step = tmp_path / "wd" / "jobs" / run.id / "checkpoint" / "step"
+    wait_for(lambda: step.exists() and int(step.read_text() or 0) >= 3, "the first run checkpoints", 180)
+    cluster.kill_slurmd("n2")
+    wait_for(lambda: "DOWN" in subprocess.run(["scontrol", "show", "node", "n2"], capture_output=True,
+                                              text=True).stdout, "the controller sets n2 DOWN", 120)
+    # requeued, not ended: it waits for its nodes again (BeginTime: a requeued job waits out
+    # AuthInfo's cred_expire first, slurm.conf(5))
+    wait_for(lambda: provider.fresh_status(run.id).state == State.PENDING, "Slurm requeues the job", 60)
+    cluster.restore_slurmd("n2")
+    seen = []
+    status = run.wait(timeout=240, on_status=lambda s: seen.append(s.raw_state))
+    text = "".join(run.logs())
+    assert status.state == State.SUCCEEDED and status.raw_state == "COMPLETED", (status, text[-3000:])
+    assert len(status.restarts) == 1, status
+    assert "NODE FAILURE" in text  # slurmstepd's words on n1 when the controller ended the job
+    first = int([line for line in text.splitlines() if line.startswith("node 0 attempt 1 resumes at step ")][0]
+                .rsplit(" ", 1)[1])
+    assert first >= 3, text[-3000:]  # the second run started from the first one's checkpoint, not from 0
+    assert f"node 0 attempt 1 done at step {first + 3}" in text and f"node 1 attempt 1 done at step {first + 3}" in text
+    assert int(step.read_text()) == first + 3
+    assert not [pid for pid in processes_running("ckpt.py")], "a run's process outlived the job"
+
+
+def processes_running(script):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if script.encode() in cmd:
+                found.append(int(entry))
+    return found
+
+
 def test_doctor_online_through_the_cli(slurm_cluster, tmp_path):
     done = run_cli("doctor", "-p", "slurm", "--online", env={"SLURM_CONF": str(slurm_cluster.conf),
                                                              "CLOUDTRAIN_HOME": str(tmp_path / "home")})
