@@ -430,7 +430,8 @@ def _plan(topology: Topology, s: Settings, environ) -> Plan:
         argv = mpirun(topology, s, final) if d == "mpi" else horovodrun(topology, s)
         if topology.num_nodes > 1:  # (one node: no remote shell)
             check_mca(final, argv)
-        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env, wait_ports=ssh_ports(topology, environ))
+        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env,
+                    wait_ports=ssh_ports(topology, environ))
     if d == "ray":
         env["RAY_ADDRESS"] = ray_addresses(topology, s)[1]
         if topology.is_master:

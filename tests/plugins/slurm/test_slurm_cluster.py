@@ -348,25 +348,29 @@ def test_a_node_that_fails_mid_run_requeues_the_job_which_resumes_from_its_check
     run = provider.submit(make_job(tmp_path, ["python", "ckpt.py"], files={"ckpt.py": CHECKPOINTING},
                                    max_restarts=1, name="sj-nodefail"))
     step = tmp_path / "wd" / "jobs" / run.id / "checkpoint" / "step"
-    wait_for(lambda: step.exists() and int(step.read_text() or 0) >= 3, "the first run checkpoints", 180)
-    cluster.kill_slurmd("n2")
-    wait_for(lambda: "DOWN" in subprocess.run(["scontrol", "show", "node", "n2"], capture_output=True,
-                                              text=True).stdout, "the controller sets n2 DOWN", 120)
-    # requeued, not ended: it waits for its nodes again (BeginTime: a requeued job waits out
-    # AuthInfo's cred_expire first, slurm.conf(5))
-    wait_for(lambda: provider.fresh_status(run.id).state == State.PENDING, "Slurm requeues the job", 60)
-    cluster.restore_slurmd("n2")
-    seen = []
-    status = run.wait(timeout=240, on_status=lambda s: seen.append(s.raw_state))
-    text = "".join(run.logs())
-    assert status.state == State.SUCCEEDED and status.raw_state == "COMPLETED", (status, text[-3000:])
-    assert len(status.restarts) == 1, status
-    assert "NODE FAILURE" in text  # slurmstepd's words on n1 when the controller ended the job
-    first = int([line for line in text.splitlines() if line.startswith("node 0 attempt 1 resumes at step ")][0]
-                .rsplit(" ", 1)[1])
-    assert first >= 3, text[-3000:]  # the second run started from the first one's checkpoint, not from 0
-    assert f"node 0 attempt 1 done at step {first + 3}" in text and f"node 1 attempt 1 done at step {first + 3}" in text
-    assert int(step.read_text()) == first + 3
+    try:
+        wait_for(lambda: step.exists() and int(step.read_text() or 0) >= 3, "the first run checkpoints", 180)
+        cluster.kill_slurmd("n2")
+        wait_for(lambda: "DOWN" in subprocess.run(["scontrol", "show", "node", "n2"], capture_output=True,
+                                                  text=True).stdout, "the controller sets n2 DOWN", 120)
+        # requeued, not ended: it waits for its nodes again (BeginTime: a requeued job waits out
+        # AuthInfo's cred_expire first, slurm.conf(5))
+        wait_for(lambda: provider.fresh_status(run.id).state == State.PENDING, "Slurm requeues the job", 60)
+        cluster.restore_slurmd("n2")
+        status = run.wait(timeout=240)
+        text = "".join(run.logs())
+        assert status.state == State.SUCCEEDED and status.raw_state == "COMPLETED", (status, text[-3000:])
+        assert len(status.restarts) == 1, status
+        assert "NODE FAILURE" in text  # slurmstepd's words on n1 when the controller ended the job
+        first = int([line for line in text.splitlines() if line.startswith("node 0 attempt 1 resumes at step ")][0]
+                    .rsplit(" ", 1)[1])
+        assert first >= 3, text[-3000:]  # the second run started from the first one's checkpoint, not from 0
+        for node in (0, 1):
+            assert f"node {node} attempt 1 done at step {first + 3}" in text, text[-3000:]
+        assert int(step.read_text()) == first + 3
+    finally:
+        if not provider.fresh_status(run.id).terminal:  # a failed test leaves no job holding the nodes
+            provider.cancel(run.id)
     assert not [pid for pid in processes_running("ckpt.py")], "a run's process outlived the job"
 
 
