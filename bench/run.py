@@ -72,6 +72,9 @@ BENCHMARKS: List[Benchmark] = [
               300, 40),
     Benchmark("sagemaker-submit", "bench_submit:run",
               "200 jobs submitted to the SageMaker double (moto server), 16 threads; API calls per job", 40, 20),
+    Benchmark("slurm", "bench_slurm:run",
+              "slurm: `submit` of the digits job vs bare `sbatch` (wall to the job id); its first training step "
+              "vs bare `srun torchrun`, on a two-node Slurm on this machine", 200, 110),
     Benchmark("ledger-list", "bench_ledger:run",
               "`cloudtrain list` over a ledger of 10,000 jobs vs the CLI's cold start (`render -p local`)", 40, 25),
 ]

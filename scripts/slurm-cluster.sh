@@ -4,6 +4,7 @@
 #               (-N n1, -N n2) on 127.0.0.1, each with its own port, spool directory, log and pid file;
 #               no slurmdbd, so there is no accounting (sacct fails: the provider's no-accounting path)
 #   stop DIR    stops every daemon started by `start DIR`, by the PID it wrote, and waits until each is gone
+#   node DIR N  starts node N's slurmd again (after a test killed it): it registers and returns to service
 #   env DIR     prints the environment a client needs (SLURM_CONF=...)
 # Needs Debian's slurm-wlm and munge (scripts/test.sh installs them). Runs as the invoking user: the
 # daemons and the jobs all run as that user (SlurmUser=SlurmdUser=$USER), so root is not required for
@@ -11,8 +12,8 @@
 set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
-cmd=${1:?usage: slurm-cluster.sh start|stop|env DIR}
-dir=${2:?usage: slurm-cluster.sh start|stop|env DIR}
+cmd=${1:?usage: slurm-cluster.sh start|stop|env DIR | node DIR NAME}
+dir=${2:?usage: slurm-cluster.sh start|stop|env DIR | node DIR NAME}
 dir=$(cd "$dir" && pwd)
 
 free_port() {
@@ -43,6 +44,23 @@ case $cmd in
 env)
   echo "SLURM_CONF=$dir/slurm.conf"
   ;;
+node)
+  name=${3:?usage: slurm-cluster.sh node DIR NAME}
+  case $name in n1|n2) ;; *) echo "slurm-cluster.sh: no node $name (n1, n2)" >&2; exit 2 ;; esac
+  export SLURM_CONF="$dir/slurm.conf"
+  rm -f "$dir/slurmd.$name.pid"
+  slurmd -f "$SLURM_CONF" -N "$name"
+  wait_for_file "$dir/slurmd.$name.pid"
+  # back when the controller hears it again (ReturnToService=2: a DOWN node returns once it registers)
+  for _ in $(seq 1 300); do
+    case $(sinfo -h -N -n "$name" -o '%T' 2>/dev/null | head -1) in
+      idle|allocated|mixed|completing) exit 0 ;;
+    esac
+    sleep 0.1
+  done
+  echo "slurm-cluster.sh: node $name never came back; see the logs in $dir" >&2
+  exit 1
+  ;;
 stop)
   for f in "$dir"/slurmd.*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
     [ -e "$f" ] && stop_pidfile "$f"
@@ -72,7 +90,9 @@ SlurmUser=$user
 SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire: a step credential's lifetime, and "how long a requeued job must wait before starting
+# again" (slurm.conf(5); default 120 s): 20 s keeps the node-failure requeue test short
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=20
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid

@@ -75,6 +75,20 @@ def test_mpirun_merges_nodes_that_share_an_address():
     assert argv[argv.index("-H") + 1] == "127.0.0.1:4"
 
 
+def test_mpirun_leaves_shared_memory_out_when_named_nodes_share_this_host():
+    """Slurm's test nodes n1 and n2 are both 127.0.0.1: one Open MPI daemon each on one host,
+    whose shared-memory files (named after the host, the job and the local rank) collide; TCP
+    alone there.  One address for every node is one daemon (merged -H entry): shared memory stays."""
+    named = Topology(platform="slurm", node_rank=0, num_nodes=2, hosts=["n1", "n2"], master_addr="127.0.0.1")
+    line = " ".join(plans.plan(named, settings("mpi", iface="lo", loopback=True), {}).argv)
+    assert "-H n1:2,n2:2" in line and "--mca btl self,tcp" in line and "vader" not in line
+    merged = Topology(platform="local", node_rank=0, num_nodes=2, hosts=["127.0.0.1"] * 2)
+    assert "--mca btl self,vader,tcp" in " ".join(plans.plan(merged, settings("mpi", iface="lo", loopback=True),
+                                                              {}).argv)
+    apart = " ".join(plans.plan(topo(nodes=2), settings("mpi"), {}).argv)
+    assert "--mca btl self,vader,tcp" in apart
+
+
 RDMA_PRESETS = [
     {"NCCL_IB_DISABLE": "0", "UCX_TLS": "rc"},              # Azure InfiniBand sizes (infiniband.IB_ENV)
     {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5_bond"},   # TI-ONE RDMA (seed 000 line 102), kube rdma/hca

@@ -1,11 +1,14 @@
 """A real two-node Slurm for the slurm provider's tests: ``scripts/slurm-cluster.sh`` started once a
 session (munged, slurmctld, slurmd -N n1, slurmd -N n2 on 127.0.0.1, each with its own port,
 spool directory and pid file; no slurmdbd, so no accounting) and stopped at its end, each daemon
-by the PID it wrote, with a check that none is left running."""
+by the PID it wrote, with a check that none is left running.  A test may kill a node's slurmd
+(``kill_slurmd``); ``restore_slurmd`` starts it again, so the session's other tests keep two nodes."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
@@ -24,6 +27,30 @@ class SlurmCluster:
     @property
     def env(self) -> Dict[str, str]:
         return {"SLURM_CONF": str(self.conf)}
+
+    def slurmd_pid(self, node: str) -> int:
+        return int((self.directory / f"slurmd.{node}.pid").read_text().strip())
+
+    def kill_slurmd(self, node: str) -> int:
+        """The node fails: its slurmd is killed (SIGKILL, by its PID), the jobs' steps on it are left
+        to find out; returns the PID, gone when this returns."""
+        pid = self.slurmd_pid(node)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(pid), f"slurmd {node} ({pid}) outlived SIGKILL"
+        return pid
+
+    def restore_slurmd(self, node: str) -> None:
+        """Start ``node``'s slurmd again unless it runs; returns when the controller has it back."""
+        path = self.directory / f"slurmd.{node}.pid"
+        text = path.read_text().strip() if path.exists() else ""
+        if text.isdigit() and alive(int(text)):
+            return
+        done = subprocess.run(["bash", str(SCRIPT), "node", str(self.directory), node], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
 
     def pids(self) -> List[int]:
         out = []
@@ -63,6 +90,7 @@ def slurm_cluster(tmp_path_factory):
             else:
                 os.environ["SLURM_CONF"] = previous
     finally:
+        pids = sorted(set(pids) | set(cluster.pids()))  # with a slurmd a test restored
         subprocess.run(["bash", str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=120)
         left = [pid for pid in pids if alive(pid)]
         assert not left, f"Slurm daemons still running after stop: {left}"

@@ -173,12 +173,27 @@ def rdma_network(environ) -> bool:
     return environ.get("FI_PROVIDER") == "efa" or environ.get("NCCL_IB_DISABLE") == "0"
 
 
-def mpi_transport(s: Settings, environ) -> List[str]:
+def daemons_share_a_host(topology: Topology, s: Settings) -> bool:
+    """Several of mpirun's nodes are one machine under different names (every node on loopback,
+    but not one address: Slurm's test nodes ``n1``/``n2`` both on 127.0.0.1), so each has its own
+    Open MPI daemon on the same host.  The shared-memory BTL names its backing file after the
+    host name, the job and the rank's local rank (Open MPI 4.1.4's mca_btl_vader.so:
+    ``%s/vader_segment.%s.%u.%x.%d`` under ``btl_vader_backing_directory``, /dev/shm): local rank 0
+    of each node opens the same file, and the ranks crash in their first collective
+    (``MPI_Comm_dup``: SIGSEGV in ``mca_btl_vader_poll_handle_frag``, seen on the test cluster).
+    Nodes that share one address are merged into one ``-H`` entry (one daemon) and keep it."""
+    return s.loopback and len(set(topology.hosts)) > 1
+
+
+def mpi_transport(s: Settings, environ, shared_host: bool = False) -> List[str]:
     """mpirun's transport options.  Over RDMA, none: Open MPI picks its fastest transport itself
     (UCX on InfiniBand/RoCE, libfabric on EFA; "OMPI will use the best BTL available").  Else
-    TCP, forced, with the shared-memory BTL under its name: ``vader`` up to 4.1, ``sm`` since 5.0."""
+    TCP, forced, with the shared-memory BTL under its name: ``vader`` up to 4.1, ``sm`` since 5.0,
+    unless several daemons share the host (``daemons_share_a_host``): then TCP alone."""
     if rdma_network(environ):
         return []
+    if shared_host:
+        return ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"]
     shared = "sm" if (s.mpi_major or 4) >= 5 else "vader"
     return ["--mca", "pml", "ob1", "--mca", "btl", "self,%s,tcp" % shared]
 
@@ -230,7 +245,7 @@ def mpirun(topology: Topology, s: Settings, environ) -> List[str]:
         # Open MPI 5 moved the runtime (ORTE) to PRRTE: its out-of-band channel is PRRTE's setting
         oob = "--prtemca" if (s.mpi_major or 4) >= 5 else "--mca"
         argv += ["--mca", "btl_tcp_if_include", s.iface, oob, "oob_tcp_if_include", s.iface]
-    argv += mpi_transport(s, environ)
+    argv += mpi_transport(s, environ, daemons_share_a_host(topology, s))
     for name in forwarded_names(environ, s):
         argv += ["-x", name]
     return argv + rank_shim(s) + s.command
@@ -415,7 +430,8 @@ def _plan(topology: Topology, s: Settings, environ) -> Plan:
         argv = mpirun(topology, s, final) if d == "mpi" else horovodrun(topology, s)
         if topology.num_nodes > 1:  # (one node: no remote shell)
             check_mca(final, argv)
-        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env, wait_ports=ssh_ports(topology, environ))
+        return Plan("launcher" if topology.num_nodes > 1 else "exec", argv, env,
+                    wait_ports=ssh_ports(topology, environ))
     if d == "ray":
         env["RAY_ADDRESS"] = ray_addresses(topology, s)[1]
         if topology.is_master:

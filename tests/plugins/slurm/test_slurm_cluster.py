@@ -4,6 +4,7 @@ here is what the real commands printed."""
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,13 +37,23 @@ def test_the_node_side_expansion_is_slurms_own(value, slurm_cluster):
     assert expand_nodelist(value) == slurm.stdout.split()
 
 
-def make_job(tmp_path, command, nodes=2, **extra):
+def make_job(tmp_path, command, nodes=2, files=None, **extra):
     code = tmp_path / "code"
     code.mkdir(parents=True, exist_ok=True)
     (code / "note.txt").write_text("shipped\n")
+    for name, text in (files or {}).items():
+        (code / name).write_text(text)
     providers = {"slurm": {"workdir": str(tmp_path / "wd"), **extra.pop("slurm", {})}}
+    distribution = {"type": "none", "nodes": nodes, **extra.pop("distribution", {})}
     return job_from_dict({"name": extra.pop("name", "sj"), "code": str(code), "command": command,
-                          "distribution": {"type": "none", "nodes": nodes}, "providers": providers, **extra})
+                          "distribution": distribution, "providers": providers, **extra})
+
+
+@pytest.fixture
+def venv_on_path(monkeypatch):
+    """The job's nodes get the submitting shell's environment (sbatch's default): this venv's
+    python first, as a user's activated venv would be."""
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
 
 def wait_for(predicate, what, seconds=120.0):
@@ -235,6 +246,148 @@ def test_the_digits_example_trains_on_two_nodes_through_sbatch(slurm_cluster, tm
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.9, metrics
     assert handle in run_cli("list", "-p", "slurm", env=env, check=0).stdout
+
+
+ALLREDUCE = """\
+import os
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1)  # pickled: mpi4py duplicates COMM_WORLD first
+print(f"allreduce rank={comm.Get_rank()} size={comm.Get_size()} sum={total} "
+      f"node={os.environ.get('SLURMD_NODENAME')}", flush=True)
+"""
+
+
+def test_an_mpi_job_runs_its_ranks_on_both_nodes(slurm_cluster, tmp_path, venv_on_path):
+    """Node 0's mpirun over the allocation (Open MPI starts its daemons through srun), two ranks
+    a node.  Both test nodes are one host: Open MPI's shared-memory files of the two daemons
+    collided (a SIGSEGV in MPI_Comm_dup) until the launcher left shared memory out there."""
+    job = make_job(tmp_path, ["python", "allreduce.py"], files={"allreduce.py": ALLREDUCE},
+                   distribution={"type": "mpi", "procs_per_node": 2})
+    run = get_provider("slurm").submit(job)
+    status = run.wait(timeout=180)
+    text = "".join(run.logs())
+    assert status.state == State.SUCCEEDED, (status, text[-3000:])
+    # mpirun tags every write of a rank ("[1,2]<stdout>:"), and two ranks' writes may share a line
+    found = sorted(re.findall(r"allreduce rank=(\d+) size=(\d+) sum=(\d+) node=(n\d)", text))
+    assert found == [(str(r), "4", "10", "n1" if r < 2 else "n2") for r in range(4)], text
+
+
+RAY_NODES = """\
+import os
+import time
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+def node():
+    return os.environ["CLOUDTRAIN_NODE_RANK"], os.environ.get("SLURMD_NODENAME")
+
+
+ray.init()
+expected = int(os.environ["CLOUDTRAIN_NUM_NODES"])
+deadline = time.monotonic() + 120
+while len([n for n in ray.nodes() if n["Alive"]]) < expected and time.monotonic() < deadline:
+    time.sleep(0.5)
+print("ray nodes alive:", len([n for n in ray.nodes() if n["Alive"]]), flush=True)
+for rank, name in ray.get([node.options(resources={f"Rank:{i}": 1}).remote() for i in range(expected)]):
+    print(f"ray task on rank={rank} slurm_node={name}", flush=True)
+"""
+
+
+def test_a_ray_job_has_its_head_on_the_first_node_and_both_nodes_join(slurm_cluster, tmp_path, venv_on_path):
+    job = make_job(tmp_path, ["python", "ray_nodes.py"], files={"ray_nodes.py": RAY_NODES},
+                   distribution={"type": "ray"})
+    run = get_provider("slurm").submit(job)
+    status = run.wait(timeout=300)
+    text = "".join(run.logs())
+    assert status.state == State.SUCCEEDED, (status, text[-3000:])
+    assert "ray nodes alive: 2" in text
+    # a task pinned to each node's Rank:<i> resource ran on that Slurm node (the head is node 0: n1)
+    assert "ray task on rank=0 slurm_node=n1" in text and "ray task on rank=1 slurm_node=n2" in text, text[-3000:]
+
+
+CHECKPOINTING = """\
+import os
+import time
+
+path = os.path.join(os.environ["CLOUDTRAIN_CHECKPOINT_DIR"], "step")
+node = int(os.environ["CLOUDTRAIN_NODE_RANK"])
+attempt = int(os.environ["CLOUDTRAIN_RESTART_COUNT"])
+start = int(open(path).read()) if os.path.exists(path) else 0
+print(f"node {node} attempt {attempt} resumes at step {start}", flush=True)
+end = start + 3 if attempt else 10 ** 6  # the first attempt runs until its node fails
+for step in range(start + 1, end + 1):
+    time.sleep(0.5)
+    if node == 0:
+        with open(path + ".tmp", "w") as f:
+            f.write(str(step))
+        os.replace(path + ".tmp", path)
+print(f"node {node} attempt {attempt} done at step {end}", flush=True)
+"""
+
+
+@pytest.fixture
+def node_n2_restored(slurm_cluster):
+    """The test may kill n2's slurmd: it runs again afterwards, for the session's other tests."""
+    try:
+        yield slurm_cluster
+    finally:
+        slurm_cluster.restore_slurmd("n2")
+    assert sorted(subprocess.run(["sinfo", "-h", "-N", "-p", "debug", "-o", "%N"], capture_output=True, text=True,
+                                 check=True).stdout.split()) == ["n1", "n2"]
+
+
+def test_a_node_that_fails_mid_run_requeues_the_job_which_resumes_from_its_checkpoint(
+        node_n2_restored, tmp_path, venv_on_path):
+    """n2's slurmd killed mid-run: the controller stops hearing it (SlurmdTimeout), sets the node
+    DOWN and ends the job with NODE_FAIL; the job asked for --requeue (max_restarts), so Slurm
+    requeues it and, once n2 is back, runs it again under the same id, SLURM_RESTART_COUNT=1,
+    with the checkpoint the first run left."""
+    cluster = node_n2_restored
+    provider = get_provider("slurm")
+    run = provider.submit(make_job(tmp_path, ["python", "ckpt.py"], files={"ckpt.py": CHECKPOINTING},
+                                   max_restarts=1, name="sj-nodefail"))
+    step = tmp_path / "wd" / "jobs" / run.id / "checkpoint" / "step"
+    try:
+        wait_for(lambda: step.exists() and int(step.read_text() or 0) >= 3, "the first run checkpoints", 180)
+        cluster.kill_slurmd("n2")
+        wait_for(lambda: "DOWN" in subprocess.run(["scontrol", "show", "node", "n2"], capture_output=True,
+                                                  text=True).stdout, "the controller sets n2 DOWN", 120)
+        # requeued, not ended: it waits for its nodes again (BeginTime: a requeued job waits out
+        # AuthInfo's cred_expire first, slurm.conf(5))
+        wait_for(lambda: provider.fresh_status(run.id).state == State.PENDING, "Slurm requeues the job", 60)
+        cluster.restore_slurmd("n2")
+        status = run.wait(timeout=240)
+        text = "".join(run.logs())
+        assert status.state == State.SUCCEEDED and status.raw_state == "COMPLETED", (status, text[-3000:])
+        assert len(status.restarts) == 1, status
+        assert "NODE FAILURE" in text  # slurmstepd's words on n1 when the controller ended the job
+        resumed = re.search(r"node 0 attempt 1 resumes at step (\d+)", text)
+        assert resumed, text[-3000:]
+        first = int(resumed.group(1))
+        assert first >= 3, text[-3000:]  # the second run started from the first one's checkpoint, not from 0
+        for node in (0, 1):
+            assert f"node {node} attempt 1 done at step {first + 3}" in text, text[-3000:]
+        assert int(step.read_text()) == first + 3
+    finally:
+        if not provider.fresh_status(run.id).terminal:  # a failed test leaves no job holding the nodes
+            provider.cancel(run.id)
+    assert not [pid for pid in processes_running("ckpt.py")], "a run's process outlived the job"
+
+
+def processes_running(script):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if script.encode() in cmd:
+                found.append(int(entry))
+    return found
 
 
 def test_doctor_online_through_the_cli(slurm_cluster, tmp_path):
