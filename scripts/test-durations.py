@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/durations.json: the seconds each test file took, from the JUnit XML of a full run
-(``pytest --junitxml=F``; several files add up, e.g. the two passes of scripts/test.sh).
+(``pytest --junitxml=F``; several files add up: scripts/test.sh leaves its two passes in
+.test-results/parallel.xml and .test-results/serial.xml).
 tests/conftest.py sends the longest files to the xdist workers first with it.
 
 Usage: python scripts/test-durations.py run.xml [serial.xml ...]

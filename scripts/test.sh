@@ -51,18 +51,21 @@ export MYPY_CACHE_DIR=${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cloudtra
 "$VENV/bin/python" -m mypy || { echo "scripts/test.sh: mypy found the problems above" >&2; exit 1; }
 took mypy
 
+# each pass leaves its JUnit XML in .test-results/ (git-ignored): `python scripts/test-durations.py
+# .test-results/*.xml` refreshes tests/durations.json, the order the workers take the files in
+mkdir -p .test-results
 pytest=("$VENV/bin/python" -m pytest -q --durations=25)
 workers=${CLOUDTRAIN_TEST_WORKERS:-2}
 own_marks=no
 for arg in "$@"; do case $arg in -m|-m*) own_marks=yes ;; esac; done
 set +e
 if [ "$own_marks" = yes ] || [ "$workers" -le 1 ]; then
-  "${pytest[@]}" "$@"; code=$?
+  "${pytest[@]}" --junitxml=.test-results/all.xml "$@"; code=$?
   took pytest
 else
-  "${pytest[@]}" -n "$workers" --dist loadgroup -m "not serial" "$@"; parallel=$?
+  "${pytest[@]}" -n "$workers" --dist loadgroup -m "not serial" --junitxml=.test-results/parallel.xml "$@"; parallel=$?
   took "pytest, $workers workers"
-  "${pytest[@]}" -m serial "$@"; serial=$?
+  "${pytest[@]}" -m serial --junitxml=.test-results/serial.xml "$@"; serial=$?
   took "pytest, serial"
   # 5 is "no test selected": fine for one pass when the other ran tests
   if [ $parallel = 5 ] && [ $serial = 5 ]; then code=5
