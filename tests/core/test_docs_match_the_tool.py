@@ -131,7 +131,8 @@ def options() -> dict:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {name: [set(a.option_strings) for a in p._actions if a.option_strings and "-h" not in a.option_strings
-                   and "older spelling" not in (a.help or "")]   # outputs -o DIR: --dest's old name
+                   and "older spelling" not in (a.help or "")   # outputs -o DIR: --dest's old name
+                   and a.help != argparse.SUPPRESS]   # hidden: the shell completion's own call
             for name, p in sub.choices.items()}
 
 
