@@ -18,14 +18,16 @@ SCALARS = {"str": str, "int": int, "bool": bool, "float": (int, float), "datetim
 
 
 def problems(value, type_name: str, path: str = ""):
-    """Where ``value`` is not a ``type_name`` (an SDK model name or ``list[...]``/``dict(str, ...)``)."""
+    """Where ``value`` is not a ``type_name`` (an SDK model name, ``List[...]``, ``Dict[str, ...]``)."""
     if value is None:
         return []
-    if type_name.startswith("list["):
+    if type_name.startswith("Optional["):
+        return problems(value, type_name[9:-1], path)
+    if type_name.startswith(("list[", "List[")):
         if not isinstance(value, list):
             return [f"{path}: a list expected"]
         return [p for i, item in enumerate(value) for p in problems(item, type_name[5:-1], f"{path}[{i}]")]
-    if type_name.startswith("dict("):
+    if type_name.startswith(("dict(", "Dict[")):
         if not isinstance(value, dict):
             return [f"{path}: a mapping expected"]
         inner = type_name[5:-1].split(", ", 1)[1]

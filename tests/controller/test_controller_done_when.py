@@ -43,8 +43,9 @@ CHECKPOINTS = {"sagemaker": f"s3://{BUCKET}/ckpt/digits/",
                "azure": "azureml://datastores/workspaceblobstore/paths/ckpt/digits/",
                "tione": "cos://train-1250000000/ckpt/digits/"}
 OPTIONS = {"sagemaker": {"role_arn": "arn:aws:iam::123456789012:role/train", "output_s3": f"s3://{BUCKET}/runs",
-                         "spot": True},
-           "azure": {"subscription_id": SUB, "resource_group": RG, "workspace": WS, "compute": "gpu-cluster"},
+                         "spot": True, "instance_type": "ml.g5.xlarge"},
+           "azure": {"subscription_id": SUB, "resource_group": RG, "workspace": WS, "compute": "a100-cluster",
+                     "vm_size": "Standard_NC24ads_A100_v4"},
            "tione": {"region": "ap-shanghai", "instance_type": "TI.S.LARGE.POST",
                      "code_source": "cos://train-1250000000/code/digits/"}}
 # botocore's sagemaker model, DescribeTrainingJobResponse.SecondaryStatus (see the module)
@@ -56,14 +57,31 @@ NODE_LOST = {"code": "ServiceError", "innerError": {"code": "NodeFailure"},
 
 
 def digits(provider: str):
-    sets = {f"providers.{provider}.{k}": v for k, v in OPTIONS[provider].items()}
-    return cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml", overrides={
-        **sets, "max_restarts": 3, "storage.checkpoint": CHECKPOINTS[provider]})
+    """The one job, as ``submit -p sagemaker,azure,tione`` loads it for each: every provider's
+    section, and ``storage.checkpoint`` naming each provider's own store."""
+    sets = {f"providers.{name}.{k}": v for name, options in OPTIONS.items() for k, v in options.items()}
+    sets.update({f"storage.checkpoint.{name}": uri for name, uri in CHECKPOINTS.items()})
+    return cloudtrain.load_job(EXAMPLES / "digits-ddp" / "job.yaml", overrides={**sets, "max_restarts": 3},
+                               provider=provider)
+
+
+def priced_sagemaker_catalog(home):
+    """The user's copy of SageMaker's catalog with a price for ml.g5.xlarge in us-east-1 (the
+    shipped one has none: SageMaker's prices come from the Price List, which ``catalog refresh``
+    reads and the double does not serve); the rates are the test's own."""
+    data = json.loads((ROOT / "plugins" / "cloudtrain_aws" / "catalogs" / "sagemaker.json").read_text())
+    for row in data["rows"]:
+        if row["instance_type"] == "ml.g5.xlarge":
+            row.update(price=1.408, prices={"us-east-1": {"on_demand": 1.408, "spot": 0.4224}}, currency="USD",
+                       price_note=None, price_source="the test's own rate")
+    (home / "catalogs").mkdir(parents=True, exist_ok=True, mode=0o700)
+    (home / "catalogs" / "sagemaker.json").write_text(json.dumps(data))
 
 
 @pytest.fixture
 def azure():
     server = FakeAzure(SUB, RG, WS).start()
+    server.computes["a100-cluster"] = "Standard_NC24ads_A100_v4"  # priced in the shipped catalog
     yield server
     server.stop()
     assert not server.crashes, "the fake crashed:\n" + "\n".join(server.crashes)
@@ -79,6 +97,7 @@ def tione():
 def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restarts_there(
         aws_server, azure, tione, home, monkeypatch, tmp_path):
     aws = aws_server.fresh(monkeypatch, BUCKET)
+    priced_sagemaker_catalog(home)
     for key, value in azure.proxy_env().items():  # the blob client azure-storage-blob builds reaches the double
         monkeypatch.setenv(key, value)
     providers = {"sagemaker": plugins.get_provider("sagemaker", **aws.clients()),
@@ -139,7 +158,7 @@ def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restar
     rows = store.attempts(run.handle)
     assert [(r["attempt"], r["provider"], r["kind"]) for r in rows] == [
         (0, "sagemaker", "preemption"), (1, "azure", "node-failure"), (2, "azure", None)]
-    assert [e for e, _ in store.events(run.handle)].count("checkpoint") == 1  # nothing to carry within azure
+    assert [e["event"] for e in store.events(run.handle)].count("checkpoint") == 1  # nothing to carry within azure
     az2 = rows[2]["attempt_handle"].rsplit("/", 1)[1]
     second = azure.jobs[az2]["properties"]
     assert second["environmentVariables"]["CLOUDTRAIN_RESTART_COUNT"] == "2"
@@ -160,7 +179,7 @@ def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restar
     assert attempts[0]["reason"].startswith("preemption: MaxWaitTimeExceeded")
     assert attempts[1]["reason"].startswith("node-failure: ServiceError: NodeFailure: Node tvmps_0001")
     assert attempts[2]["reason"]
-    assert all(isinstance(a["cost"], float) for a in attempts), attempts
+    assert all(isinstance(a["cost"], float) and a["started_at"] and a["ended_at"] for a in attempts), json.dumps(attempts, indent=1)
     listed = run_cli("list", "-o", "json", env=env, cwd=tmp_path, check=0).stdout
     assert [j["handle"] for j in json.loads(listed)] == [run.handle]
 

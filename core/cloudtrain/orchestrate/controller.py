@@ -316,9 +316,12 @@ class Controller:
             self.end_attempt(plan, current, provider, job_id, "CANCELLED", "cancelled", cancel=True)
             return
         status = provider.status(job_id)
-        if status.started_at is not None and current["started_at"] is None:
-            self.store.attempt_move(handle, current["attempt"], "running", started_at=status.started_at)
-            current["started_at"] = status.started_at
+        # when it started, by the platform's clock; for a platform whose status has no start time
+        # (Azure ML's job entity), the round that first saw it running or ended
+        started = status.started_at or (time.time() if status.state.value == "RUNNING" or status.terminal else None)
+        if started is not None and current["started_at"] is None:
+            self.store.attempt_move(handle, current["attempt"], "running", started_at=started)
+            current["started_at"] = started
         if status.terminal:
             self.attempt_ended(plan, current, status)
             return
