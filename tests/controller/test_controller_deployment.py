@@ -42,7 +42,8 @@ def problems(value, type_name: str, path: str = ""):
         return [f"{path}: an object ({type_name}) expected"]
     fields = {json_name: model.openapi_types[attr] for attr, json_name in model.attribute_map.items()}
     out = [f"{path}.{key}: not a field of {type_name}" for key in value if key not in fields]
-    return out + [p for key, item in value.items() if key in fields for p in problems(item, fields[key], f"{path}.{key}")]
+    return out + [p for key, item in value.items() if key in fields
+                  for p in problems(item, fields[key], f"{path}.{key}")]
 
 
 def check(doc):

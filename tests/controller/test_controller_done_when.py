@@ -94,8 +94,9 @@ def tione():
     assert not server.bad_requests, server.bad_requests
 
 
-def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restarts_there(
-        aws_server, azure, tione, home, monkeypatch, tmp_path):
+def started(aws_server, azure, tione, home, monkeypatch):
+    """Attempt 0 sent to SageMaker as ``submit -p sagemaker,azure,tione`` sends it (the ledger
+    row, the plan with the three candidates), and a controller to drive by rounds."""
     aws = aws_server.fresh(monkeypatch, BUCKET)
     priced_sagemaker_catalog(home)
     for key, value in azure.proxy_env().items():  # the blob client azure-storage-blob builds reaches the double
@@ -104,15 +105,20 @@ def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restar
                  "azure": plugins.get_provider("azure", credential=FakeCredential(),
                                                client_kwargs={"transport": azure.transport()}, poll=0),
                  "tione": TioneProvider(credential=Credential(SECRET_ID, SECRET_KEY), endpoint=tione.url, poll=0)}
-    rendered = [render_with_hooks(providers[name], digits(name), submit=True) for name in ("sagemaker", "azure", "tione")]
-    # what submit -p sagemaker,azure,tione does once SageMaker took the job: the ledger, the plan
-    sm = providers["sagemaker"]
-    run = sm.submit(rendered[0])
+    rendered = [render_with_hooks(providers[name], digits(name), submit=True)
+                for name in ("sagemaker", "azure", "tione")]
+    run = providers["sagemaker"].submit(rendered[0])
     ledger.record(run.handle, rendered[0])
     store = Store()
     assert controller.adopt(run.handle, rendered, store=store)
     c = make_controller(store=store, poll=0, provider_for=lambda name, profile: providers[name])
     [name] = [j["TrainingJobName"] for j in aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    return aws, run, store, c, name
+
+
+def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restarts_there(
+        aws_server, azure, tione, home, monkeypatch, tmp_path):
+    aws, run, store, c, name = started(aws_server, azure, tione, home, monkeypatch)
 
     # attempt 0 trains on SageMaker and leaves a checkpoint in its S3 (CheckpointConfig's sync)
     aws.set_training(name, "InProgress", "Training", "Training image download completed. Training in progress.")
@@ -179,7 +185,7 @@ def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restar
     assert attempts[0]["reason"].startswith("preemption: MaxWaitTimeExceeded")
     assert attempts[1]["reason"].startswith("node-failure: ServiceError: NodeFailure: Node tvmps_0001")
     assert attempts[2]["reason"]
-    assert all(isinstance(a["cost"], float) and a["started_at"] and a["ended_at"] for a in attempts), json.dumps(attempts, indent=1)
+    assert all(isinstance(a["cost"], float) and a["started_at"] and a["ended_at"] for a in attempts), attempts
     listed = run_cli("list", "-o", "json", env=env, cwd=tmp_path, check=0).stdout
     assert [j["handle"] for j in json.loads(listed)] == [run.handle]
 
@@ -188,3 +194,26 @@ def test_preempted_on_sagemaker_goes_on_on_azure_with_the_checkpoint_then_restar
     assert [j["TrainingJobStatus"] for j in summaries] == ["Stopped"]
     assert sorted(j["properties"]["status"] for j in azure.jobs.values()) == ["Completed", "Failed"]
     assert tione.tasks == {} and not [c for c in tione.calls if c["action"] == "CreateTrainingTask"]
+
+
+def test_a_checkpoint_that_cannot_be_carried_sends_no_next_attempt(aws_server, azure, tione, home, monkeypatch):
+    """S3 refuses every read (403): the move is tried on each round, no attempt is sent without
+    the checkpoint, and after three tries the job ends FAILED saying why."""
+    aws, run, store, c, name = started(aws_server, azure, tione, home, monkeypatch)
+    aws.set_training(name, "InProgress", "Training", "Training image download completed. Training in progress.")
+    aws.client("s3").put_object(Bucket=BUCKET, Key="ckpt/digits/checkpoint.pt", Body=b"weights")
+    aws.fail("S3.GET", "forbidden", times=1000)
+    aws.set_training(name, "Stopped", "MaxWaitTimeExceeded", MAX_WAIT)
+    for _ in range(2):
+        c.tick()
+        assert store.plan_get(run.handle)["state"] == "PENDING" and len(store.attempts(run.handle)) == 1
+    c.tick()
+    plan = store.plan_get(run.handle)
+    assert plan["state"] == "FAILED"
+    assert plan["reason"].startswith(f"the checkpoint could not be carried from sagemaker ({CHECKPOINTS['sagemaker']}) "
+                                     f"to azure ({CHECKPOINTS['azure']}): ")
+    assert "S3 refused: 403" in plan["reason"] and plan["reason"].endswith("(3 tries)")
+    [only] = store.attempts(run.handle)
+    assert only["state"] == "ended" and only["kind"] == "preemption"
+    assert not azure.calls(ARM, "PUT", "/jobs/") and not [k for k in azure.blobs if "ckpt" in k]
+    assert [e["event"] for e in store.events(run.handle)].count("checkpoint-failed") == 3

@@ -70,7 +70,8 @@ def _why_not(provider: str, uri: Optional[str]) -> Optional[str]:
         return (f"{provider}'s checkpoint is a local path ({uri}): it stays on the machine that ran the job; "
                 "give an object store URI to carry it")
     if scheme == "pvc":
-        return f"{provider}'s checkpoint is a Kubernetes claim ({uri}): it is mounted in the cluster, not reachable here"
+        return (f"{provider}'s checkpoint is a Kubernetes claim ({uri}): it is mounted in the cluster, "
+                "not reachable here")
     try:
         usable_store_class(scheme)
     except CloudtrainError as exc:

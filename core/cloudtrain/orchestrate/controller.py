@@ -375,7 +375,8 @@ class Controller:
         kind, words = failures.classify(current["provider"], status.message, status.exit_code)
         here = current["provider"]
         candidates = json.loads(plan["candidates"])
-        after = candidates[candidates.index(here) + 1] if candidates.index(here) + 1 < len(candidates) else None
+        after: Optional[str] = (candidates[candidates.index(here) + 1]
+                                if candidates.index(here) + 1 < len(candidates) else None)
         # A platform that restarts by itself has used its own restarts when it reports a failure:
         # the controller adds none there, but moves a job the platform gave up on for want of
         # capacity (SageMaker's managed spot past MaxWaitTimeInSeconds, a CapacityError) to the
@@ -394,9 +395,11 @@ class Controller:
         if not failures.covered(kind, words, job.restart_on):
             refused = f"{reason} on {here} (restart_on does not cover it): {status.message}"
         elif plan[budget] >= plan["max_restarts"]:
-            refused = f"{reason} on {here}, and max_restarts ({plan['max_restarts']}) {budget} were used: {status.message}"
-        where = after if moves and refused is None else here
-        ended_as = dict(state="ended", ended_at=ended, kind=kind, reason=f"{reason}: {status.message}".strip(": ")[:500],
+            refused = (f"{reason} on {here}, and max_restarts ({plan['max_restarts']}) {budget} were used: "
+                       f"{status.message}")
+        where: str = after if after is not None and moves and refused is None else here
+        ended_as = dict(state="ended", ended_at=ended, kind=kind,
+                        reason=f"{reason}: {status.message}".strip(": ")[:500],
                         started_at=current["started_at"] or status.started_at)
         if where != here and not self.carry_checkpoint(plan, here, where):
             if (self.store.plan_get(handle) or {}).get("state") in TERMINAL:  # it gave up
@@ -431,9 +434,10 @@ class Controller:
             return True
         handle = plan["handle"]
         why = checkpoints.problems([(here, source_job), (there, target_job)])
-        if why:  # validate said so before the job was sent; the move goes on without it
-            self.store.plan_move(handle, plan["state"], event="checkpoint", detail=why[0][:500])
-            self.say(f"{handle}: {why[0]}")
+        if why or target is None:  # validate said so before the job was sent; the move goes on without it
+            said = why[0] if why else f"{there} keeps no checkpoint"
+            self.store.plan_move(handle, plan["state"], event="checkpoint", detail=said[:500])
+            self.say(f"{handle}: {said}")
             return True
         try:
             src_url, dst_url = ObjectUrl.parse(source), ObjectUrl.parse(target)
