@@ -66,8 +66,12 @@ class SageMakerProvider(AwsProvider):
     # "Interrupted" ("the job stopped because the managed spot training instances were interrupted",
     # SecondaryStatusTransition > Status); "InternalServerError" is the one failure its RetryStrategy
     # retries (RetryStrategy reference): a node the platform lost.
+    # "MaxWaitTimeExceeded" (SecondaryStatus of a Stopped job, same reference) ends a managed spot
+    # job whose MaxWaitTimeInSeconds ("the amount of time spent waiting for Spot capacity plus the
+    # amount of time the job can run", StoppingCondition reference) ran out: SageMaker's own
+    # resumes after interruptions are used up, the spot capacity was taken away.
     failure_words = ((r"InsufficientCapacityError|CapacityError", CAPACITY),
-                     (r"\bInterrupted\b|spot.{0,40}interrupt", PREEMPTION),
+                     (r"\bInterrupted\b|spot.{0,40}interrupt|MaxWaitTimeExceeded", PREEMPTION),
                      (r"InternalServerError", NODE_FAILURE))
     Options = SageMakerOptions
     catalog_refresh = "cloudtrain_aws.catalog_refresh:refresh"

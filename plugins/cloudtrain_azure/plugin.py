@@ -12,3 +12,9 @@ def cloudtrain_register_providers(register):
 def cloudtrain_register_catalogs(register):
     # Azure's retail price API needs no SDK: the refresh lives outside the provider class
     register("cloudtrain_azure.prices:refresh", provider="azure")
+
+
+@hookimpl
+def cloudtrain_register_stores(register):
+    # azureml://datastores/NAME/paths/PATH: opened through the azure provider's workspace client
+    register("cloudtrain_azure.datastore:AzureMLDatastoreStore", scheme="azureml")

@@ -263,14 +263,26 @@ class AzureProvider(CloudProvider):
         created = getattr(getattr(job, "creation_context", None), "created_at", None)
         with sdk.quiet_sdk():  # studio_url logs at INFO
             url = getattr(job, "studio_url", None) or ""
-        return JobStatus(handle=self.handle(job_id), state=self.map_state(raw), raw_state=raw,
-                         name=getattr(job, "display_name", None) or getattr(job, "name", None), message=url,
+        state = self.map_state(raw)
+        message = url
+        if state is State.FAILED:  # the job entity has no error: run history says why (the controller reads it)
+            ml, name = self._client_for(job_id)
+            said = sdk.run_error(ml, name)
+            message = f"{said} ({url})" if said and url else said or url
+        return JobStatus(handle=self.handle(job_id), state=state, raw_state=raw,
+                         name=getattr(job, "display_name", None) or getattr(job, "name", None), message=message,
                          nodes=getattr(resources, "instance_count", None), created_at=timestamp(created))
 
     def _stop(self, job_id: str) -> None:
         ml, name = self._client_for(job_id)
         with sdk.azure_errors(f"cancelling job {name}"):
             ml.jobs.begin_cancel(name).result()
+
+    def checkpoint_store(self, url, job: JobSpec):
+        """storage.checkpoint's datastore (``azureml://datastores/NAME/paths/PATH``), through the
+        job's workspace: the controller carries a checkpoint to or from it."""
+        from .datastore import AzureMLDatastoreStore
+        return AzureMLDatastoreStore(self._workspace(self.options(job)))
 
     def outputs(self, job_id: str, dest: Path) -> List[Path]:
         """storage.output (the job's output ``cloudtrain_output``) into ``dest``, through

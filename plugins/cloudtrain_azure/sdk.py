@@ -171,6 +171,23 @@ def log_texts(ml, name: str, cursor: Dict[str, Any], pattern: "re.Pattern[str]")
         return {k: download_text_from_url(files[k], cursor["pipeline"]) for k in sorted(files)}
 
 
+def run_error(ml, name: str) -> str:
+    """The platform's words for a failed job: run history's ``RunDetails.error`` (what azure-ai-ml
+    prints for a failed job, ``stream_logs_until_completion`` in azure/ai/ml/operations/
+    _job_ops_helper.py): the root error's code, its inner errors' codes, then its message."""
+    with azure_errors(f"reading why job {name} failed"):
+        details = ml.jobs._runs_operations.get_run_details(name)
+    root = getattr(getattr(details, "error", None), "error", None)
+    if root is None:
+        return ""
+    words = [root.code]
+    inner = root.inner_error
+    while inner is not None:
+        words.append(inner.code)
+        inner = inner.inner_error
+    return ": ".join(w for w in (*words, root.message) if w)
+
+
 # -- the credential -------------------------------------------------------------------------------
 # Where azure-identity's DefaultAzureCredential looks (its docs, "DefaultAzureCredential": the
 # environment's service principal, EnvironmentCredential's AZURE_CLIENT_ID/AZURE_TENANT_ID/

@@ -18,6 +18,12 @@ DEFAULT = ["preemption", "capacity", "node-failure", "hang"]
     ("sagemaker", "CapacityError: Unable to provision requested ML compute capacity. Please retry using a "
                   "different ML instance type.", "capacity"),
     ("sagemaker", "InternalServerError: We encountered an internal error. Please try again.", "node-failure"),
+    # botocore's sagemaker model, SecondaryStatus of a Stopped managed spot job whose
+    # MaxWaitTimeInSeconds (waiting for Spot capacity plus run time) ran out
+    ("sagemaker", "MaxWaitTimeExceeded: The job stopped because it exceeded the maximum allowed wait time.",
+     "preemption"),
+    # Azure ML run history's RunDetails.error of a run that lost a node (the azure provider's status)
+    ("azure", "ServiceError: NodeFailure: Node tvmps_0001 of cluster gpu-cluster became unusable", "node-failure"),
     # Kubernetes pod condition type DisruptionTarget (k8s.io/api/core/v1)
     ("kubeflow", "pod digits-worker-1: DisruptionTarget: PreemptionByScheduler", "preemption"),
     # TI-ONE error codes (tencentcloud/tione/v20211111/errorcodes.py)

@@ -155,6 +155,7 @@ class FakeAzure:
         self.priorities: Dict[str, str] = {"spot-cluster": "LowPriority"}
         self.blobs: Dict[str, dict] = {}  # "container/blob name" -> {"data", "metadata"}
         self.datastores: Dict[str, str] = {"workspaceblobstore": "azureml-blobstore", "runs": "runs"}  # -> container
+        self.run_errors: Dict[str, dict] = {}  # job name -> run history's RootError of a failed run
         self.logs: Dict[str, Dict[str, str]] = {}
         # per job: statuses the run-history "details" call steps through, and log text added at each step
         self.script: Dict[str, List[tuple]] = {}
@@ -439,7 +440,10 @@ class FakeAzure:
                 self.logs.setdefault(name, {})[file] = self.logs.get(name, {}).get(file, "") + text
         files = {f: f"https://{LOGS}/{name}/{f}?sv=fake&sig=fake" for f in self.logs.get(name, {})}
         files["system_logs/lifecycler/execution-wrapper.log"] = f"https://{LOGS}/{name}/system.log?sig=fake"
-        return self._json(200, {"runId": name, "status": props["status"], "logFiles": files, "warnings": []})
+        details = {"runId": name, "status": props["status"], "logFiles": files, "warnings": []}
+        if name in self.run_errors:  # RunDetails.error: an ErrorResponse around a RootError (runhistory models)
+            details["error"] = {"error": self.run_errors[name]}
+        return self._json(200, details)
 
     def _log_file(self, path: str):
         _, name, file = path.split("/", 2)

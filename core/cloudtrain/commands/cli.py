@@ -260,7 +260,8 @@ def cmd_validate(args) -> int:
     from ..spec.credentials import mask_text
     from ..extend.plugins import get_provider
     worst = 0
-    for job, provider in _load_each(args):
+    loaded = list(_load_each(args))
+    for job, provider in loaded:
         try:
             _estimate(job, provider)
             from ..api import validate
@@ -273,6 +274,10 @@ def cmd_validate(args) -> int:
         where = args.job or f"-j {args.j} --script {args.script}"
         print(f"{where}: ok ({provider}: {job.distribution.type}, {job.distribution.nodes} node(s) x "
               f"{job.procs_per_node} process(es))")
+    if any(job.max_restarts for job, _ in loaded):  # a recovery may move along -p a,b,c
+        from ..orchestrate.checkpoints import problems
+        for line in problems([(provider, job) for job, provider in loaded]):
+            print(f"cloudtrain: warning: {mask_text(line)}", file=sys.stderr)
     return worst
 
 

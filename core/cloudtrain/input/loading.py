@@ -347,6 +347,17 @@ def emulate_override(provider: str, platform: str) -> str:
     return f"providers.{provider}.emulate={platform}"
 
 
+def checkpoint_for(data: dict, provider: Optional[str]) -> None:
+    """``storage.checkpoint: {sagemaker: s3://..., azure: azureml://...}`` names each provider's
+    own store (failover across platforms whose stores differ: the controller carries the
+    checkpoint from one to the next, docs/controller.md); loaded for ``provider``, it is that
+    provider's entry (none: the job keeps no checkpoint there).  In place."""
+    storage = data.get("storage")
+    if provider is None or not isinstance(storage, dict) or not isinstance(storage.get("checkpoint"), dict):
+        return
+    storage["checkpoint"] = storage["checkpoint"].get(provider)
+
+
 def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[dict] = None,
                   overrides=None, texts: Optional[Dict[tuple, str]] = None, duplicates=(),
                   provider: Optional[str] = None, settings=None) -> JobSpec:
@@ -368,6 +379,7 @@ def job_from_dict(data: dict, *, path: Optional[Path] = None, lines: Optional[di
         texts.update((o.path + rel, text) for rel, text in o.texts.items())
     source = Source(path, lines or {}, {key: o.value for key, o in parsed.items()}, texts=texts,
                     raw={key: o.raw for key, o in parsed.items()}, origins=origins)
+    checkpoint_for(data, provider)
     problems = duplicate_problems(duplicates, source) + provider_section_problems(data, source)
     job, invalid = model_problems(JobSpec, data, source)
     job = _valid(job, problems + invalid)

@@ -46,6 +46,7 @@ CLAIM_NAME = "controller.json"
 LOG_NAME = "controller.log"
 POLL = float(os.environ.get("CLOUDTRAIN_CONTROLLER_POLL", "5"))  # seconds between rounds
 WARN_AT = 0.8  # of max_cost
+CARRY_TRIES = 3  # failed copies of a checkpoint to the next provider before the job ends FAILED
 CLAIM_WAIT = 15.0  # seconds ensure_running waits for the controller it started to hold the lock
 
 USER_STATES = ("PENDING", "STARTING", "RUNNING", "RECOVERING", *TERMINAL)
@@ -85,11 +86,12 @@ def warn_limited_by_controller(job, platform_says: str) -> None:
 
 
 # -- the plan a submit leaves ------------------------------------------------------------------------
-def needs_following(job, provider: str) -> bool:
-    """A job the controller must act on: restarts the platform does not make, a budget, or a
-    run-time limit the platform lacks."""
-    return bool((job.max_restarts and not restarts_itself(provider)) or job.max_cost is not None
-                or (job.max_runtime and not has_runtime_limit(provider)))
+def needs_following(job, provider: str, candidates: int = 1) -> bool:
+    """A job the controller must act on: restarts the platform does not make, a move to the next
+    of ``candidates`` providers when the platform's own restarts ran out for want of capacity, a
+    budget, or a run-time limit the platform lacks."""
+    return bool((job.max_restarts and (not restarts_itself(provider) or candidates > 1))
+                or job.max_cost is not None or (job.max_runtime and not has_runtime_limit(provider)))
 
 
 def job_data(job) -> Dict[str, Any]:
@@ -117,7 +119,7 @@ def adopt(handle: str, rendered: list, *, profile: Optional[str] = None, store: 
     provider, _ = parse_handle(handle)
     chosen = next((r for r in rendered if r.provider == provider), rendered[0])
     job = chosen.job
-    if not needs_following(job, provider):
+    if not needs_following(job, provider, len(rendered) - rendered.index(chosen)):
         return False
     store = store or Store()
     budget = budget_of(chosen)
@@ -314,9 +316,12 @@ class Controller:
             self.end_attempt(plan, current, provider, job_id, "CANCELLED", "cancelled", cancel=True)
             return
         status = provider.status(job_id)
-        if status.started_at is not None and current["started_at"] is None:
-            self.store.attempt_move(handle, current["attempt"], "running", started_at=status.started_at)
-            current["started_at"] = status.started_at
+        # when it started, by the platform's clock; for a platform whose status has no start time
+        # (Azure ML's job entity), the round that first saw it running or ended
+        started = status.started_at or (time.time() if status.state.value == "RUNNING" or status.terminal else None)
+        if started is not None and current["started_at"] is None:
+            self.store.attempt_move(handle, current["attempt"], "running", started_at=started)
+            current["started_at"] = started
         if status.terminal:
             self.attempt_ended(plan, current, status)
             return
@@ -367,39 +372,89 @@ class Controller:
     def attempt_ended(self, plan, current, status) -> None:
         handle, n = plan["handle"], current["attempt"]
         ended = status.ended_at or time.time()
-        if status.state.value != "FAILED" or plan["restarts_itself"]:
+        kind, words = failures.classify(current["provider"], status.message, status.exit_code)
+        here = current["provider"]
+        candidates = json.loads(plan["candidates"])
+        after: Optional[str] = (candidates[candidates.index(here) + 1]
+                                if candidates.index(here) + 1 < len(candidates) else None)
+        # A platform that restarts by itself has used its own restarts when it reports a failure:
+        # the controller adds none there, but moves a job the platform gave up on for want of
+        # capacity (SageMaker's managed spot past MaxWaitTimeInSeconds, a CapacityError) to the
+        # next provider of -p a,b,c.
+        moves = kind in failures.PLATFORM_KINDS and after is not None
+        if status.state.value != "FAILED" or (restarts_itself(here) and not moves):
             reason = status.message or status.state.value.lower()
             self.store.attempt_move(handle, n, "running", state="ended", ended_at=ended, reason=reason,
                                     started_at=current["started_at"] or status.started_at)
             self.finish(plan, status.state.value, reason)
             return
-        kind, words = failures.classify(current["provider"], status.message, status.exit_code)
         reason = kind if kind != failures.EXIT_CODE else f"exit code {words}"
-        self.store.attempt_move(handle, n, "running", state="ended", ended_at=ended, kind=kind,
-                                reason=f"{reason}: {status.message}".strip(": ")[:500])
-        job = job_from_data(json.loads(plan["jobs"])[current["provider"]])
+        job = job_from_data(json.loads(plan["jobs"])[here])
         budget = "preemptions" if kind in failures.PLATFORM_KINDS else "failures"
+        refused = None
         if not failures.covered(kind, words, job.restart_on):
-            self.finish(plan, "FAILED", f"{reason} on {current['provider']} (restart_on does not cover it): "
-                                        f"{status.message}"[:500])
+            refused = f"{reason} on {here} (restart_on does not cover it): {status.message}"
+        elif plan[budget] >= plan["max_restarts"]:
+            refused = (f"{reason} on {here}, and max_restarts ({plan['max_restarts']}) {budget} were used: "
+                       f"{status.message}")
+        where: str = after if after is not None and moves and refused is None else here
+        ended_as = dict(state="ended", ended_at=ended, kind=kind,
+                        reason=f"{reason}: {status.message}".strip(": ")[:500],
+                        started_at=current["started_at"] or status.started_at)
+        if where != here and not self.carry_checkpoint(plan, here, where):
+            if (self.store.plan_get(handle) or {}).get("state") in TERMINAL:  # it gave up
+                self.store.attempt_move(handle, n, "running", **ended_as)
+            return  # else tried again next round; the attempt stays as it is until then
+        self.store.attempt_move(handle, n, "running", **ended_as)
+        if refused is not None:
+            self.finish(plan, "FAILED", refused[:500])
             return
-        if plan[budget] >= plan["max_restarts"]:
-            self.finish(plan, "FAILED", f"{reason} on {current['provider']}, and max_restarts "
-                                        f"({plan['max_restarts']}) {budget} were used: {status.message}"[:500])
-            return
-        candidates = json.loads(plan["candidates"])
-        where = current["provider"]
-        if kind in failures.PLATFORM_KINDS and candidates.index(where) + 1 < len(candidates):
-            where = candidates[candidates.index(where) + 1]
         used = plan[budget] + 1
-        nxt = f"restarting on {where} after a {reason} on {current['provider']} ({used}/{plan['max_restarts']})"
+        nxt = f"restarting on {where} after a {reason} on {here} ({used}/{plan['max_restarts']})"
         self.store.plan_move(handle, plan["state"], event="recovering", detail=nxt, state="RECOVERING",
-                             step="launching", next_step=nxt, **{budget: used})
+                             step="launching", next_step=nxt, restarts_itself=int(restarts_itself(where)),
+                             **{budget: used})
         plan.update(state="RECOVERING", step="launching", **{budget: used})
         self.say(f"{handle}: {nxt}")
         rendered = self.render(plan, where, n + 1)
         _add_attempt(self.store, handle, n + 1, rendered, None)
         self.send(plan, self.store.attempts(handle)[-1], rendered)
+
+    def carry_checkpoint(self, plan, here: str, there: str) -> bool:
+        """Copy the checkpoint ``here``'s attempts left to ``there``'s store before the next
+        attempt goes there (``cloudtrain.orchestrate.checkpoints``); False when it could not be
+        copied (an event says why; the controller tries again next round, and after
+        ``CARRY_TRIES`` failed tries the job ends FAILED rather than start over without it)."""
+        from . import checkpoints
+        from ..transfer.objectstore import ObjectUrl
+        jobs = json.loads(plan["jobs"])
+        source_job, target_job = job_from_data(jobs[here]), job_from_data(jobs[there])
+        source, target = checkpoints.location(source_job), checkpoints.location(target_job)
+        if source is None or source == target:
+            return True
+        handle = plan["handle"]
+        why = checkpoints.problems([(here, source_job), (there, target_job)])
+        if why or target is None:  # validate said so before the job was sent; the move goes on without it
+            said = why[0] if why else f"{there} keeps no checkpoint"
+            self.store.plan_move(handle, plan["state"], event="checkpoint", detail=said[:500])
+            self.say(f"{handle}: {said}")
+            return True
+        try:
+            src_url, dst_url = ObjectUrl.parse(source), ObjectUrl.parse(target)
+            done = checkpoints.carry(
+                checkpoints.store_for(self.provider(here, plan["profile"]), src_url, source_job), src_url,
+                checkpoints.store_for(self.provider(there, plan["profile"]), dst_url, target_job), dst_url)
+        except Exception as exc:  # noqa: BLE001  (a store's error: said, tried again)
+            detail = f"the checkpoint could not be carried from {here} ({source}) to {there} ({target}): {exc}"
+            self.store.plan_move(handle, plan["state"], event="checkpoint-failed", detail=detail[:500])
+            self.say(f"{handle}: {detail}")
+            tries = sum(e["event"] == "checkpoint-failed" for e in self.store.events(handle))
+            if tries >= CARRY_TRIES:
+                self.finish(plan, "FAILED", f"{detail} ({tries} tries)"[:500])
+            return False
+        self.store.plan_move(handle, plan["state"], event="checkpoint", detail=str(done)[:500])
+        self.say(f"{handle}: {done}")
+        return True
 
     def render(self, plan, provider: str, attempt: int):
         saved = json.loads(plan["jobs"])[provider]

@@ -151,6 +151,15 @@ class CloudProvider(Provider):
         settings = {k: v for k, v in (("region", upload.region), ("endpoint", upload.endpoint)) if v}
         return open_store(ObjectUrl.parse(upload.url), **settings)
 
+    def checkpoint_store(self, url, job):
+        """The store ``job``'s ``storage.checkpoint`` (``url``) is kept in, reached with this
+        provider's clients and account (the controller carries a checkpoint between providers):
+        the store its code goes to when that one reads the URL's scheme, else the registered store
+        of the scheme."""
+        from ..transfer.objectstore import open_store
+        store = self.code_store(CodeUpload(url=str(url), region=getattr(self.options(job), "region", None)))
+        return store if store.scheme == url.scheme else open_store(url)
+
     # -- the template -------------------------------------------------------------------------
     def spec_hash(self, rendered: Rendered, shipped: Optional[Shipped] = None) -> str:
         """``spec_hash`` of the render and of what ``ship`` sent (the code is not read again),

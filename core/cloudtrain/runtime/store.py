@@ -378,6 +378,7 @@ class Store:
             with self._connect() as db:
                 db.execute(f"UPDATE ledger SET {', '.join(f'{k} = ?' for k in fields)} WHERE handle = ?",
                            (*fields.values(), handle))
+            storerepair.write_plan_record(self, handle)  # (a followed job's row travels with its plan)
 
     def ledger_rows(self, where: str = "", params: tuple = (), limit: Optional[int] = None) -> List[sqlite3.Row]:
         """The ledger (every provider's submissions, and the local jobs) newest first; ``where``:
@@ -407,7 +408,8 @@ class Store:
                 db.execute("INSERT INTO events (handle, at, event, detail) VALUES (?, ?, ?, ?)",
                            (row["handle"], now, event, detail))
             db.execute("COMMIT")
-            return cur.rowcount == 1
+        storerepair.write_plan_record(self, row["handle"])
+        return cur.rowcount == 1
 
     def plan_move(self, handle: str, expected: Any, event: str = "", detail: str = "", **fields: Any) -> None:
         """Compare-and-set: write ``fields`` to the plan of ``handle`` only while its state is one
@@ -429,12 +431,15 @@ class Store:
                 db.execute("INSERT INTO events (handle, at, event, detail) VALUES (?, ?, ?, ?)",
                            (handle, time.time(), event, detail))
             db.execute("COMMIT")
+        storerepair.write_plan_record(self, handle)
 
     def plan_flag(self, handle: str, **fields: Any) -> bool:
         """Set flags that need no state guard (``cancel_requested``, ``next_step``); False without a plan."""
         cols = ", ".join(f"{k} = ?" for k in fields)
         with self._connect() as db:
-            return db.execute(f"UPDATE plans SET {cols} WHERE handle = ?", (*fields.values(), handle)).rowcount == 1
+            found = db.execute(f"UPDATE plans SET {cols} WHERE handle = ?", (*fields.values(), handle)).rowcount == 1
+        storerepair.write_plan_record(self, handle)
+        return found
 
     def plan_get(self, handle: str) -> Optional[Dict[str, Any]]:
         with self._connect() as db:
@@ -463,6 +468,7 @@ class Store:
                            [row[c] for c in cols])
             except sqlite3.IntegrityError:
                 raise StaleTransition(f"{row['handle']}: attempt {row['attempt']} exists already") from None
+        storerepair.write_plan_record(self, row["handle"])
 
     def attempt_move(self, handle: str, attempt: int, expected: Any, **fields: Any) -> None:
         """Compare-and-set on an attempt's ``state`` (see ``plan_move``)."""
@@ -474,6 +480,7 @@ class Store:
                              (*fields.values(), handle, attempt, *states))
             if cur.rowcount != 1:
                 raise StaleTransition(f"{handle}: attempt {attempt} is not {' or '.join(states)}; nothing written")
+        storerepair.write_plan_record(self, handle)
 
     def attempts(self, handle: str) -> List[Dict[str, Any]]:
         with self._connect() as db:

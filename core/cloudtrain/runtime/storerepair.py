@@ -4,7 +4,9 @@ rebuilt from them.
 ``job.json`` in ``$CLOUDTRAIN_HOME/runs/<id>/`` is the job's row of the store (handle, state,
 raw state, message, exit code, supervisor, times), its nodes (PIDs, exit codes) and its
 restarts, rewritten atomically (a temporary file, then a rename) whenever the store changes
-them; ``plan.json`` beside it is the plan.  A ``state.db`` that SQLite calls corrupt or "not a
+them.  A job the controller follows (on any provider: most have no run directory) has its
+record in ``$CLOUDTRAIN_HOME/plans/<sha256 of its handle>.json``: its plan, attempts, events and
+ledger row, rewritten so whenever one of them changes.  A ``state.db`` that SQLite calls corrupt or "not a
 database", or that has lost its tables (truncated), is moved aside as
 ``state.db.corrupt-<time>`` with one warning, and a new one is made from the records, so a
 running job stays listed and can be cancelled.  A missing store is made from them too.
@@ -26,6 +28,7 @@ from ..spec.errors import CloudtrainError, CloudtrainWarning
 from ..launch.exitcodes import EXIT_PLATFORM
 
 RECORD = "job.json"
+PLANS = "plans"  # the controller's plans' records, in the home
 
 
 class StoreDamaged(CloudtrainError):
@@ -108,6 +111,44 @@ def write_record(store, job_id: str) -> None:
         atomic_write(run_dir / RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
+def plan_record_path(home: Path, handle: str) -> Path:
+    import hashlib
+    return home / PLANS / (hashlib.sha256(handle.encode()).hexdigest()[:32] + ".json")
+
+
+def write_plan_record(store, handle: str) -> None:
+    """Rewrite the record of the plan of ``handle`` from the store (nothing without a plan); read
+    and written under a lock on the records' directory, so two writers never leave the older read."""
+    from ..input.homedir import private_dir
+    folder = private_dir(Path(store.path).parent / PLANS)
+    with _locked(folder):
+        with store._connect() as db:
+            plan = db.execute("SELECT * FROM plans WHERE handle = ?", (handle,)).fetchone()
+            if plan is None:
+                return
+            attempts = [dict(r) for r in db.execute("SELECT * FROM attempts WHERE handle = ? ORDER BY attempt",
+                                                    (handle,))]
+            events = [dict(r) for r in db.execute("SELECT at, event, detail FROM events WHERE handle = ? ORDER BY id",
+                                                  (handle,))]
+            ledger = db.execute("SELECT * FROM ledger WHERE handle = ?", (handle,)).fetchone()
+        record = {"handle": handle, "plan": dict(plan), "attempts": attempts, "events": events,
+                  "ledger": dict(ledger) if ledger else None}
+        atomic_write(plan_record_path(folder.parent, handle), json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def read_plan_records(plans: Path) -> List[dict]:
+    """Every readable plan record under ``plans``."""
+    records = []
+    for path in sorted(plans.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("plan"), dict):
+            records.append(record)
+    return records
+
+
 def read_records(runs: Path) -> List[dict]:
     """Every readable ``job.json`` under ``runs``."""
     records = []
@@ -132,6 +173,7 @@ def create(path: Path, schema: str) -> int:
     """Make the store at ``path`` from the records under ``path``'s ``runs/``, all at once (built
     aside, then linked into place: no process ever sees it half made); the jobs it holds."""
     records = read_records(path.parent / "runs")
+    plans = read_plan_records(path.parent / PLANS)
     tmp = path.with_name(f".{path.name}.new-{os.getpid()}")
     try:
         db = sqlite3.connect(tmp, isolation_level=None)
@@ -146,6 +188,14 @@ def create(path: Path, schema: str) -> int:
                     _insert(db, "nodes", node)
                 for restart in record.get("restarts") or []:
                     _insert(db, "restarts", restart)
+            for plan in plans:
+                _insert(db, "plans", plan["plan"])
+                for attempt in plan.get("attempts") or []:
+                    _insert(db, "attempts", attempt)
+                for event in plan.get("events") or []:
+                    _insert(db, "events", dict(event, handle=plan["handle"]))
+                if isinstance(plan.get("ledger"), dict):
+                    _insert(db, "ledger", plan["ledger"])
             db.execute("COMMIT")
         finally:
             db.close()  # the last connection: the WAL is checkpointed into the file and removed
@@ -169,7 +219,7 @@ def create(path: Path, schema: str) -> int:
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-    return len(records)
+    return len(records) + len(plans)
 
 
 def trouble(path: Path) -> str:
