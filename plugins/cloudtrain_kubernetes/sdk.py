@@ -22,9 +22,9 @@ def api_error(exc, doing: str) -> PlatformError:
     except (ValueError, AttributeError):
         pass
     fixes: Dict[Optional[int], str] = {
-        400: "the cluster's CRD has no such field (strict field validation): its operator is older than the one "
-             "cloudtrain renders for; upgrade the operator (see the provider's page in docs/providers), or leave out "
-             "the option that renders that field",
+        400: "an unknown field is one this cluster's CRD lacks (cloudtrain creates with strict field validation): "
+             "its operator is older than the one cloudtrain renders for; upgrade the operator (see the provider's "
+             "page in docs/providers), or leave out the option that renders that field",
         401: "check the kubeconfig's credentials",
         403: "ask for RBAC rights on these resources",
         404: "is the operator's CRD installed in this cluster?",
