@@ -21,7 +21,10 @@ Volcano (``svc`` and ``env`` plugins): ``VC_TASK_INDEX`` (index within the pod's
 ``VC_<TASK>_HOSTS`` / ``VC_<TASK>_NUM`` for every task.  Node ranks follow the task order in
 ``CLOUDTRAIN_VOLCANO_TASKS`` (cloudtrain's manifests set it; otherwise master/head/launcher/
 chief/ps first, then the rest by name); this pod's task is ``CLOUDTRAIN_VOLCANO_TASK`` or the
-task whose host list holds this pod's hostname.
+task whose host list holds this pod's hostname.  ``CLOUDTRAIN_VOLCANO_RETRY_COUNT`` (the pod's
+``volcano.sh/job-retry-count`` annotation through the downward API: how often Volcano restarted
+the job, Volcano >= 1.11) is the node's ``CLOUDTRAIN_RESTART_COUNT``; empty (an older Volcano),
+it is not set.
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ HOSTS = "CLOUDTRAIN_HOSTS"
 HOSTFILE = "OMPI_MCA_orte_default_hostfile"
 VOLCANO_TASKS = "CLOUDTRAIN_VOLCANO_TASKS"
 VOLCANO_TASK = "CLOUDTRAIN_VOLCANO_TASK"
+VOLCANO_RETRY = "CLOUDTRAIN_VOLCANO_RETRY_COUNT"  # manifests.VOLCANO_RETRY_ENV
+RESTART_COUNT = "CLOUDTRAIN_RESTART_COUNT"
 FIRST_TASKS = ("master", "head", "launcher", "chief", "ps")
 TF_ROLES = ("chief", "master", "ps", "worker")
 
@@ -219,15 +224,18 @@ def detect_volcano(environ: Mapping[str, str]) -> Optional[Topology]:
         if task == mine:
             rank = len(hosts) + (env_int(environ, "VC_TASK_INDEX") or 0)
         hosts += per_task[task]
+    retries = environ.get(VOLCANO_RETRY, "").strip()
     return Topology(platform="volcano", node_rank=rank, num_nodes=len(hosts), master_addr=hosts[0],
-                    master_port=_port(environ, "CLOUDTRAIN_MASTER_PORT", "MASTER_PORT"), hosts=hosts)
+                    master_port=_port(environ, "CLOUDTRAIN_MASTER_PORT", "MASTER_PORT"), hosts=hosts,
+                    env={RESTART_COUNT: retries} if retries.isdigit() else {})
 
 
 def volcano_environment(tasks: List[Tuple[str, int]], node_index: int, hosts: List[str],
                         master_port: int) -> Dict[str, str]:
     """What the pod of node ``node_index`` sees: the ``svc``/``env`` plugins' variables for
     ``tasks`` ([(name, replicas)] in node order) plus those cloudtrain's manifest sets."""
-    env = {VOLCANO_TASKS: ",".join(t for t, _ in tasks), "CLOUDTRAIN_MASTER_PORT": str(master_port)}
+    env = {VOLCANO_TASKS: ",".join(t for t, _ in tasks), "CLOUDTRAIN_MASTER_PORT": str(master_port),
+           VOLCANO_RETRY: "0"}  # a first attempt's annotation
     start = 0
     for task, replicas in tasks:
         env["VC_%s_HOSTS" % _task_env(task)] = ",".join(hosts[start:start + replicas])
@@ -237,6 +245,19 @@ def volcano_environment(tasks: List[Tuple[str, int]], node_index: int, hosts: Li
             env["VC_TASK_INDEX"] = env["VK_TASK_INDEX"] = str(node_index - start)
         start += replicas
     return env
+
+
+# -- KubeRay: the Ray driver of a RayJob (rayjob.py) ---------------------------------------------
+def detect_kuberay(environ: Mapping[str, str]) -> Optional[Topology]:
+    """The driver of a RayJob, on its head pod: node 0 of ``CLOUDTRAIN_KUBERAY_NODES`` (the Ray
+    cluster KubeRay formed; Ray places the work, so no host list).  Named only (``--platform
+    kuberay`` with ``CLOUDTRAIN_DETECTORS``): a head pod looks like nothing else."""
+    nodes = env_int(environ, "CLOUDTRAIN_KUBERAY_NODES")
+    if not nodes:
+        return None
+    host = environ.get("HOSTNAME") or socket.gethostname()
+    return Topology(platform="kuberay", node_rank=0, num_nodes=nodes, master_addr=host,
+                    master_port=_port(environ, "CLOUDTRAIN_MASTER_PORT"), hosts=[host] if nodes == 1 else [])
 
 
 # -- emulation (control plane: the job model is passed in) and the registrations --------------
@@ -254,7 +275,7 @@ def emulate_volcano(job, node_index: int, cluster) -> Dict[str, str]:
 # (a readable MPI hostfile, TF_CONFIG, PET_NNODES with MASTER_ADDR) are the least specific.
 PLATFORMS = (
     Platform("volcano", detect_volcano, priority=40, environment=emulate_volcano,
-             prefixes=("VC_", "VK_"), variables=(VOLCANO_TASKS, VOLCANO_TASK)),
+             prefixes=("VC_", "VK_"), variables=(VOLCANO_TASKS, VOLCANO_TASK, VOLCANO_RETRY)),
     # cloudtrain's TrainJob marks its pods (CLOUDTRAIN_TRAINER_RUNTIME): before Kubeflow v1's guesses
     Platform("kubeflow-trainer", "cloudtrain_kubernetes.trainer_detect:detect_kubeflow_trainer", priority=35,
              environment="cloudtrain_kubernetes.trainer_detect:emulate", ships=("cloudtrain_kubernetes.detect",),

@@ -111,6 +111,10 @@ DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # Kubeflow's operators and Volcano name pods and services "<job>-<replica>-<index>"; those
 # must stay DNS-1123 labels (<= 63), so the job name leaves room for the longest suffix.
 _LONGEST_ROLE = "launcher"
+# A RayJob's name: at most 47 characters (its RayCluster's name adds "-" and 5 characters, a
+# RayCluster's is at most 53), and a DNS-1035 label (KubeRay ray-operator/controllers/ray/utils/
+# validation.go ValidateRayJobMetadata, constant.go MaxRayJobNameLength).
+KUBERAY_NAME_LIMIT = 47
 
 # RDMA presets by device-plugin resource; the job's own env always wins.
 RDMA_ENV_PRESETS: Dict[str, Dict[str, str]] = {
@@ -191,6 +195,7 @@ class ManifestOptions:
     detector_targets: Tuple[str, ...] = ()           # detector modules shipped in the launcher bundle
     code: Optional[CodePayload] = None               # the code ConfigMap's archive (None: the image holds the code)
     jobset: bool = False                             # a TrainJob: its JobSet's pod names bound the name (name_suffix)
+    kuberay: bool = False                            # a RayJob: KubeRay's name limit bounds the name (object_name)
 
     @classmethod
     def of(cls, value: Union["ManifestOptions", Mapping[str, Any], None]) -> "ManifestOptions":
@@ -237,6 +242,8 @@ def object_name(job: JobSpec, options: ManifestOptions) -> str:
     (Service names are DNS-1035 labels)."""
     name = options.name or job.name
     room = 63 - len(name_suffix(job, options))
+    if options.kuberay:  # KubeRay v1.7.0 utils/validation.go ValidateRayJobMetadata: MaxRayJobNameLength = 53 - 6
+        room = min(room, KUBERAY_NAME_LIMIT)
     if len(name) > room:
         digest = _hash(name)[:6]
         name = name[:room - 7].rstrip("-") + "-" + digest
@@ -691,8 +698,7 @@ def pytorch_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
             extra["CLOUDTRAIN_HOSTS"] = ",".join("%s-worker-%d" % (name, i) for i in range(d.nodes))
         c = container(job, options, "pytorch", cmd, ports=port, extra_env=extra)
         if independent:
-            c["env"].append({"name": "CLOUDTRAIN_REPLICA_INDEX", "valueFrom": {"fieldRef": {
-                "fieldPath": "metadata.labels['%s']" % REPLICA_INDEX_LABEL}}})
+            c["env"].append(downward_env("CLOUDTRAIN_REPLICA_INDEX", "metadata.labels['%s']" % REPLICA_INDEX_LABEL))
         specs[role] = {"replicas": count, "restartPolicy": _restart_policy(job),
                        "template": pod_template(job, options, role.lower(), [c], bundle)}
     spec: Dict[str, Any] = {"pytorchReplicaSpecs": specs, "nprocPerNode": str(job.procs_per_node),
@@ -806,6 +812,22 @@ def volcano_tasks(job: JobSpec) -> List[Tuple[str, int]]:
 VOLCANO_SVC_ARGS = ("--publish-not-ready-addresses=true",)
 
 
+# How often Volcano restarted the job: its controller writes the Job's status.retryCount on every
+# pod it creates as the annotation volcano.sh/job-retry-count (volcano-sh/volcano >= v1.11.0,
+# pkg/controllers/job/job_controller_util.go createJobPod: ``pod.Annotations[batch.JobRetryCountKey]``;
+# staging/src/volcano.sh/apis/pkg/apis/batch/v1alpha1/labels.go JobRetryCountKey), incremented by
+# the RestartJob action (pkg/controllers/job/state/running.go).  The downward API gives it to the
+# container (an annotation an older Volcano does not write reads as ""); the detector maps it to
+# CLOUDTRAIN_RESTART_COUNT (detect.py).
+VOLCANO_RETRY_ANNOTATION = "volcano.sh/job-retry-count"
+VOLCANO_RETRY_ENV = "CLOUDTRAIN_VOLCANO_RETRY_COUNT"
+
+
+def downward_env(name: str, field_path: str) -> dict:
+    """A container env entry read from the pod's own object (the downward API's ``fieldRef``)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
 def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str]) -> dict:
     """``batch.volcano.sh/v1alpha1`` Job: one pod per node, every pod runs the launcher."""
     d = job.distribution
@@ -821,6 +843,7 @@ def volcano_job(job: JobSpec, options: ManifestOptions, bundle: Mapping[str, str
     out_tasks = []
     for task, replicas in tasks:
         c = container(job, options, "cloudtrain", cmd, extra_env={**env, "CLOUDTRAIN_VOLCANO_TASK": task})
+        c["env"].append(downward_env(VOLCANO_RETRY_ENV, "metadata.annotations['%s']" % VOLCANO_RETRY_ANNOTATION))
         entry: Dict[str, Any] = {"name": task, "replicas": replicas,
                                  "template": pod_template(job, options, task, [c], bundle, restart_policy="Never")}
         if job.max_runtime:  # Volcano's Job has no deadline of its own: each attempt's pods get it

@@ -135,11 +135,24 @@ class QueueSchedulerOption(BaseModel):
         "queue, priorityClass, minAvailable)"))
 
 
-class KubeflowOptions(QueueSchedulerOption, KubeOptions):
+class RayOption(BaseModel):
+    """How a ``ray`` job runs (``kubeflow``, ``volcano``): in the operator's pods, or as a
+    KubeRay ``RayJob`` (``rayjob.py``)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    ray: Literal["pods", "rayjob"] = Field("pods", description=(
+        "a ray job: pods (cloudtrain's launcher forms the Ray cluster in the operator's pods; the job ends with the "
+        "head pod) or rayjob (a KubeRay RayJob, ray.io/v1: KubeRay forms the cluster, the entrypoint runs the job's "
+        "command as the Ray driver and its exit status is the job's; needs KubeRay >= 1.x installed, and on volcano "
+        "its operator run with --batch-scheduler=volcano for the queue); other distribution types ignore it"))
+
+
+class KubeflowOptions(RayOption, QueueSchedulerOption, KubeOptions):
     """Training-operator jobs on a cluster reached through a kubeconfig."""
 
 
-class VolcanoOptions(KubeOptions):
+class VolcanoOptions(RayOption, KubeOptions):
     scheduler_name: str = Field("volcano", description="schedulerName of the job")
     plugins: Dict[str, List[str]] = Field(default_factory=dict, description=(
         "extra Volcano job plugins and their arguments (svc and env are always on)"))

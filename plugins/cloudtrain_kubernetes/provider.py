@@ -38,12 +38,13 @@ import functools
 import abc
 import re
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Dict, Generic, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from cloudtrain.providers.cloud import CloudProvider, timestamp
-from cloudtrain.spec.errors import BadInput, JobNotFound, PlatformError
+from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.providers.provider import Cluster, JobStatus, Rendered, State
 from cloudtrain.providers.request import Placeholder
@@ -51,7 +52,7 @@ from cloudtrain.providers.survival import checkpoint_uri, field_error
 from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
 
 from . import manifests as m
-from . import names, podlogs, render, sdk, trainjob
+from . import names, podlogs, rayjob, render, sdk, trainjob
 from .options import (KubeflowOptions, KubeflowTrainerOptions, KubeOptions, PodOptions, QueueSchedulerOption,
                       TrainerOptions, VolcanoOptions)
 from .render import InlineCode, KubeRequest, StoredCode
@@ -63,6 +64,7 @@ RESOURCES = {
     "TFJob": ("kubeflow.org", "v1", "tfjobs"),
     "Job": ("batch.volcano.sh", "v1alpha1", "jobs"),
     "TrainJob": trainjob.RESOURCE,
+    "RayJob": rayjob.RESOURCE,
 }
 KUEUE_GROUP = "kueue.x-k8s.io"
 # the options models, importable from here as before the split (eks, modelarts-lite build on them)
@@ -154,10 +156,11 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
     def manifest_options(self, job: JobSpec, options: OptionsT) -> m.ManifestOptions:
         """The options of ``cloudtrain_kubernetes.manifests`` for this job; a platform calls
         ``super()`` and ``dataclasses.replace``s what it does differently."""
-        return render.manifest_options(job, options, provider=self.name, platform=self.platform,
-                                       gpu_selection=self.gpu_selection(job, options),
-                                       detector_targets=self.node_platform().bundle_targets,
-                                       code=render.code_payload(self, job, options))
+        mopts = render.manifest_options(job, options, provider=self.name, platform=self.platform,
+                                        gpu_selection=self.gpu_selection(job, options),
+                                        detector_targets=self.node_platform().bundle_targets,
+                                        code=render.code_payload(self, job, options))
+        return replace(mopts, kuberay=True) if rayjob.wanted(job, getattr(options, "ray", None)) else mopts
 
     def code_store_settings(self, options: OptionsT) -> Dict[str, Any]:
         """The code store's constructor arguments (``region``, ``endpoint``) from the options."""
@@ -339,7 +342,7 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
                 self.made(f"{api.replace('_', '')} {'/'.join(sdk.ns_name(obj))}",
                           functools.partial(sdk.delete_core, core, api, obj))
             try:
-                created = custom.create_namespaced_custom_object(group, version, ns, plural, wanted)
+                created = sdk.create_custom(custom, RESOURCES[wanted["kind"]], ns, wanted)
                 self.made(f"{wanted['kind']} {ns}/{name}", lambda: custom.delete_namespaced_custom_object(
                     group, version, ns, plural, name, body={"propagationPolicy": "Background"}))
             except ApiException as exc:
@@ -532,6 +535,34 @@ def code_note(code: int) -> str:
     return f"a container exited with code {code}" + (" (killed: out of memory?)" if code == 137 else "")
 
 
+# What a restarted training-operator pod can read of its job's restarts: nothing.  The operator
+# counts them in the pods' status (status.containerStatuses[].restartCount, summed against
+# runPolicy.backoffLimit: training-operator v1.9.0 pkg/core/job.go PastBackoffLimit) and writes no
+# label or annotation of it (pkg/controller.v1/common/pod.go createNewPod sets the replica type,
+# index and role labels only); mpi-operator's launcher is a batch Job recreated by the Job
+# controller, which writes none either.  The downward API reads a pod's metadata, spec.nodeName,
+# spec.serviceAccountName and its IPs, never status.containerStatuses (Kubernetes docs, "Downward
+# API": "Information available via fieldRef").
+NO_RESTART_COUNT = ("CLOUDTRAIN_RESTART_COUNT is not set on the restarted pods: the training operator counts restarts "
+                    "in the pods' status (containerStatuses restartCount), which a pod cannot read (the downward API "
+                    "exposes no container status); resume from the checkpoint the job finds (storage.checkpoint), or "
+                    "use volcano, whose pods see the count")
+# KubeRay counts a RayJob's attempts in its status (status.failed, rayjob_types.go RayJobStatus) and
+# makes a new RayCluster for each (spec.backoffLimit); it writes the count on no pod.
+NO_KUBERAY_RESTART_COUNT = ("CLOUDTRAIN_RESTART_COUNT is not set on a RayJob's driver: KubeRay retries with a new Ray "
+                            "cluster (backoffLimit) and counts the attempts in the RayJob's status only "
+                            "(status.failed), which no pod can read; resume from the checkpoint the job finds "
+                            "(storage.checkpoint)")
+
+
+def kuberay_restarts_warning(provider: KubernetesProvider, job: JobSpec) -> None:
+    """A RayJob's restarts are KubeRay's (``backoffLimit``: a new RayCluster each time), and its
+    pods cannot read how many there were: say so when the job asks for restarts."""
+    if job.max_restarts > 0:
+        warnings.warn(CloudtrainWarning(str(provider.job_error(job, ("max_restarts",), NO_KUBERAY_RESTART_COUNT))),
+                      stacklevel=3)
+
+
 class KubeflowProvider(KubernetesProvider[OptionsT]):
     """Kubeflow's jobs: training-operator v1 kinds here; a ``TrainJob`` (Trainer v2, see
     ``KubeflowTrainerProvider``) is followed by its own state table and pod labels, so that
@@ -541,7 +572,7 @@ class KubeflowProvider(KubernetesProvider[OptionsT]):
     description = "Kubeflow PyTorchJob / MPIJob / TFJob on any cluster (kubeconfig)"
     Options: ClassVar[Type[PodOptions]] = KubeflowOptions  # eks and kubeflow-trainer name theirs
     platform = "kubeflow"
-    kinds: ClassVar[Tuple[str, ...]] = ("PyTorchJob", "MPIJob", "TFJob")
+    kinds: ClassVar[Tuple[str, ...]] = ("PyTorchJob", "MPIJob", "TFJob", rayjob.KIND)
     # The training operator restarts the whole job itself: runPolicy.backoffLimit (manifests.py;
     # eks inherits it).
     restarts_itself = True
@@ -549,18 +580,24 @@ class KubeflowProvider(KubernetesProvider[OptionsT]):
     # suspended job is one Kueue holds (queued) or one suspended by hand.
     states = {"Pending": State.PENDING, "Created": State.PENDING, "Suspended": State.PENDING,
               "Running": State.RUNNING, "Restarting": State.STARTING,
-              "Succeeded": State.SUCCEEDED, "Failed": State.FAILED, **trainjob.STATES}
+              "Succeeded": State.SUCCEEDED, "Failed": State.FAILED, **rayjob.STATES, **trainjob.STATES}
 
     def check(self, job: JobSpec, options: OptionsT) -> None:
         """Kueue takes the queue and the priority class as label values (``kueue_labels``);
         ``max_restarts`` only where the whole job restarts (``m.WHOLE_JOB_RESTARTS``)."""
         trainer = isinstance(options, TrainerOptions) and getattr(options, "api", "trainer") == "trainer"
-        if job.max_restarts > 0 and not trainer and job.distribution.type not in m.WHOLE_JOB_RESTARTS:
+        ray_job = rayjob.wanted(job, getattr(options, "ray", None))
+        if ray_job:  # KubeRay restarts the whole cluster (backoffLimit: a new RayCluster each retry)
+            kuberay_restarts_warning(self, job)
+        elif job.max_restarts > 0 and not trainer and job.distribution.type not in m.WHOLE_JOB_RESTARTS:
             raise self.job_error(job, ("max_restarts",), (
                 f"{self.name} restarts only the failed pod (training-operator pkg/controller.v1/common/pod.go "
                 f"ReconcilePods), which a restarted {job.distribution.type} pod cannot rejoin: the job would hang "
                 "instead of restarting; whole-job restarts there are for ddp (torchrun's elastic agent) and "
                 "mpi/horovod (the MPIJob's launcher runs mpirun again); set max_restarts: 0, or use volcano"))
+        if job.max_restarts > 0 and not trainer and not ray_job:
+            warnings.warn(CloudtrainWarning(str(self.job_error(job, ("max_restarts",), NO_RESTART_COUNT))),
+                          stacklevel=2)
         for option in ("queue", "priority_class"):
             problem = names.label_value(getattr(options, option) or "")
             if problem:
@@ -569,11 +606,15 @@ class KubeflowProvider(KubernetesProvider[OptionsT]):
         super().check(job, options)
 
     def manifests(self, job: JobSpec, options: OptionsT) -> List[dict]:
+        if rayjob.wanted(job, getattr(options, "ray", None)):
+            return rayjob.build_rayjob(job, self.manifest_options(job, options))
         return m.build_kubeflow(job, self.manifest_options(job, options))
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
         if obj["kind"] == "TrainJob":
             return trainjob.job_state(obj)
+        if obj["kind"] == rayjob.KIND:
+            return rayjob.job_state(obj)
         conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
         if not conditions:
             return "Pending", "waiting for the operator"
@@ -595,6 +636,8 @@ class KubeflowProvider(KubernetesProvider[OptionsT]):
     def node_count(self, obj: dict) -> Optional[int]:
         if obj["kind"] == "TrainJob":
             return trainjob.node_count(obj)
+        if obj["kind"] == rayjob.KIND:
+            return rayjob.node_count(obj)
         spec = obj.get("spec") or {}
         specs = spec.get("pytorchReplicaSpecs") or spec.get("tfReplicaSpecs") or {}
         if obj["kind"] == "MPIJob":
@@ -607,7 +650,7 @@ class VolcanoProvider(KubernetesProvider[VolcanoOptionsT]):
     description = "Volcano Jobs (batch.volcano.sh) on any cluster (kubeconfig)"
     platform = "volcano"
     Options = VolcanoOptions
-    kinds = ("Job",)
+    kinds: ClassVar[Tuple[str, ...]] = ("Job", rayjob.KIND)
     # Volcano restarts the whole job itself: the RestartJob policy on PodFailed/PodEvicted
     # (manifests.py build_volcano; modelarts-lite inherits it).
     restarts_itself = True
@@ -615,20 +658,32 @@ class VolcanoProvider(KubernetesProvider[VolcanoOptionsT]):
     states = {"Pending": State.PENDING, "Running": State.RUNNING, "Restarting": State.STARTING,
               "Completing": State.RUNNING, "Completed": State.SUCCEEDED,
               "Aborting": State.RUNNING, "Aborted": State.FAILED, "Failed": State.FAILED,
-              "Terminating": State.RUNNING, "Terminated": State.CANCELLED}
+              "Terminating": State.RUNNING, "Terminated": State.CANCELLED,
+              **{k: v for k, v in rayjob.STATES.items() if k not in ("Running", "Failed")}}
+
+    def check(self, job: JobSpec, options: VolcanoOptionsT) -> None:
+        if rayjob.wanted(job, options.ray):
+            kuberay_restarts_warning(self, job)
+        super().check(job, options)
 
     def manifest_options(self, job: JobSpec, options: VolcanoOptionsT) -> m.ManifestOptions:
         mopts = super().manifest_options(job, options)
         return replace(mopts, scheduler_name=options.scheduler_name, volcano_plugins=dict(options.plugins))
 
     def manifests(self, job: JobSpec, options: VolcanoOptionsT) -> List[dict]:
+        if rayjob.wanted(job, options.ray):
+            return rayjob.build_rayjob(job, self.manifest_options(job, options), volcano=True)
         return m.build_volcano(job, self.manifest_options(job, options))
 
     def job_state(self, obj: dict) -> Tuple[str, str]:
+        if obj["kind"] == rayjob.KIND:
+            return rayjob.job_state(obj)
         state = (obj.get("status") or {}).get("state") or {}
         return state.get("phase") or "Pending", state.get("message") or state.get("reason") or ""
 
     def node_count(self, obj: dict) -> Optional[int]:
+        if obj["kind"] == rayjob.KIND:
+            return rayjob.node_count(obj)
         return sum(int(t.get("replicas", 0)) for t in (obj.get("spec") or {}).get("tasks", [])) or None
 
 

@@ -21,9 +21,14 @@ def api_error(exc, doing: str) -> PlatformError:
         message = json.loads(exc.body or "{}").get("message", "")
     except (ValueError, AttributeError):
         pass
-    fixes: Dict[Optional[int], str] = {401: "check the kubeconfig's credentials",
-                                       403: "ask for RBAC rights on these resources",
-                                       404: "is the operator's CRD installed in this cluster?"}
+    fixes: Dict[Optional[int], str] = {
+        400: "an unknown field is one this cluster's CRD lacks (cloudtrain creates with strict field validation): "
+             "its operator is older than the one cloudtrain renders for; upgrade the operator (see the provider's "
+             "page in docs/providers), or leave out the option that renders that field",
+        401: "check the kubeconfig's credentials",
+        403: "ask for RBAC rights on these resources",
+        404: "is the operator's CRD installed in this cluster?",
+        422: "the cluster refused the object (its CRD schema or an admission webhook); fix the field it names"}
     fix = fixes.get(status, "check the cluster and retry")
     return PlatformError(f"{doing} failed: {status} {reason}{': ' + message if message else ''}; {fix}")
 
@@ -143,6 +148,25 @@ def own(core, owned: List[Tuple[str, dict]], job: dict) -> None:
     for suffix, obj in owned:
         ns, name = ns_name(obj)
         getattr(core, f"patch_namespaced_{suffix}")(name, ns, {"metadata": {"ownerReferences": [ref]}})
+
+
+# Server-side field validation on every create of a custom object: an unknown field is refused
+# with 400 BadRequest ("strict decoding error: unknown field ...") instead of being dropped in
+# silence, as an older operator's CRD would drop a field its version lacks (Trainer 2.0/2.1 have
+# no spec.runtimePatches).  The kubernetes client's CustomObjectsApi.create_namespaced_custom_object
+# takes ``field_validation`` (kubernetes 37.0.1, kubernetes/client/api/custom_objects_api.py: "Strict:
+# This will fail the request with a BadRequest error if any unknown fields would be dropped from the
+# object"); the API server honours it since Kubernetes 1.25 (beta, on by default; GA in 1.27, KEP-2885
+# server-side unknown field validation; kubernetes.io/docs/reference/using-api/api-concepts/#field-validation).
+FIELD_VALIDATION = "Strict"
+
+
+def create_custom(custom, resource: Tuple[str, str, str], ns: str, body: dict) -> Any:
+    """Create the custom object ``body`` (``resource``: group, version, plural) with strict
+    server-side field validation (``FIELD_VALIDATION``)."""
+    group, version, plural = resource
+    return custom.create_namespaced_custom_object(group, version, ns, plural, body,
+                                                  field_validation=FIELD_VALIDATION)
 
 
 def get_custom(custom, resource: Tuple[str, str, str], ns: str, name: str) -> Optional[dict]:

@@ -10,6 +10,14 @@ EKS token's shape).
 Tests play the operator: ``start_pods`` makes a job's pods (named as each operator names
 them) and marks the job running, ``log`` appends lines to a pod's log (``follow=true`` streams
 them), ``finish`` ends pods and sets the job's final state.  ``calls`` records every request.
+
+``unknown_fields`` plays an older operator's CRD: ``{plural: ["spec.runtimePatches", ...]}`` are
+fields its schema lacks.  A create that carries one is pruned in silence (what a structural CRD's
+schema does to an unknown field), unless it asks for ``fieldValidation=Strict``: then it is
+refused as kube-apiserver refuses it, 400 BadRequest with a Status whose message is the strict
+decoder's (k8s.io/apiserver pkg/endpoints/handlers/create.go: a strict decoding error under the
+Strict directive goes to transformDecodeError in rest.go, ``errors.NewBadRequest("<Kind> in
+version \"<v>\" cannot be handled as a <Kind>: strict decoding error: unknown field \"<path>\"")``).
 """
 from __future__ import annotations
 
@@ -32,6 +40,16 @@ CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(/namespaces/(?P
 CORE = re.compile(r"^/api/v1(/namespaces/(?P<ns>[^/]+))?/(?P<plural>configmaps|secrets|pods)"
                   r"(/(?P<name>[^/]+))?(/(?P<sub>log|exec))?$")
 KINDS = {"configmaps": "ConfigMap", "secrets": "Secret", "pods": "Pod"}
+
+
+def _pop_path(obj: dict, dotted: str) -> bool:
+    """Remove ``dotted`` (``spec.runtimePatches``) from ``obj``; whether it was there."""
+    *parents, last = dotted.split(".")
+    for key in parents:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            return False
+    return obj.pop(last, None) is not None
 
 
 def _now() -> str:
@@ -81,7 +99,9 @@ class FakeKube(LoopbackServer):
         self.claims: Dict[Tuple[str, str], "os.PathLike"] = {}
         self.created_pod_phase = "Running"                  # the phase a pod a client creates gets
         # the API groups discovery (GET /apis) lists: the operators and Kueue a test cluster has
-        self.api_groups = ["kubeflow.org", "trainer.kubeflow.org", "batch.volcano.sh", "kueue.x-k8s.io"]
+        self.api_groups = ["kubeflow.org", "trainer.kubeflow.org", "batch.volcano.sh", "kueue.x-k8s.io", "ray.io"]
+        # fields an older operator's CRD lacks, by plural (see the module's docstring)
+        self.unknown_fields: Dict[str, List[str]] = {}
         super().__init__(self._handler())
 
     def kubeconfig(self, path, context: str = "fake") -> str:
@@ -94,7 +114,10 @@ class FakeKube(LoopbackServer):
 
     # -- what the tests look at and drive ------------------------------------------------------
     def count(self, method: str, pattern: str) -> int:
-        return sum(1 for m, p in self.calls if m == method and re.search(pattern, p))
+        """How many ``method`` requests ``pattern`` matches: the path with its query, or the path alone
+        (``/trainjobs$`` counts the creates, which carry ``?fieldValidation=Strict``)."""
+        return sum(1 for m, p in self.calls
+                   if m == method and (re.search(pattern, p) or re.search(pattern, p.partition("?")[0])))
 
     def find(self, plural: str, ns: str, name: str) -> Optional[dict]:
         with self.lock:
@@ -119,6 +142,16 @@ class FakeKube(LoopbackServer):
             status = job.setdefault("status", {})
             if job["apiVersion"].startswith("batch.volcano.sh"):
                 status["state"] = {"phase": state, "message": message}
+            elif job["kind"] == "RayJob":
+                # KubeRay: "Running" (Ray job RUNNING), "Complete" (SUCCEEDED; "Complete/STOPPED" for a
+                # stopped one), "Failed" (Ray job FAILED, reason AppFailed), as rayjob_controller.go sets them
+                deployment, _, ray_status = state.partition("/")
+                ray_status = ray_status or {"Running": "RUNNING", "Complete": "SUCCEEDED", "Failed": "FAILED"}.get(
+                    deployment, "")
+                status.update(jobDeploymentStatus=deployment, jobStatus=ray_status, message=message,
+                              rayClusterName=f"{name}-abcde", dashboardURL=f"{name}-abcde-head-svc.{ns}.svc:8265")
+                if deployment == "Failed":
+                    status["reason"] = "AppFailed"
             elif job["kind"] == "TrainJob" and state == "Running":
                 jobs = sorted({rj for rj, _, _ in self.trainjob_pods(job)})
                 status["jobsStatus"] = [{"name": rj, "active": 1, "ready": 1, "succeeded": 0, "failed": 0,
@@ -182,6 +215,13 @@ class FakeKube(LoopbackServer):
                                 {"name": "node", "image": spec["trainer"]["image"],
                                  "command": spec["trainer"]["command"]}]}}
                 out.append((f"{host}-{uuid.uuid4().hex[:5]}", template))
+            return out
+        if job["kind"] == "RayJob":  # KubeRay: the RayCluster <job>-<5>, its head and worker group's pods
+            cluster = spec["rayClusterSpec"]
+            out.append((f"{name}-abcde-head-{uuid.uuid4().hex[:5]}", cluster["headGroupSpec"]["template"]))
+            for group in cluster.get("workerGroupSpecs") or []:
+                out += [(f"{name}-abcde-{group['groupName']}-worker-{uuid.uuid4().hex[:5]}", group["template"])
+                        for _ in range(group["replicas"])]
             return out
         if job["kind"] == "Job":  # Volcano
             for task in spec["tasks"]:
@@ -302,6 +342,15 @@ class FakeKube(LoopbackServer):
                         if (key, ns, body["metadata"]["name"]) in fake.objects:
                             return self._status(409, "AlreadyExists",
                                                 f"{g['plural']} \"{body['metadata']['name']}\" already exists")
+                        unknown = [f for f in fake.unknown_fields.get(g["plural"], [])
+                                   if _pop_path(copy.deepcopy(body), f)]
+                        if unknown and query.get("fieldValidation") == "Strict":
+                            return self._status(400, "BadRequest", "%s in version \"%s\" cannot be handled as a %s: "
+                                                "strict decoding error: %s" % (
+                                                    body.get("kind"), g["version"], body.get("kind"),
+                                                    ", ".join('unknown field "%s"' % f for f in unknown)))
+                        for dotted in unknown:  # pruned in silence, as a structural schema does
+                            _pop_path(body, dotted)
                         if kind == "Pod" and not body.get("status"):
                             body["status"] = {"phase": fake.created_pod_phase}
                         return self.send_json(201, copy.deepcopy(fake._store(key, ns, body)))

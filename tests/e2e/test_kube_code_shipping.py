@@ -124,7 +124,8 @@ def volcano_pods(obj, port):
     pkg/controllers/job/plugins/env/env.go (VK_TASK_INDEX = VC_TASK_INDEX = the pod's index in its
     task), plugins/svc/svc.go (VC_<TASK>_HOSTS = every pod of the task, <job>-<task>-<i>.<job>,
     VC_<TASK>_NUM; the pod's hostname is its name), job_controller_util.go createJobPod (pod
-    <job>-<task>-<i>, annotations volcano.sh/job-name and volcano.sh/task-spec)."""
+    <job>-<task>-<i>, annotations volcano.sh/job-name, volcano.sh/task-spec and, Volcano >= 1.11,
+    volcano.sh/job-retry-count: the Job's status.retryCount, 0 on a first attempt)."""
     name, tasks = obj["metadata"]["name"], obj["spec"]["tasks"]
     hosts = {f"VC_{t['name'].replace('-', '_').upper()}_{k}": v for t in tasks
              for k, v in (("HOSTS", ",".join([HOST] * t["replicas"])), ("NUM", str(t["replicas"])))}
@@ -134,7 +135,8 @@ def volcano_pods(obj, port):
             pod = f"{name}-{task['name']}-{i}"
             fields = {"metadata.name": pod, "status.hostIP": HOST,
                       "metadata.annotations['volcano.sh/job-name']": name,
-                      "metadata.annotations['volcano.sh/task-spec']": task["name"]}
+                      "metadata.annotations['volcano.sh/task-spec']": task["name"],
+                      "metadata.annotations['volcano.sh/job-retry-count']": "0"}
             pods.append(Pod(task["template"]["spec"], {**hosts, "VK_TASK_INDEX": str(i), "VC_TASK_INDEX": str(i),
                                                       "HOSTNAME": pod}, fields))
     return pods

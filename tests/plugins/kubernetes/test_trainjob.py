@@ -136,7 +136,8 @@ def test_queue_is_a_kueue_label_and_the_job_starts_suspended():
 
 def test_the_validator_catches_trainjob_violations():
     obj = build(make_job("ddp"))[-1]
-    validator = crd_validators()[("trainer.kubeflow.org/v1alpha1", "TrainJob")]
+    validator = crd_validators("trainer.kubeflow.org")[
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob")]
     assert not list(validator.iter_errors(obj))
     for mutate in (
         lambda o: o["spec"]["trainer"].__setitem__("numProcPerNode", "auto"),   # an integer since v2.1
@@ -193,7 +194,8 @@ def test_max_restarts_is_refused_at_its_line_not_dropped(tmp_path, home, provide
     patch only the replicated jobs' pod templates); restarts are the runtime's JobSet
     failurePolicy.maxRestarts, which neither default runtime sets (tests/data/runtimes)."""
     from crd_schemas import crd_validators
-    schema = crd_validators()[("trainer.kubeflow.org/v1alpha1", "TrainJob")].schema["properties"]["spec"]
+    schema = crd_validators("trainer.kubeflow.org")[
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob")].schema["properties"]["spec"]
     assert set(schema["properties"]) == {"activeDeadlineSeconds", "initializer", "managedBy", "runtimePatches",
                                          "runtimeRef", "suspend", "trainer"}
     patch_spec = schema["properties"]["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"][
