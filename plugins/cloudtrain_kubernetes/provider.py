@@ -95,6 +95,9 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
     extra = "kubernetes"
     sdk_modules: ClassVar[Tuple[str, ...]] = ("kubernetes",)
     Options: ClassVar[Type[PodOptions]] = KubeOptions
+    # one log per pod, each line prefixed [node<i>] (podlogs.py): `cloudtrain logs --node` picks one
+    log_selectors = frozenset({"node"})
+    log_merged = "its pod logs tell the node ([node<i>]) but neither a rank nor the time of a line"
     # The kinds of job object this provider creates and looks for (keys of RESOURCES).
     kinds: ClassVar[Tuple[str, ...]] = ()
     # The keys of ``target()`` that tell one cluster from another (one API client each).

@@ -80,6 +80,8 @@ class SlurmProvider(CloudProvider):
     name = "slurm"
     extra = "slurm"
     description = "a Slurm cluster, through sbatch/squeue/scontrol/scancel here or on a login node over ssh"
+    # render.py writes one sbatch --output file for the job: every node's srun output, unlabelled
+    log_merged = "the job's one sbatch --output file holds every node's output, merged and unlabelled"
     Options = SlurmOptions
     platform = "slurm"
     # THE table: every job state squeue(1) lists under JOB STATE CODES (Slurm 22.05) -> neutral.

@@ -120,6 +120,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     _profile_arg(p)
     p.add_argument("--check-rdma", action="store_true",
                    help="read NCCL's log lines and say whether RDMA was used (exit 0 yes, 1 no or unknown)")
+    from .logscmd import add_arguments as _log_selectors
+    _log_selectors(p)
 
     _list_args(sub.add_parser("list", help="every job submitted from here, on every provider (the ledger)"))
 
@@ -150,7 +152,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 # Commands that live in a module of their own: ``add_parser(sub)`` and ``run(args)`` each.
 OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune",
-                       "controller": "controllercmd"}
+                       "controller": "controllercmd", "exec": "execcmd", "stacks": "stackscmd"}
 
 
 def _add_own_module_commands(sub) -> None:
@@ -454,10 +456,12 @@ def cmd_status(args) -> int:
 def cmd_wait(args) -> int:
     from ..api import attach
     from .progress import StatusLine
+    from .jobprogress import WaitProgress
     run = attach(args.handle, profile=args.profile)
     line = StatusLine()
+    shown = WaitProgress(run, line)  # the status line with the job's progress as it changes
     try:
-        final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None)
+        final = run.wait(timeout=args.timeout, on_status=shown.update if args.output == "text" else None)
     except TimeoutError as exc:
         line.close()
         print(f"cloudtrain: {exc}", file=sys.stderr)
@@ -493,12 +497,8 @@ def cmd_logs(args) -> int:
         for line in report.evidence:  # the job's own lines: nothing in them drives the terminal
             print(f"  {printable(line)}")
         return 0 if report.ok else 1
-    from .progress import printable, to_terminal
-    shown = printable if to_terminal(sys.stdout) else str  # a pipe or a file gets the bytes as they are
-    for line in attach(args.handle, profile=args.profile).logs(follow=args.follow):
-        sys.stdout.write(shown(line))
-        sys.stdout.flush()
-    return 0
+    from . import logscmd  # --node/--rank/--since/--tail, and a failed job's first failure first
+    return logscmd.run(args)
 
 
 def _list_args(p: argparse.ArgumentParser) -> None:
@@ -539,11 +539,13 @@ def cmd_list(args) -> int:
                   file=sys.stderr)
         found = jobs(since, providers, states, refresh=args.refresh, profile=args.profile,
                      on_error=None if providers else warn)
+    from .jobprogress import json_fields, of_entries, with_columns
+    progress = of_entries(found)  # PROGRESS and ETA: each local/docker job's log (issue 43)
     if args.output == "json":
         now = time.time()
-        print(json.dumps([e.to_dict(now) for e in found], indent=2))
+        print(json.dumps([{**e.to_dict(now), **json_fields(e, progress)} for e in found], indent=2))
         return 0
-    _table(ledger.table(found))
+    _table(with_columns(ledger.table(found), found, progress))
     return 0
 
 

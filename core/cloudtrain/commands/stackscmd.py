@@ -1,0 +1,41 @@
+"""``cloudtrain stacks HANDLE``: every rank's Python stack of a running job, node by node
+(``cloudtrain.runtime.stacks``): the first thing anyone wants from a job that hangs."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("stacks", help="every rank's Python stack of a running job (py-spy dump); the job goes on")
+    p.add_argument("handle", help="PROVIDER://ID")
+    p.add_argument("--node", type=int, metavar="N", help="only node N (default: every node)")
+    p.add_argument("--profile", metavar="NAME", help="settings profile of the config files")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import attach
+    from ..runtime.stacks import dump, py_spy, ranks_below
+    from ..spec.errors import BadInput
+    from .progress import printable
+    job = attach(args.handle, profile=args.profile)
+    provider = job.provider
+    if not hasattr(provider, "node_pids"):
+        raise BadInput(f"{provider.name} gives no way to read a running rank's stack (cloudtrain stacks works on "
+                       "local and docker; on a cluster, cloudtrain logs shows what a stalled node dumped when "
+                       "stall_timeout is set)")
+    spy = py_spy()
+    if spy is None:
+        raise BadInput("py-spy is not installed here; cloudtrain stacks reads each rank with it: pip install py-spy")
+    status = job.status()
+    nodes = [args.node] if args.node is not None else list(range(status.nodes or 1))
+    for node in nodes:
+        ranks = ranks_below(provider.node_pids(job.id, node))
+        if not ranks:
+            print(f"== node {node}: no Python process", flush=True)
+        for rank, pid in ranks:
+            where = f"rank {rank}" if rank is not None else "process"
+            print(f"== node {node} {where} (pid {pid})", flush=True)
+            sys.stdout.write(printable(dump(pid, spy)))
+            sys.stdout.flush()
+    return 0
