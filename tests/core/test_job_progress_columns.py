@@ -68,7 +68,7 @@ def test_wait_prints_a_plain_line_when_the_progress_changes_at_most_once_per_per
     _report(log, 31, 1031.0)
     shown.update(_status(State.SUCCEEDED))
     lines = [x for x in err.getvalue().splitlines() if "step " in x]
-    assert [x.split("step ")[1].split(" ")[0] for x in lines] == ["1/100", "10/100", "20/100", "30/100", "31/100"]
+    assert [x.split("step ")[1].split(" ")[0] for x in lines] == ["1/100", "11/100", "21/100", "31/100"]
     assert lines[0].startswith("local://j-1  ") and "\r" not in err.getvalue()
 
 

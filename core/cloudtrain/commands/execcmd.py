@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("-i", "--interactive", action="store_true", help="keep standard input open")
     p.add_argument("-t", "--tty", action="store_true", help="a terminal (-it: an interactive shell)")
     p.add_argument("--profile", metavar="NAME", help="settings profile of the config files")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]: the command to run in the node")
+    p.add_argument("command", nargs="*", help="-- CMD [ARG...]: the command to run in the node")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,25 +12,25 @@ from typing import Callable, Dict, List, Optional
 from ..runtime.progress import Progress, describe, duration, from_file
 from .progress import printable
 
-LIST_TAIL = 256 << 10  # bytes of each job's log `list` reads at most, from its end
+LIST_TAIL = 64 << 10  # bytes of each job's log `list` reads at most, from its end
 BAR_WIDTH = 20
 WAIT_EVERY = 10.0  # seconds: `wait` writes at most one plain progress line this often
 
 
 def of_entries(found: list) -> Dict[str, Progress]:
     """``{handle: Progress}`` of the ledger's entries (``cloudtrain.orchestrate.ledger.Entry``)
-    whose log is on this machine and tells any; one store for them all."""
-    from ..extend.plugins import get_provider
-    providers: dict = {}
+    whose log is on this machine (``$CLOUDTRAIN_HOME/runs/<id>/job.log``, where the hosted
+    providers keep it) and tells any: no provider imported, no store read, ``LIST_TAIL`` bytes of
+    each log at most (a run whose directory retention removed shows ``-``)."""
+    from ..runtime.store import home
+    runs = home() / "runs"
     out: Dict[str, Progress] = {}
     for e in found:
         if not e.local:
             continue
         try:
-            provider = providers.get(e.provider) or providers.setdefault(e.provider, get_provider(e.provider))
-            log = provider.run_dir(e.job_id) / "job.log"
-            progress = from_file(log, started_at=e.started_at, tail=LIST_TAIL)
-        except Exception:  # noqa: BLE001 -- a column of a listing: a job whose log cannot be read shows "-"
+            progress = from_file(runs / e.job_id / "job.log", started_at=e.started_at, tail=LIST_TAIL)
+        except OSError:  # a column of a listing: a log that cannot be read shows "-"
             continue
         if progress is not None:
             out[e.handle] = progress

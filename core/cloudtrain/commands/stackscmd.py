@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import attach
-    from ..runtime.stacks import dump, py_spy, ranks_below
+    from ..runtime.stacks import by_signal, dump, dump_lines, py_spy, ranks_below
     from ..spec.errors import BadInput
     from .progress import printable
     job = attach(args.handle, profile=args.profile)
@@ -24,18 +24,29 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"{provider.name} gives no way to read a running rank's stack (cloudtrain stacks works on "
                        "local and docker; on a cluster, cloudtrain logs shows what a stalled node dumped when "
                        "stall_timeout is set)")
-    spy = py_spy()
-    if spy is None:
-        raise BadInput("py-spy is not installed here; cloudtrain stacks reads each rank with it: pip install py-spy")
     status = job.status()
     nodes = [args.node] if args.node is not None else list(range(status.nodes or 1))
+    spy = py_spy()
+    log = provider.run_dir(job.id) / "job.log"
+    unread = []
     for node in nodes:
         ranks = ranks_below(provider.node_pids(job.id, node))
         if not ranks:
             print(f"== node {node}: no Python process", flush=True)
+        if spy is None:
+            found, skipped = by_signal(ranks, log)
+            for rank, lines in sorted(found.items()):
+                print(f"== node {node} rank {rank} (faulthandler)", flush=True)
+                print("\n".join(printable(line) for line in dump_lines(lines)) or "(it wrote no stack in time)")
+            unread += [f"node {node} {'rank %d' % r if r is not None else 'process'} (pid {p})" for r, p in skipped]
+            continue
         for rank, pid in ranks:
             where = f"rank {rank}" if rank is not None else "process"
             print(f"== node {node} {where} (pid {pid})", flush=True)
             sys.stdout.write(printable(dump(pid, spy)))
             sys.stdout.flush()
+    if unread:
+        print(f"cloudtrain: py-spy is not installed here (pip install py-spy) and {', '.join(unread)} did not arm "
+              "faulthandler (a local job's ranks do): their stacks are not shown", file=sys.stderr)
+        return 1
     return 0

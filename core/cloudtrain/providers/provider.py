@@ -427,7 +427,7 @@ class Provider(abc.ABC):
         """How to run ``command`` inside node ``node`` of running job ``job_id`` (``cloudtrain
         exec``); a provider whose platform has no way into a node refuses, in one line."""
         raise BadInput(f"{self.name} has no way into a running node: the platform offers none to cloudtrain "
-                       "(cloudtrain exec works on local, docker)")
+                       "(cloudtrain exec works on local, docker, slurm)")
 
     def wait(self, job_id: str, *, timeout: Optional[float] = None, poll: Optional[float] = None,
              on_status: Optional[Callable[[JobStatus], None]] = None) -> JobStatus:
