@@ -41,6 +41,12 @@ def test_a_failing_rank_fails_the_job_fast_and_leaves_nothing(tmp_path, home):
     status = json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)
     assert status["state"] == "FAILED" and status["exit_code"] == 1
     assert run_cli("wait", handle).returncode == 1
+    # logs: the first failing rank and its last lines first (stderr), then the log as asked (stdout)
+    logs = run_cli("logs", handle, "--tail", "1", check=0)
+    said = logs.stderr.splitlines()
+    assert said[0].startswith(f"cloudtrain: {handle} failed: node 1 rank 3 exited with code 3"), logs.stderr
+    assert said[1] == "cloudtrain: its last lines (node 1 rank 3):" and "  [node1/rank3] rank 3 exits with 3" in said
+    assert len(logs.stdout.splitlines()) == 1
 
 
 def test_cancel_from_another_process(tmp_path, home):

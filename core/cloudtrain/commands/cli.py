@@ -713,6 +713,15 @@ def _another_tools_habit(argv: List[str]) -> str:
     return ""
 
 
+def _command_words(argv: List[str]):
+    """``exec HANDLE [options] -- CMD ...``: the words after ``--`` are the node's command, as they
+    are (argparse would match them to no positional once HANDLE is read); (argv, None) otherwise."""
+    if argv[:1] == ["exec"] and "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1:]
+    return argv, None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     misread = _another_tools_habit(argv)
@@ -728,8 +737,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                 or "; cloudtrain --help lists the commands")
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    argv, after = _command_words(argv)
     parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
+    if after is not None:
+        args.command = after
     if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
         parser.parse_args(argv)  # argparse's own error for what it does not know
     if extra:  # `config set -p P KEY=VALUE`: words after an option (argparse takes positionals once)
