@@ -18,9 +18,10 @@ def run(args: argparse.Namespace) -> int:
     from ..runtime.stacks import by_signal, dump, dump_lines, py_spy, ranks_below
     from ..spec.errors import BadInput
     from .progress import printable
+    from ..providers.hosted import HostedProvider
     job = attach(args.handle, profile=args.profile)
     provider = job.provider
-    if not hasattr(provider, "node_pids"):
+    if not isinstance(provider, HostedProvider):
         raise BadInput(f"{provider.name} gives no way to read a running rank's stack (cloudtrain stacks works on "
                        "local and docker; on a cluster, cloudtrain logs shows what a stalled node dumped when "
                        "stall_timeout is set)")
