@@ -117,6 +117,13 @@ def test_logs_per_node_in_node_order(tmp_path, kube, monkeypatch, home):
     kube.log("team-a", "kjob-worker-0", "worker says hi")
     kube.log("team-a", "kjob-master-0", "master says hi", "epoch 1")
     assert "".join(run.logs()).splitlines() == ["[node0] master says hi", "[node0] epoch 1", "[node1] worker says hi"]
+    # cloudtrain logs --node: one pod's lines; the pod logs tell no rank
+    from cloudtrain.runtime.logselect import LogSelection
+    from cloudtrain.spec.errors import BadInput
+    assert list(p.select_logs(run.id, LogSelection(node=1))) == ["[node1] worker says hi\n"]
+    assert list(p.select_logs(run.id, LogSelection(node=0, tail=1))) == ["[node0] epoch 1\n"]
+    with pytest.raises(BadInput, match="kubeflow cannot tell ranks apart"):
+        p.select_logs(run.id, LogSelection(rank=1))
 
 
 def test_logs_follow_streams_until_the_job_ends(tmp_path, kube, monkeypatch, home):
