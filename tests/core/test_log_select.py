@@ -82,3 +82,14 @@ def test_a_platform_that_merges_its_logs_says_so_in_one_line(provider):
     with pytest.raises(BadInput) as caught:
         cls.select_logs(object.__new__(cls), "job", LogSelection(node=1))
     assert "\n" not in str(caught.value) and f"{provider} cannot tell nodes apart" in str(caught.value)
+
+
+def test_a_follower_goes_on_from_where_the_selection_ended(tmp_path):
+    from cloudtrain.providers.hosted import follow_file
+    log = _write_log(tmp_path, [0.0])
+    picked, end = from_file(log, LogSelection(rank=1, tail=1))
+    assert list(picked) == ["[node1/rank1] line 97 é\n"]
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("[node1/rank1] after é\n[node0/rank0] after too\n")
+    assert list(follow_file(log, done=lambda: True, start=end)) == ["[node1/rank1] after é\n",
+                                                                    "[node0/rank0] after too\n"]
