@@ -10,7 +10,7 @@ SHELL = ["/bin/sh"]  # -it without a command: a shell (every image has one)
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("exec", help="run a command inside a running node (-it: a shell); local, docker")
+    p = sub.add_parser("exec", help="run a command inside a running node (-it: a shell)")
     p.add_argument("handle", help="PROVIDER://ID")
     p.add_argument("--node", type=int, default=0, metavar="N", help="the node (default: 0, the first)")
     p.add_argument("-i", "--interactive", action="store_true", help="keep standard input open")
@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..api import attach
     from ..spec.errors import BadInput
+    if "://" not in args.handle and args.handle.endswith((".yaml", ".yml")):  # SkyPilot's `sky exec task.yaml`
+        raise BadInput(f"exec runs a command inside a running job's node and takes the job's handle "
+                       f"(PROVIDER://ID); did you mean `cloudtrain submit {args.handle}`?")
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]

@@ -22,9 +22,11 @@ def run(args: argparse.Namespace) -> int:
     job = attach(args.handle, profile=args.profile)
     provider = job.provider
     if not isinstance(provider, HostedProvider):
+        from ..extend.plugins import providers
+        able = sorted(n for n, i in providers().items() if issubclass(i.cls, HostedProvider))
         raise BadInput(f"{provider.name} gives no way to read a running rank's stack (cloudtrain stacks works on "
-                       "local and docker; on a cluster, cloudtrain logs shows what a stalled node dumped when "
-                       "stall_timeout is set)")
+                       f"{', '.join(able)}, whose nodes run on this machine; elsewhere, cloudtrain logs shows what a "
+                       "stalled node dumped when stall_timeout is set)")
     status = job.status()
     nodes = [args.node] if args.node is not None else list(range(status.nodes or 1))
     spy = py_spy()
@@ -48,6 +50,6 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     if unread:
         print(f"cloudtrain: py-spy is not installed here (pip install py-spy) and {', '.join(unread)} did not arm "
-              "faulthandler (a local job's ranks do): their stacks are not shown", file=sys.stderr)
+              "faulthandler (ranks whose nodes all run on this machine, on loopback, do): their stacks are not shown", file=sys.stderr)
         return 1
     return 0

@@ -426,8 +426,10 @@ class Provider(abc.ABC):
     def exec_command(self, job_id: str, node: int, command: List[str], interactive: bool) -> "NodeExec":
         """How to run ``command`` inside node ``node`` of running job ``job_id`` (``cloudtrain
         exec``); a provider whose platform has no way into a node refuses, in one line."""
+        from ..extend.plugins import providers
+        able = sorted(n for n, i in providers().items() if i.cls.exec_command is not Provider.exec_command)
         raise BadInput(f"{self.name} has no way into a running node: the platform offers none to cloudtrain "
-                       "(cloudtrain exec works on local, docker, slurm)")
+                       f"(cloudtrain exec works on {', '.join(able) or 'no installed provider'})")
 
     def wait(self, job_id: str, *, timeout: Optional[float] = None, poll: Optional[float] = None,
              on_status: Optional[Callable[[JobStatus], None]] = None) -> JobStatus:
