@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     if unread:
         print(f"cloudtrain: py-spy is not installed here (pip install py-spy) and {', '.join(unread)} did not arm "
-              "faulthandler (ranks whose nodes all run on this machine, on loopback, do): their stacks are not shown", file=sys.stderr)
+              "faulthandler (ranks whose nodes all run on this machine, on loopback, do): their stacks are not "
+              "shown", file=sys.stderr)
         return 1
     return 0

@@ -65,6 +65,7 @@ def _pattern(node: Optional[int], rank: Optional[int]):
     if rank is not None:
         where = str(node) if node is not None else r"\d+"
         return re.compile(rf"\[node{where}/rank{rank}\] ")
+    assert node is not None  # (matches asks only with a filter)
     return re.compile(rf"\[(?:node{node}(?:/rank\d+)?|algo-{node + 1})\] ")
 
 
