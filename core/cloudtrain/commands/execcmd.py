@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"exec --node {args.node}: a node's number, 0 or more")
     job = attach(args.handle, profile=args.profile)
     plan = job.provider.exec_command(job.id, args.node, command, interactive)
+    if plan.run is not None:
+        return plan.run()
     try:
         return subprocess.call(plan.argv, env=plan.env, cwd=plan.cwd,
                                stdin=None if args.interactive else subprocess.DEVNULL)

@@ -65,9 +65,12 @@ class JobStatus:
 class NodeExec:
     """A command to run here that reaches into a node (``Provider.exec_command``): ``argv``, with
     ``env`` (None: this process's) in ``cwd`` (None: the current directory)."""
-    argv: List[str]
+    argv: List[str] = field(default_factory=list)
     env: Optional[Dict[str, str]] = None
     cwd: Optional[str] = None
+    # a platform whose way in is an SDK call, not a program (a Kubernetes pod exec): it runs the
+    # command and returns its exit code (argv then only names what it does)
+    run: Optional[Callable[[], int]] = None
 
 
 def log_lines(chunks: Iterable[str]) -> Iterator[str]:
