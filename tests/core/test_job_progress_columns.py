@@ -97,3 +97,17 @@ def test_list_json_has_the_fields(tmp_path):
     e = Entry("local://a-1", "local", "a-1", "SUCCEEDED", 100.0, local=True)
     fields = json_fields(e, {"local://a-1": Progress(step=10, total_steps=10, eta=0.0)})
     assert json.loads(json.dumps(fields))["progress"]["step"] == 10 and fields["eta"] is None
+
+
+def test_list_reads_each_local_jobs_log_and_no_other(home):
+    from cloudtrain.commands.jobprogress import of_entries
+    run = home / "runs" / "a-1"
+    run.mkdir(parents=True)
+    _report(run / "job.log", 40, 1000.0)
+    _report(run / "job.log", 50, 1010.0)
+    found = [Entry("local://a-1", "local", "a-1", "RUNNING", 1.0, started_at=990.0, local=True),
+             Entry("local://gone-2", "local", "gone-2", "SUCCEEDED", 1.0, local=True),  # its run was removed
+             Entry("sagemaker://x", "sagemaker", "a-1", "RUNNING", 1.0)]  # not read, even named alike
+    progress = of_entries(found)
+    assert list(progress) == ["local://a-1"]
+    assert (progress["local://a-1"].step, progress["local://a-1"].eta) == (50, 50.0)  # 1 step/s, 50 to go

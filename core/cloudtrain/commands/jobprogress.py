@@ -22,11 +22,16 @@ def of_entries(found: list) -> Dict[str, Progress]:
     whose log is on this machine (``$CLOUDTRAIN_HOME/runs/<id>/job.log``, where the hosted
     providers keep it) and tells any: no provider imported, no store read, ``LIST_TAIL`` bytes of
     each log at most (a run whose directory retention removed shows ``-``)."""
+    import os
     from ..runtime.store import home
     runs = home() / "runs"
+    try:
+        present = set(os.listdir(runs))  # one read of the directory, not a failed open per removed run
+    except OSError:
+        return {}
     out: Dict[str, Progress] = {}
     for e in found:
-        if not e.local:
+        if not e.local or e.job_id not in present:
             continue
         try:
             progress = from_file(runs / e.job_id / "job.log", started_at=e.started_at, tail=LIST_TAIL)
