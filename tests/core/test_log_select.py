@@ -93,3 +93,21 @@ def test_a_follower_goes_on_from_where_the_selection_ended(tmp_path):
         f.write("[node1/rank1] after é\n[node0/rank0] after too\n")
     assert list(follow_file(log, done=lambda: True, start=end)) == ["[node1/rank1] after é\n",
                                                                     "[node0/rank0] after too\n"]
+
+
+def test_a_failed_cloud_jobs_cause_comes_from_its_log_with_the_nodes_last_lines():
+    from types import SimpleNamespace
+
+    from cloudtrain.commands.logscmd import failure_header
+    from cloudtrain.providers.provider import JobStatus, State
+    pod_lines = ["[node0] epoch 1\n", "[node1] Traceback (most recent call last):\n", "[node1] ValueError: bad\n",
+                 "[node1] cloudtrain launch: rank 3 (local rank 1) failed first: exit code 1\n",
+                 "[node1] cloudtrain launch: rank 3 | ValueError: bad\n"]
+    run = SimpleNamespace(handle="kubeflow://team-a/kjob", provider=SimpleNamespace(local_state=False))
+    said = failure_header(run, JobStatus("kubeflow://team-a/kjob", State.FAILED, message="BackoffLimitExceeded"),
+                          pod_lines)
+    assert said[0] == "cloudtrain: kubeflow://team-a/kjob failed: node 1 rank 3 exited with code 1: ValueError: bad"
+    assert said[1] == "cloudtrain: its last lines (node 1 rank 3):" and said[-1].endswith("rank 3 | ValueError: bad")
+    assert failure_header(run, JobStatus("x://y", State.SUCCEEDED), pod_lines) == []
+    assert failure_header(run, JobStatus("x://y", State.FAILED, message="OOMKilled"), pod_lines[:1]) == \
+        ["cloudtrain: kubeflow://team-a/kjob failed: OOMKilled"]

@@ -74,9 +74,12 @@ def failure_header(run, status, lines: Optional[List[str]] = None) -> List[str]:
     try:
         last = list(run.provider.select_logs(run.id, which)) if getattr(run.provider, "local_state", False) \
             else _pick(lines, which)
-    except Exception:  # noqa: BLE001 -- a provider that cannot tell ranks apart: the node's lines
-        last = _pick(lines, LogSelection(node=found["node"], tail=FAILED_TAIL))
+    except Exception:  # noqa: BLE001 -- feedback first; the log itself follows whatever happens here
+        last = []
     last = [x for x in last if not x.startswith("[cloudtrain] ")]
+    if not last:  # a platform whose lines tell the node only (pod logs): that node's last lines
+        last = [x for x in _pick(lines, LogSelection(node=found["node"], tail=FAILED_TAIL))
+                if not x.startswith("[cloudtrain] ")]
     if last:
         out.append(f"cloudtrain: its last lines (node {found['node']} rank {found['rank']}):")
         out += ["  " + x.rstrip("\n") for x in last]
