@@ -59,6 +59,9 @@ def ended_reason(instance: dict) -> str:
 class Ec2Provider(AwsProvider):
     name = "ec2"
     description = "EC2 instances run through AWS Systems Manager"
+    # each instance's output, prefixed [node<i>] (_log_chunks): `cloudtrain logs --node` picks one
+    log_selectors = frozenset({"node"})
+    log_merged = "its instance logs tell the node ([node<i>]) but neither a rank nor the time of a line"
     # RunInstances' capacity and quota refusals (EC2 API reference, Error codes):
     # ``InsufficientInstanceCapacity``, ``InsufficientHostCapacity``,
     # ``InsufficientReservedInstanceCapacity``, and the quotas ``InstanceLimitExceeded``,

@@ -43,6 +43,9 @@ class SageMakerProvider(AwsProvider):
     refused_fields = {"resources.shm_gb": "SageMaker's CreateTrainingJob has no shared-memory (/dev/shm) setting: "
                                           "the platform sizes it"}
     description = "Amazon SageMaker training jobs (CreateTrainingJob)"
+    # CloudWatch Logs: one stream per host, shown [algo-<i+1>] (_log_chunks): `cloudtrain logs --node i`
+    log_selectors = frozenset({"node"})
+    log_merged = "its CloudWatch streams are one per host ([algo-N], node N-1), with no rank in a line"
     # SageMaker training pulls from Amazon ECR, or from a private Docker registry reachable from the
     # job's VPC (``TrainingImageConfig``):
     # https://docs.aws.amazon.com/sagemaker/latest/dg/docker-containers-adapt-your-own-private-registry.html

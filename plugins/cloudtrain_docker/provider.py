@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from cloudtrain.spec.errors import BadInput, PlatformError
 from cloudtrain.providers.hosted import HostedProvider, run_values
 from cloudtrain.spec.job import JobSpec
-from cloudtrain.providers.provider import State
+from cloudtrain.providers.provider import NodeExec, State
 from cloudtrain.providers.request import Rendered, fill
 from cloudtrain.runtime.store import Store, home
 from cloudtrain.providers.survival import host_checkpoint_dir, spot_here_means_nothing
@@ -114,6 +114,33 @@ class DockerProvider(HostedProvider):
                 "nodes": [{"kind": "docker/container", "name": f"{request.network['Name']}-{i}", "content": body,
                            "node": i} for i, body in enumerate(request.containers)]}
         return self.start_supervisor(job, job_id, run_dir, plan, secrets)
+
+    def node_container(self, job_id: str, node: int, what: str) -> dict:
+        """The running container of node ``node`` (its labels, render.labels), or bad input."""
+        row = self.running_row(job_id, what)
+        self.node_spec(row, node)  # a node the job does not have: bad input naming those it has
+        found = self.client.api.containers(filters={"label": [f"{LABEL}.job={job_id}", f"{LABEL}.node={node}"],
+                                                    "status": "running"})
+        if not found:
+            raise BadInput(f"node {node} of {self.handle(job_id)} has no running container")
+        return found[0]
+
+    def exec_command(self, job_id: str, node: int, command: List[str], interactive: bool) -> NodeExec:
+        """``docker exec`` into the node's container (its working directory and environment are
+        the container's own: WorkingDir and Env of render.py)."""
+        container = self.node_container(job_id, node, "exec")
+        tool = shutil.which("docker")
+        if tool is None:
+            raise BadInput("exec into a docker node runs the docker command line, which is not installed here")
+        return NodeExec(argv=[tool, "exec", *(["-it"] if interactive else []), container["Id"], *command])
+
+    def node_pids(self, job_id: str, node: int) -> List[int]:
+        """The container's first process as this machine sees it (``docker inspect`` State.Pid)."""
+        container = self.node_container(job_id, node, "stacks")
+        pid = self.client.api.inspect_container(container["Id"])["State"]["Pid"]
+        if not pid:
+            raise BadInput(f"node {node} of {self.handle(job_id)} has no running process")
+        return [int(pid)]
 
     def release(self, job_id: str) -> None:
         remove_labelled(self.client, job_id)

@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Dict, Generic, Iterator, List, Optional, Tuple
 from cloudtrain.providers.cloud import CloudProvider, timestamp
 from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
 from cloudtrain.spec.job import JobSpec
-from cloudtrain.providers.provider import Cluster, JobStatus, Rendered, State
+from cloudtrain.providers.provider import Cluster, JobStatus, NodeExec, Rendered, State
 from cloudtrain.providers.request import Placeholder
 from cloudtrain.providers.survival import checkpoint_uri, field_error
 from cloudtrain.orchestrate.failures import CAPACITY, NODE_FAILURE, PREEMPTION
@@ -97,6 +97,9 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
     extra = "kubernetes"
     sdk_modules: ClassVar[Tuple[str, ...]] = ("kubernetes",)
     Options: ClassVar[Type[PodOptions]] = KubeOptions
+    # one log per pod, each line prefixed [node<i>] (podlogs.py): `cloudtrain logs --node` picks one
+    log_selectors = frozenset({"node"})
+    log_merged = "its pod logs tell the node ([node<i>]) but neither a rank nor the time of a line"
     # The kinds of job object this provider creates and looks for (keys of RESOURCES).
     kinds: ClassVar[Tuple[str, ...]] = ()
     # The keys of ``target()`` that tell one cluster from another (one API client each).
@@ -488,6 +491,36 @@ class KubernetesProvider(CloudProvider, Generic[OptionsT]):
         streams = cursor.setdefault("streams", podlogs.PodStreams(core, sdk.api_error))
         streams.start(pods)
         yield from streams.take(final, until=time.monotonic() + self.status_poll)
+
+    def exec_command(self, job_id: str, node: int, command: List[str], interactive: bool) -> NodeExec:
+        """The command in node ``node``'s pod (its first container), through the pod's exec
+        subresource (``podexec``); ``-it`` (a terminal over the websocket) is kubectl's."""
+        obj, target = self._find(job_id)
+        status = self.status(job_id)
+        if obj is None or status.state != State.RUNNING:
+            raise BadInput(f"{self.handle(job_id)} is {status.state.value}: exec needs a running job")
+        core = self._apis(target)[1]
+        pods = self._pods(core, obj)
+        if not 0 <= node < len(pods):
+            raise BadInput(f"--node {node}: {self.handle(job_id)} has nodes 0 to {len(pods) - 1}")
+        pod = pods[node]
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        if interactive:
+            raise BadInput(f"exec -it on {self.name}: cloudtrain runs a command without a terminal here; for a "
+                           f"shell: kubectl exec -it -n {ns} {name} -- sh")
+        if (pod.get("status") or {}).get("phase") != "Running":
+            raise BadInput(f"node {node} of {self.handle(job_id)} (pod {name}) is not running")
+        from . import podexec
+
+        def run() -> int:
+            try:
+                return podexec.run(core, pod, command)
+            except Exception as exc:  # the SDK's ApiException (a websocket refused): the platform's error
+                from kubernetes.client.exceptions import ApiException
+                if isinstance(exc, ApiException):
+                    raise sdk.api_error(exc, f"exec into pod {name}") from None
+                raise
+        return NodeExec(argv=["pods/exec", ns, name, *command], run=run)
 
     def _stop(self, job_id: str) -> None:
         """Delete the job (its pods, Secret and ConfigMaps go with it), and remember it was

@@ -48,6 +48,16 @@ def isolating_prefix() -> List[str]:
     return argv + [sys.executable, "-m", "cloudtrain_local.netns", "--"]
 
 
+def entering_prefix(pid: int) -> List[str]:
+    """``nsenter`` into the network namespace of process ``pid`` (the job's supervisor): put
+    before a command that must see what the job's nodes see (``cloudtrain exec``)."""
+    tool = shutil.which("nsenter")
+    if tool is None:
+        raise OSError("nsenter (util-linux) is not installed: cannot enter the job's network namespace")
+    user = [] if os.geteuid() == 0 else ["--user", "--preserve-credentials"]
+    return [tool, f"--target={int(pid)}", *user, "--net", "--"]
+
+
 def loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         request = struct.pack("16sH", b"lo", 0)

@@ -9,6 +9,8 @@ follow, wait for or cancel it.
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import signal
 import sys
@@ -17,16 +19,18 @@ from typing import Dict, List, Tuple
 
 from cloudtrain.runtime import procs
 from cloudtrain.spec.errors import BadInput
-from cloudtrain.providers.hosted import HostedProvider, run_values
+from cloudtrain.providers.hosted import HostedProvider, run_values, scrubbed_environ
 from cloudtrain.spec.job import JobSpec
 from cloudtrain.launch.parent import GROUPS_FILE
-from cloudtrain.providers.provider import Cluster, Rendered, State
+from cloudtrain.input.secrets import MASK
+from cloudtrain.providers.provider import Cluster, NodeExec, Rendered, State
 from cloudtrain.providers.request import fill
 from cloudtrain.runtime.store import Store
 from cloudtrain.runtime.supervise import TORCHRUN_DIR
 from cloudtrain.providers.survival import host_checkpoint_dir, spot_here_means_nothing
 from cloudtrain.orchestrate.failures import NODE_FAILURE
 
+from . import netns
 from .options import LocalOptions
 from .ports import bound_ports, check_ports_free, free_port_block
 from .render import LocalRequest, build_request
@@ -117,6 +121,31 @@ class LocalProvider(HostedProvider):
             return []
         from cloudtrain_local import netns
         return netns.isolating_prefix()
+
+    def exec_command(self, job_id: str, node: int, command: List[str], interactive: bool) -> NodeExec:
+        """``command`` in node ``node``'s working directory with its environment as the supervisor
+        gives it (the rendered node environment on this shell's, less what would confuse the
+        node's platform detection; the job's secrets are the supervisor's alone: not in it)."""
+        row = self.running_row(job_id, "exec")
+        spec = self.node_spec(row, node)
+        env = scrubbed_environ(os.environ)
+        env.update(spec["env"])
+        for name, value in spec["env"].items():  # a secret is *** in the plan: not passed on as that
+            if value == MASK:
+                env.pop(name, None)
+        argv = [*netns.entering_prefix(row["supervisor_pid"]), *command] if self.isolated_run(row) else command
+        return NodeExec(argv=argv, env=env, cwd=spec["cwd"])
+
+    def isolated_run(self, row: dict) -> bool:
+        return bool(json.loads((Path(row["run_dir"]) / "plan.json").read_text()).get("isolate_network"))
+
+    def node_pids(self, job_id: str, node: int) -> List[int]:
+        row = self.running_row(job_id, "stacks")
+        for found in self.store.get_nodes(job_id):
+            if found["node"] == node and found["pid"] and procs.same(found["pid"], found["pid_start"]):
+                return [found["pid"]]
+        raise BadInput(f"node {node} of {self.handle(job_id)} is not running "
+                       f"(it has nodes 0 to {row['nodes'] - 1})")
 
     def release(self, job_id: str) -> None:
         _kill_nodes(self.store, job_id)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from cloudtrain.providers.cloud import CloudProvider, timestamp
-from cloudtrain.providers.provider import JobStatus, State
+from cloudtrain.providers.provider import JobStatus, NodeExec, State
 from cloudtrain.providers.request import CodeUpload, Rendered
 from cloudtrain.spec.errors import BadInput, CloudtrainWarning, JobNotFound, PlatformError
 from cloudtrain.spec.job import JobSpec
@@ -80,6 +80,8 @@ class SlurmProvider(CloudProvider):
     name = "slurm"
     extra = "slurm"
     description = "a Slurm cluster, through sbatch/squeue/scontrol/scancel here or on a login node over ssh"
+    # render.py writes one sbatch --output file for the job: every node's srun output, unlabelled
+    log_merged = "the job's one sbatch --output file holds every node's output, merged and unlabelled"
     Options = SlurmOptions
     platform = "slurm"
     # THE table: every job state squeue(1) lists under JOB STATE CODES (Slurm 22.05) -> neutral.
@@ -336,6 +338,29 @@ class SlurmProvider(CloudProvider):
                          nodes=_int(f.get("NumNodes")), exit_code=exit_code if state.terminal else None,
                          created_at=_time(f.get("SubmitTime")), started_at=_time(f.get("StartTime")),
                          ended_at=_time(f.get("EndTime")) if state.terminal else None, restarts=restarts)
+
+    def exec_command(self, job_id: str, node: int, command: List[str], interactive: bool) -> NodeExec:
+        """A step of the running job on its ``node``-th node: ``srun --jobid=ID --overlap
+        --nodelist=HOST`` (srun(1), Slurm 22.05: ``--overlap`` lets the step share the job's
+        CPUs with the running step; ``--pty`` a terminal for ``-it``), here or over ssh."""
+        login, number = split_id(job_id)
+        status = self.status(job_id)
+        if status.state != State.RUNNING:
+            raise BadInput(f"{self.handle(job_id)} is {status.state.value}: exec needs a running job")
+        cluster = self.cluster(login)
+        try:  # squeue(1) %N: the job's node list; scontrol(1) show hostnames: one host a line, in order
+            listed = cluster.run(["squeue", "-h", "-j", number, "-o", "%N"]).stdout.strip()
+            hosts = cluster.run(["scontrol", "show", "hostnames", listed]).stdout.split()
+        except (CommandFailed, OSError) as exc:
+            raise slurm_error(exc, f"reading the nodes of {self.handle(job_id)}")
+        if not 0 <= node < len(hosts):
+            raise BadInput(f"--node {node}: {self.handle(job_id)} has nodes 0 to {len(hosts) - 1}")
+        srun = ["srun", f"--jobid={number}", "--overlap", f"--nodelist={hosts[node]}", "--nodes=1", "--ntasks=1",
+                *(["--pty"] if interactive else []), *command]
+        argv = cluster.argv(srun)
+        if interactive and login:  # ssh's own terminal for srun --pty
+            argv = [argv[0], "-t", *argv[1:]]
+        return NodeExec(argv=argv)
 
     def _stop(self, job_id: str) -> None:
         login, number = split_id(job_id)

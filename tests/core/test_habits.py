@@ -23,7 +23,8 @@ def state(tmp_path):
 
 @pytest.mark.parametrize("words,expected", [
     (["run", "JOB"], "unknown command 'run'; did you mean `cloudtrain submit JOB`?"),
-    (["exec", "JOB"], "unknown command 'exec'; did you mean `cloudtrain submit JOB`?"),
+    (["exec", "JOB"], "exec runs a command inside a running job's node and takes the job's handle (PROVIDER://ID); "
+                      "did you mean `cloudtrain submit JOB`?"),
     (["check"], "unknown command 'check'; did you mean `cloudtrain doctor`?"),
     (["jobs"], "unknown command 'jobs'; did you mean `cloudtrain list`?"),
     (["queue"], "unknown command 'queue'; did you mean `cloudtrain list`?"),

@@ -25,6 +25,7 @@ import copy
 import json
 import os
 import re
+import tempfile
 import threading
 import time
 import uuid
@@ -446,8 +447,12 @@ def exec_in_pod(handler, fake: "FakeKube", ns: str, name: str, command: List[str
     container = spec["containers"][0]
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes", [])
               if "persistentVolumeClaim" in v}
-    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == container.get("workingDir"))
-    cwd = os.path.join(str(fake.claims[(ns, claims[mount["name"]])]), mount.get("subPath", ""))
+    mount = next((m for m in container.get("volumeMounts", []) if m["mountPath"] == container.get("workingDir")
+                  and m["name"] in claims), None)
+    # no claim at its working directory (a job's node pod): the command runs in a directory of its own
+    scratch = tempfile.TemporaryDirectory(prefix="kube-double-exec-") if mount is None else None
+    cwd = scratch.name if scratch is not None else \
+        os.path.join(str(fake.claims[(ns, claims[mount["name"]])]), mount.get("subPath", ""))
     accept = base64.b64encode(hashlib.sha1((handler.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
     handler.send_response(101)
     handler.send_header("Upgrade", "websocket")
@@ -458,7 +463,11 @@ def exec_in_pod(handler, fake: "FakeKube", ns: str, name: str, command: List[str
     if not os.path.isdir(cwd):  # the kubelet cannot start a container whose workingDir is missing
         proc = subprocess.CompletedProcess(command, 128, b"", b"no such directory\n")
     else:
-        proc = subprocess.run(command, cwd=cwd, capture_output=True)
+        try:
+            proc = subprocess.run(command, cwd=cwd, capture_output=True)
+        finally:
+            if scratch is not None:
+                scratch.cleanup()
     for channel, data in ((1, proc.stdout), (2, proc.stderr)):
         for i in range(0, len(data), 1 << 16):
             handler.wfile.write(_ws_frame(bytes([channel]) + data[i:i + (1 << 16)]))

@@ -135,10 +135,25 @@ def test_cancel_removes_containers_and_network(engine, home):
                    "--set", "command=python train.py --epochs 100 --sleep-per-epoch 1", "--detach", check=0)
     handle = proc.stdout.strip()
     wait_for(lambda: "epoch 1/100" in run_cli("logs", handle).stdout, timeout=180)
+    _into_the_running_containers(handle)
     assert "CANCELLED" in run_cli("cancel", handle, check=0).stdout
     assert leftovers(engine, handle) == []
     assert run_cli("wait", handle).returncode == 130
     assert json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)["state"] == "CANCELLED"
+
+
+def _into_the_running_containers(handle):
+    """exec (docker exec into node 1's container) and stacks (py-spy from this machine) on the
+    running job (issue 43); without py-spy a Docker rank is not signalled: one line says so."""
+    shown = run_cli("exec", handle, "--node", "1", "--", "sh", "-c", 'echo "$CLOUDTRAIN_NODE_RANK"; pwd; exit 5')
+    assert shown.returncode == 5 and shown.stdout.splitlines() == ["1", "/workspace"], shown
+    stacks = run_cli("stacks", handle, check=0).stdout
+    for rank in range(4):
+        block = stacks.split(f" rank {rank} (")[1].split("== node")[0]
+        assert "main" in block and "train.py" in block, stacks
+    without = run_cli("stacks", handle, env={"CLOUDTRAIN_PY_SPY": ""})
+    assert without.returncode == 1 and "py-spy is not installed here" in without.stderr
+    assert "epoch" in run_cli("logs", handle, "--node", "0", "--tail", "3", check=0).stdout
 
 
 def test_secrets_never_reach_docker_inspect(engine, home, tmp_path):

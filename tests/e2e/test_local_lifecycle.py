@@ -41,6 +41,12 @@ def test_a_failing_rank_fails_the_job_fast_and_leaves_nothing(tmp_path, home):
     status = json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)
     assert status["state"] == "FAILED" and status["exit_code"] == 1
     assert run_cli("wait", handle).returncode == 1
+    # logs: the first failing rank and its last lines first (stderr), then the log as asked (stdout)
+    logs = run_cli("logs", handle, "--tail", "1", check=0)
+    said = logs.stderr.splitlines()
+    assert said[0].startswith(f"cloudtrain: {handle} failed: node 1 rank 3 exited with code 3"), logs.stderr
+    assert said[1] == "cloudtrain: its last lines (node 1 rank 3):" and "  [node1/rank3] rank 3 exits with 3" in said
+    assert len(logs.stdout.splitlines()) == 1
 
 
 def test_cancel_from_another_process(tmp_path, home):
@@ -49,6 +55,7 @@ def test_cancel_from_another_process(tmp_path, home):
     assert re.match(r"^local://probe-[0-9a-f]{6}$", handle)
     wait_for(lambda: "rank 3 working" in run_cli("logs", handle).stdout, timeout=120)
     assert "RUNNING" in run_cli("status", handle, check=0).stdout
+    _into_the_running_job(handle, run_dir(home, handle))
     cancelled = run_cli("cancel", handle, check=0)
     assert "CANCELLED" in cancelled.stdout
     assert_nothing_left(run_dir(home, handle))
@@ -56,6 +63,28 @@ def test_cancel_from_another_process(tmp_path, home):
     assert run_cli("wait", handle).returncode == 130
     listed = json.loads(run_cli("list", "-p", "local", "-o", "json", check=0).stdout)
     assert [j["state"] for j in listed if j["handle"] == handle] == ["CANCELLED"]
+
+
+def _into_the_running_job(handle, directory):
+    """logs --node/--rank/--since/--tail, exec and stacks on the running probe (issue 43)."""
+    picked = run_cli("logs", handle, "--node", "1", "--rank", "3", "--tail", "2", check=0).stdout.splitlines()
+    assert picked == ["[node1/rank3] rank 3 working"] * 2
+    node0 = run_cli("logs", handle, "--node", "0", "--since", "1h", check=0).stdout
+    assert "[node0/rank1] rank 1 working" in node0 and "[node1/" not in node0
+    assert run_cli("logs", handle, "--since", "2099-01-01", check=0).stdout == ""
+    # exec: node 1's working directory and environment, the command's exit code
+    shown = run_cli("exec", handle, "--node", "1", "--", "python", "-c",
+                    "import os, sys; print(os.getcwd()); print(os.environ['CLOUDTRAIN_NODE_RANK']); sys.exit(7)")
+    assert shown.returncode == 7 and shown.stdout.splitlines() == [str(directory / "node-1" / "code"), "1"]
+    assert run_cli("exec", handle, "--node", "5", "--", "true").returncode == 2
+    # stacks: every rank, in the function the probe sleeps in; py-spy, then faulthandler alone
+    for env in ({}, {"CLOUDTRAIN_PY_SPY": ""}):
+        stacks = run_cli("stacks", handle, env=env, check=0).stdout
+        for rank in range(4):
+            block = stacks.split(f" rank {rank} (")[1].split("== node")[0]
+            assert "keep_working" in block and "probe.py" in block, (env, stacks)
+    wait_for(lambda: run_cli("logs", handle, "--rank", "3", "--tail", "1").stdout  # the ranks went on
+             == "[node1/rank3] rank 3 working\n")
 
 
 def _ctrl_c_reaches_it():

@@ -34,7 +34,17 @@ def test_status_shows_the_digits_jobs_progress_while_it_runs_and_at_its_end(tmp_
     running = seen[-1]
     assert running["total_steps"] and 0 < running["step"] <= running["total_steps"]
     assert running["source"] in ("report", "plain") and running["metrics"]["loss"] > 0
-    assert run_cli("wait", handle, timeout=300).returncode == 0
+    # list: PROGRESS and ETA of the running job, in the table and in -o json
+    row = next(r for r in json.loads(run_cli("list", "-o", "json", check=0).stdout) if r["handle"] == handle)
+    assert row["progress"]["total_steps"] == running["total_steps"] and row["progress"]["step"] >= running["step"]
+    table = run_cli("list", check=0).stdout.splitlines()
+    assert table[0].split()[5:8] == ["DURATION", "PROGRESS", "ETA"]
+    assert re.search(r"\b\d+/%d \(\d+%%\)" % running["total_steps"], next(x for x in table if handle in x))
+    # wait, not on a terminal: plain progress lines, the last one at the end
+    waited = run_cli("wait", handle, timeout=300)
+    assert waited.returncode == 0
+    shown = [x for x in waited.stderr.splitlines() if x.startswith(f"{handle}  step ")]
+    assert shown and "\r" not in waited.stderr and "ETA" in shown[-1], waited.stderr
     status = json.loads(run_cli("status", handle, "-o", "json", check=0).stdout)
     final = status["progress"]
     assert status["state"] == "SUCCEEDED"

@@ -131,6 +131,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     _profile_arg(p)
     p.add_argument("--check-rdma", action="store_true",
                    help="read NCCL's log lines and say whether RDMA was used (exit 0 yes, 1 no or unknown)")
+    from .logscmd import add_arguments as _log_selectors
+    _log_selectors(p)
 
     _list_args(sub.add_parser("list", help="every job submitted from here, on every provider (the ledger)"))
 
@@ -161,7 +163,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 # Commands that live in a module of their own: ``add_parser(sub)`` and ``run(args)`` each.
 OWN_MODULE_COMMANDS = {"doctor": "doctor", "completion": "completion", "init": "initcmd", "prune": "prune",
-                       "controller": "controllercmd"}
+                       "controller": "controllercmd", "exec": "execcmd", "stacks": "stackscmd"}
 
 
 def _add_own_module_commands(sub) -> None:
@@ -500,10 +502,12 @@ def cmd_status(args) -> int:
 def cmd_wait(args) -> int:
     from ..api import attach
     from .progress import StatusLine
+    from .jobprogress import WaitProgress
     run = attach(args.handle, profile=args.profile)
     line = StatusLine()
+    shown = WaitProgress(run, line)  # the status line with the job's progress as it changes
     try:
-        final = run.wait(timeout=args.timeout, on_status=line.update if args.output == "text" else None)
+        final = run.wait(timeout=args.timeout, on_status=shown.update if args.output == "text" else None)
     except TimeoutError as exc:
         line.close()
         print(f"cloudtrain: {exc}", file=sys.stderr)
@@ -539,12 +543,8 @@ def cmd_logs(args) -> int:
         for line in report.evidence:  # the job's own lines: nothing in them drives the terminal
             print(f"  {printable(line)}")
         return 0 if report.ok else 1
-    from .progress import printable, to_terminal
-    shown = printable if to_terminal(sys.stdout) else str  # a pipe or a file gets the bytes as they are
-    for line in attach(args.handle, profile=args.profile).logs(follow=args.follow):
-        sys.stdout.write(shown(line))
-        sys.stdout.flush()
-    return 0
+    from . import logscmd  # --node/--rank/--since/--tail, and a failed job's first failure first
+    return logscmd.run(args)
 
 
 def _list_args(p: argparse.ArgumentParser) -> None:
@@ -585,11 +585,13 @@ def cmd_list(args) -> int:
                   file=sys.stderr)
         found = jobs(since, providers, states, refresh=args.refresh, profile=args.profile,
                      on_error=None if providers else warn)
+    from .jobprogress import json_fields, of_entries, with_columns
+    progress = of_entries(found)  # PROGRESS and ETA: each local/docker job's log (issue 43)
     if args.output == "json":
         now = time.time()
-        print(json.dumps([e.to_dict(now) for e in found], indent=2))
+        print(json.dumps([{**e.to_dict(now), **json_fields(e, progress)} for e in found], indent=2))
         return 0
-    _table(ledger.table(found))
+    _table(with_columns(ledger.table(found), found, progress))
     from ..catalogs.costnote import lines  # why a COST is `-`, and how to get it (under the table)
     sys.stdout.flush()
     for line in lines(found):
@@ -764,10 +766,12 @@ def _another_tools_habit(argv: List[str]) -> str:
     return ""
 
 
-def _script_args(argv: List[str]):
-    """``(argv, script args)``: a job command's words after ``--`` are the arguments of
-    ``--script`` (``submit -j 2x2 --script train.py -- --lr 0.1``); None without ``--``."""
-    if argv and argv[0] in ("submit", "render", "validate", "stage") and "--" in argv:
+def _after_dashes(argv: List[str]):
+    """``(argv, the words after ``--``)``, or ``(argv, None)``: for ``exec HANDLE [options] -- CMD``
+    they are the node's command, as they are (argparse would match them to no positional once
+    HANDLE is read); for a job command they are the arguments of ``--script``
+    (``submit -j 2x2 --script train.py -- --lr 0.1``)."""
+    if argv and argv[0] in ("exec", "submit", "render", "validate", "stage") and "--" in argv:
         cut = argv.index("--")
         return argv[:cut], argv[cut + 1:]
     return argv, None
@@ -788,11 +792,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                 or "; cloudtrain --help lists the commands")
         print(f"cloudtrain: error: unknown command {argv[0]!r}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    argv, script_args = _script_args(argv)
+    argv, after = _after_dashes(argv)
     parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
-    if script_args is not None:
-        args.script_args = script_args
+    if after is not None:
+        if args.cmd == "exec":
+            args.command = after
+        else:
+            args.script_args = after
     if extra and (args.cmd != "config" or any(item.startswith("-") for item in extra)):
         parser.parse_args(argv)  # argparse's own error for what it does not know
     if extra:  # `config set -p P KEY=VALUE`: words after an option (argparse takes positionals once)

@@ -85,14 +85,20 @@ class StatusLine:
             if which == "stream":
                 self.live = False
 
-    def update(self, status) -> None:
+    def update(self, status, extra: str = "") -> None:
+        """The status; ``extra`` (the job's progress, ``commands.jobprogress``) follows it on a
+        terminal's live line."""
         key = (status.state, status.nodes_up, status.message)
         if self.live:
-            self._shown = describe(status)
+            self._shown = describe(status) + (f"  {extra}" if extra else "")
             self._write("stream", "\r\033[K" + self._shown)
         elif key != self._last_key:
             self._write("stream", describe(status) + "\n")
         self._last_key = key
+
+    def note(self, text: str) -> None:
+        """One line of cloudtrain's own on ``stream`` (not a terminal's live line: a plain line)."""
+        self._write("stream", text + "\n")
 
     def log(self, line: str) -> None:
         """One line of the job's output (shown with ``printable`` on a terminal)."""

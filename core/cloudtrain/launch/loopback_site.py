@@ -11,6 +11,11 @@ The launcher writes this file as ``sitecustomize.py`` into a directory it puts f
 job's ``PYTHONPATH`` (only when the master address is a loopback one), so every Python process
 of the job (torchrun, DeepSpeed, MPI ranks, Ray workers) imports it; the hook itself imports
 nothing until ``torch.distributed`` is.  A ``sitecustomize`` it shadows is run after it.
+
+It also arms ``cloudtrain stacks`` without py-spy: when the launcher names a signal in
+``CLOUDTRAIN_STACKS_SIGNAL`` (``SIGUSR2``) and the process has no handler of its own for it,
+``faulthandler.register`` makes that signal write every thread's stack to the process's stderr
+(the node's log) and let the process go on.
 Standard library only, Python >= 3.8.
 """
 import importlib.abc
@@ -96,6 +101,22 @@ def _chain():
         spec.loader.exec_module(module)
 
 
+STACKS_SIGNAL = "CLOUDTRAIN_STACKS_SIGNAL"
+
+
+def register_stacks(environ=os.environ):
+    """``faulthandler.register`` on the signal the launcher named (none: nothing); a process
+    that handles that signal itself keeps its own handler."""
+    import faulthandler
+    import signal
+    name = environ.get(STACKS_SIGNAL, "")
+    sig = getattr(signal, name, None) if name.startswith("SIGUSR") else None
+    if sig is None or signal.getsignal(sig) not in (signal.SIG_DFL, None):
+        return False
+    faulthandler.register(sig, all_threads=True, chain=False)
+    return True
+
+
 def install():
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
@@ -107,4 +128,5 @@ def install():
 
 if __name__ == "sitecustomize":  # pragma: no cover - runs in the job's processes
     install()
+    register_stacks()
     _chain()

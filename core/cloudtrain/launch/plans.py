@@ -371,6 +371,9 @@ def launcher_dir(s: Settings) -> str:
     return private_dir_path()
 
 
+STACKS_SIGNAL = "SIGUSR2"  # loopback_site's faulthandler signal (cloudtrain.runtime.stacks sends it)
+
+
 def site_dir(topology: Topology, s: Settings) -> str:
     """Where a loopback job's ``sitecustomize`` (``loopback_site``) is written: it is first on the
     ranks' ``PYTHONPATH``, so only ever in a directory of this user's."""
@@ -383,7 +386,8 @@ def loopback_env(topology: Topology, s: Settings, environ) -> Dict[str, str]:
     """Every node on this machine: the job's Python processes load ``loopback_site`` (PyTorch's
     store on the master address only); gloo and TensorPipe use ``lo`` (``s.iface``)."""
     path = [site_dir(topology, s)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {"PYTHONPATH": os.pathsep.join(path)}
+    # the site arms faulthandler on this signal in every rank: `cloudtrain stacks` without py-spy
+    return {"PYTHONPATH": os.pathsep.join(path), "CLOUDTRAIN_STACKS_SIGNAL": STACKS_SIGNAL}
 
 
 def plan(topology: Topology, s: Settings, environ) -> Plan:

@@ -60,7 +60,7 @@ END_OF_JOB = "[cloudtrain] job "  # the supervisor's last line in job.log
 
 
 def follow_file(path: Path, done=None, poll: float = 0.02, idle_poll: float = 0.1,
-                check_every: float = 0.5, bell: Optional[doorbell.Listener] = None) -> Iterator[str]:
+                check_every: float = 0.5, bell: Optional[doorbell.Listener] = None, start: int = 0) -> Iterator[str]:
     """Lines of ``path``; with ``done`` (a callable), keep following until the job's last line
     (``[cloudtrain] job ...``) or until ``done()`` says it ended.  The file is read again
     ``poll`` seconds after a line came, backing off to ``idle_poll`` while none come (each
@@ -77,6 +77,8 @@ def follow_file(path: Path, done=None, poll: float = 0.02, idle_poll: float = 0.
     if not path.exists():
         return
     with open(path, "r", encoding="utf-8", errors="replace") as f:
+        if start:
+            f.seek(start)  # a byte offset at a line's start (a follower of ``logselect.from_file``)
         pending = ""
         next_check = 0.0
         wait = poll
@@ -297,6 +299,43 @@ class HostedProvider(Provider):
         path = self.run_dir(job_id) / "job.log"
         bell = self._bells.get(job_id) if follow else None
         yield from follow_file(path, (lambda: self.status(job_id).terminal) if follow else None, bell=bell)
+
+    def running_row(self, job_id: str, what: str) -> dict:
+        """The row of a job that runs now (``exec``, ``stacks`` reach into its nodes), else bad input."""
+        row = self._reconcile(self._row(job_id))
+        if row["state"] != State.RUNNING.value:
+            raise BadInput(f"{self.handle(job_id)} is {row['state']}: {what} needs a running job "
+                           f"(cloudtrain status {self.handle(job_id)})")
+        return row
+
+    def node_spec(self, row: dict, node: int) -> dict:
+        """Node ``node``'s entry of the run's plan (plan.json), or bad input naming the nodes."""
+        plan = json.loads((Path(row["run_dir"]) / "plan.json").read_text())
+        specs = {spec["node"]: spec for spec in plan["nodes"]}
+        if node not in specs:
+            raise BadInput(f"--node {node}: {self.handle(row['id'])} has nodes 0 to {len(specs) - 1}")
+        return specs[node]
+
+    def node_pids(self, job_id: str, node: int) -> List[int]:
+        """The processes of node ``node`` as this machine sees them (its launcher's PID first);
+        what the rank processes are below it (``stacks``)."""
+        raise BadInput(f"{self.name} cannot tell the processes of a node")
+
+    # job.log's lines carry node and rank; job.times says when each part was written (runtime/logselect.py)
+    log_selectors = frozenset({"node", "rank", "since"})
+
+    def select_logs(self, job_id: str, selection, follow: bool = False) -> Iterator[str]:
+        """The selected lines read from job.log itself: ``--since`` from the offset its time
+        index gives, ``--tail`` from its end backwards; ``follow`` then goes on from there."""
+        from ..runtime.logselect import from_file, matches
+        path = self.run_dir(job_id) / "job.log"
+        lines, end = from_file(path, selection)
+        yield from lines
+        if follow:
+            bell = self._bells.get(job_id)
+            for line in follow_file(path, lambda: self.status(job_id).terminal, bell=bell, start=end):
+                if matches(line, selection):
+                    yield line
 
     def cancel(self, job_id: str, reason: str = "cancelled") -> JobStatus:
         """Stop the job (SIGTERM to its supervisor, only while PID and start time match); its

@@ -30,7 +30,7 @@ from ..spec.states import State  # noqa: F401  (re-exported: plugins import it f
 if TYPE_CHECKING:
     from .images import Pulls
 
-__all__ = ["Artifact", "JobStatus", "Provider", "Rendered", "Request", "Run", "State"]
+__all__ = ["Artifact", "JobStatus", "NodeExec", "Provider", "Rendered", "Request", "Run", "State"]
 
 
 @dataclass
@@ -59,6 +59,18 @@ class JobStatus:
         d = asdict(self)
         d["state"] = self.state.value
         return d
+
+
+@dataclass
+class NodeExec:
+    """A command to run here that reaches into a node (``Provider.exec_command``): ``argv``, with
+    ``env`` (None: this process's) in ``cwd`` (None: the current directory)."""
+    argv: List[str] = field(default_factory=list)
+    env: Optional[Dict[str, str]] = None
+    cwd: Optional[str] = None
+    # a platform whose way in is an SDK call, not a program (a Kubernetes pod exec): it runs the
+    # command and returns its exit code (argv then only names what it does)
+    run: Optional[Callable[[], int]] = None
 
 
 def log_lines(chunks: Iterable[str]) -> Iterator[str]:
@@ -391,6 +403,36 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def list(self) -> List[JobStatus]:
         ...
+
+    # What ``cloudtrain logs`` can pick out of this provider's log (``cloudtrain.runtime.logselect``):
+    # "node" when its lines carry their node (``[node1] ``, SageMaker's ``[algo-2] ``), "rank" when
+    # their rank too, "since" when the time each line was written is known.  ``--tail`` works on all.
+    log_selectors: ClassVar[FrozenSet[str]] = frozenset()
+    # Why a selector is not offered, said in one line when it is asked for.
+    log_merged: ClassVar[str] = "the platform gives one log for the whole job, every node's output merged in it"
+
+    def select_logs(self, job_id: str, selection, follow: bool = False) -> Iterator[str]:
+        """The lines of ``logs`` that ``selection`` (a ``LogSelection``) asks for; a selector this
+        provider's log cannot honour (``log_selectors``) is bad input, in one line saying why."""
+        from ..runtime.logselect import matches, select
+        refused = [name for name in selection.asked() if name not in self.log_selectors]
+        if refused:
+            raise BadInput(f"logs --{refused[0]}: {self.name} cannot tell {refused[0]}s apart in a job's log: "
+                           f"{self.log_merged}")
+        if follow and selection.tail is not None:
+            raise BadInput(f"logs --tail with --follow: {self.name}'s log is read from its start; "
+                           "use --since (where the platform has it) or --tail without --follow")
+        if follow:
+            return (line for line in self.logs(job_id, follow=True) if matches(line, selection))
+        return select(self.logs(job_id), selection)
+
+    def exec_command(self, job_id: str, node: int, command: List[str], interactive: bool) -> "NodeExec":
+        """How to run ``command`` inside node ``node`` of running job ``job_id`` (``cloudtrain
+        exec``); a provider whose platform has no way into a node refuses, in one line."""
+        from ..extend.plugins import providers
+        able = sorted(n for n, i in providers().items() if i.cls.exec_command is not Provider.exec_command)
+        raise BadInput(f"{self.name} has no way into a running node: the platform offers none to cloudtrain "
+                       f"(cloudtrain exec works on {', '.join(able) or 'no installed provider'})")
 
     def wait(self, job_id: str, *, timeout: Optional[float] = None, poll: Optional[float] = None,
              on_status: Optional[Callable[[JobStatus], None]] = None) -> JobStatus:

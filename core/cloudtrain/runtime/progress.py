@@ -224,12 +224,14 @@ def _rate(progress: Progress, timed: List[Tuple[float, float]], started_at: Opti
         progress.eta = max(0.0, (total - done) / rate)
 
 
-def from_file(path, *, started_at: Optional[float] = None, now: Optional[float] = None) -> Optional[Progress]:
-    """The progress of the log at ``path`` (None without one, or without a line that tells)."""
+def from_file(path, *, started_at: Optional[float] = None, now: Optional[float] = None,
+              tail: int = TAIL) -> Optional[Progress]:
+    """The progress of the log at ``path`` (None without one, or without a line that tells);
+    ``tail``: bytes read at most, from its end."""
     path = Path(path)
     try:
         written_at = path.stat().st_mtime
-        return from_lines(lines_backwards(path), started_at=started_at, written_at=written_at, now=now)
+        return from_lines(lines_backwards(path, tail), started_at=started_at, written_at=written_at, now=now)
     except FileNotFoundError:
         return None
 

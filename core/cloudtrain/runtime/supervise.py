@@ -32,6 +32,7 @@ from ..launch.exitcodes import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from ..launch.failure import FailureReader
 from ..input.secrets import Masker
 from ..spec.states import TERMINAL, State
+from .logselect import TIMES, TimeIndex
 from .store import Store
 
 # torchrun --tee prefixes "[default<local_rank>]:", mpirun --tag-output "[<job>,<rank>]<stdout>:"
@@ -74,6 +75,8 @@ class LogSink:
         self.on_full: Callable[[DiskFull], object] = lambda error: None  # told of the first full disk
         self.lock = threading.Lock()
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8", buffering=1)
+        # when each part of job.log was written: `cloudtrain logs --since` (runtime/logselect.py)
+        self.times = TimeIndex(run_dir / TIMES, (run_dir / "job.log").stat().st_size)
         self.node_logs = [open(run_dir / f"node-{i}.log", "a", encoding="utf-8", buffering=1) for i in range(nodes)]
         self.rank_logs: Dict[int, TextIO] = {}
         self.partial: Dict[int, str] = {}  # mpirun tags every write, so a rank's line may come in pieces
@@ -121,6 +124,7 @@ class LogSink:
         line = self.mask(line)
         prefix = f"[node{node}/rank{rank}] " if rank is not None else f"[node{node}] "
         with self.lock, self._marking_full():
+            self.times.before(prefix + line + "\n")
             self.job_log.write(prefix + line + "\n")
             self.node_logs[node].write(line + "\n")
             if rank is not None:
@@ -129,7 +133,9 @@ class LogSink:
 
     def note(self, text: str) -> None:
         with self.lock, self._marking_full():  # tried even on a full disk: the supervisor may have freed room
-            self.job_log.write(f"[cloudtrain] {self.mask(text)}\n")
+            note = f"[cloudtrain] {self.mask(text)}\n"
+            self.times.before(note)
+            self.job_log.write(note)
         self.bell.ring()
 
     @contextmanager
@@ -149,7 +155,7 @@ class LogSink:
             if rest:
                 self._emit(rank // self.nproc, rank, rest)
         self.partial.clear()
-        for f in [self.job_log, *self.node_logs, *self.rank_logs.values()]:
+        for f in [self.job_log, self.times.file, *self.node_logs, *self.rank_logs.values()]:
             try:
                 f.close()
             except OSError as exc:  # the last buffered bytes, on a full disk

@@ -24,7 +24,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 # `torchx log`, `torchx list`, `torchx cancel` (pytorch.org/torchx, "CLI").  `launch` is cloudtrain's
 # in-node launcher, so `cloudtrain launch job.yaml` is answered where the launcher starts (cli.main).
 COMMAND_HABITS = {
-    "run": "submit", "exec": "submit", "up": "submit",
+    "run": "submit", "up": "submit",  # (`sky exec task.yaml`: cloudtrain's exec says so, commands/execcmd.py)
     "check": "doctor",
     "jobs": "list", "queue": "list", "ps": "list",
     "describe": "status",

@@ -39,9 +39,16 @@ if rank == args.fail_rank:
     time.sleep(0.5)
     print(f"rank {rank} exits with {args.exit_code}", flush=True)
     sys.exit(args.exit_code)
-deadline = time.monotonic() + args.sleep
-while time.monotonic() < deadline:
-    print(f"rank {rank} working", flush=True)
-    time.sleep(0.5)
+
+
+def keep_working(seconds):
+    """Where a sleeping probe's ranks spend their time (``cloudtrain stacks`` names it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        print(f"rank {rank} working", flush=True)
+        time.sleep(0.5)
+
+
+keep_working(args.sleep)
 dist.barrier()
 dist.destroy_process_group()

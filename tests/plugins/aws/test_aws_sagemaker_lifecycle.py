@@ -124,6 +124,15 @@ def test_logs_read_one_stream_per_host_and_follow_until_the_end(aws):
                                                              "[algo-1] epoch 1/10 loss 1.2"]
     assert [x for x in lines if x.startswith("[algo-2] ")] == ["[algo-2] rank 2/4 local_rank 0 on node 1"]
     assert len(lines) == 3
+    # cloudtrain logs --node 1: the second host's stream; no rank and no time in a CloudWatch line
+    from cloudtrain.runtime.logselect import LogSelection
+    from cloudtrain.spec.errors import BadInput
+    second = ["[algo-2] rank 2/4 local_rank 0 on node 1\n"]
+    assert list(run.provider.select_logs(run.id, LogSelection(node=1))) == second
+    assert list(run.provider.select_logs(run.id, LogSelection(node=0, tail=1))) == ["[algo-1] epoch 1/10 loss 1.2\n"]
+    for asked in (LogSelection(rank=2), LogSelection(since=0.0)):
+        with pytest.raises(BadInput, match="one per host"):
+            run.provider.select_logs(run.id, asked)
     seen = []
     follower = threading.Thread(target=lambda: seen.extend(run.logs(follow=True)))
     follower.start()

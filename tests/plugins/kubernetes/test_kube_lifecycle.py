@@ -2,6 +2,7 @@
 client, over HTTP, against the loopback API server of tests/doubles/kube_double.py."""
 import json
 import threading
+import sys
 import time
 
 import pytest
@@ -117,6 +118,35 @@ def test_logs_per_node_in_node_order(tmp_path, kube, monkeypatch, home):
     kube.log("team-a", "kjob-worker-0", "worker says hi")
     kube.log("team-a", "kjob-master-0", "master says hi", "epoch 1")
     assert "".join(run.logs()).splitlines() == ["[node0] master says hi", "[node0] epoch 1", "[node1] worker says hi"]
+    # cloudtrain logs --node: one pod's lines; the pod logs tell no rank
+    from cloudtrain.runtime.logselect import LogSelection
+    from cloudtrain.spec.errors import BadInput
+    assert list(p.select_logs(run.id, LogSelection(node=1))) == ["[node1] worker says hi\n"]
+    assert list(p.select_logs(run.id, LogSelection(node=0, tail=1))) == ["[node0] epoch 1\n"]
+    with pytest.raises(BadInput, match="kubeflow cannot tell ranks apart"):
+        p.select_logs(run.id, LogSelection(rank=1))
+
+
+def test_exec_runs_a_command_in_a_node_pod_through_its_exec_stream(tmp_path, kube, monkeypatch, home, capfdbinary):
+    """cloudtrain exec on Kubernetes: the pod's exec subresource (the kubelet's websocket, which the
+    double answers by running the command here), its output and its exit code."""
+    from cloudtrain.spec.errors import BadInput
+    p, run = submit(tmp_path, kube, monkeypatch, home)
+    with pytest.raises(BadInput, match="exec needs a running job"):
+        p.exec_command(run.id, 0, ["true"], False)
+    kube.start_pods("team-a", "kjob")
+    kube.set_state("team-a", "kjob", "Running")
+    plan = p.exec_command(run.id, 1, [sys.executable, "-c", "import sys; print('in the pod'); "
+                                                             "print('to stderr', file=sys.stderr); sys.exit(4)"], False)
+    assert plan.argv[:3] == ["pods/exec", "team-a", "kjob-worker-0"]
+    assert plan.run() == 4
+    got = capfdbinary.readouterr()
+    assert got.out == b"in the pod\n" and got.err == b"to stderr\n"
+    assert kube.count("GET", r"/namespaces/team-a/pods/kjob-worker-0/exec") == 1
+    with pytest.raises(BadInput, match="has nodes 0 to 1"):
+        p.exec_command(run.id, 2, ["true"], False)
+    with pytest.raises(BadInput, match="kubectl exec -it -n team-a kjob-master-0 -- sh"):
+        p.exec_command(run.id, 0, [], True)
 
 
 def test_logs_follow_streams_until_the_job_ends(tmp_path, kube, monkeypatch, home):

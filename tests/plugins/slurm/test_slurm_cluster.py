@@ -16,7 +16,7 @@ from cloudtrain.extend.plugins import get_provider
 from cloudtrain.input.loading import job_from_dict
 from cloudtrain.providers.provider import State
 from cloudtrain.providers.request import Placeholder, fill
-from cloudtrain.spec.errors import JobNotFound, PlatformError
+from cloudtrain.spec.errors import BadInput, JobNotFound, PlatformError
 from conftest import EXAMPLES, run_cli
 from slurm_cluster import slurm_cluster  # noqa: F401  (the session's real two-node Slurm)
 
@@ -97,6 +97,12 @@ def test_cancel_ends_a_running_job_and_a_waiting_one_says_why(slurm_cluster, tmp
     first = provider.submit(make_job(tmp_path / "a", ["sleep", marker]))
     wait_for(lambda: provider.fresh_status(first.id).state == State.RUNNING, "the first job runs")
     wait_for(lambda: sleepers(marker), "its processes are up")
+    # cloudtrain exec: a step of the running job on its second node (srun --jobid --overlap -w)
+    step = provider.exec_command(first.id, 1, ["printenv", "SLURMD_NODENAME", "SLURM_JOB_ID"], False)
+    done = subprocess.run(step.argv, capture_output=True, text=True, env=step.env, timeout=120)
+    assert (done.returncode, done.stdout.split()) == (0, ["n2", first.id]), done
+    with pytest.raises(BadInput, match="has nodes 0 to 1"):
+        provider.exec_command(first.id, 2, ["true"], False)
     # both nodes are taken (select/linear gives whole nodes): the second job waits, and says why
     second = provider.submit(make_job(tmp_path / "b", ["sleep", "5"], name="sj-second"))
     waiting = wait_for(lambda: (lambda s: s if s.message else None)(provider.fresh_status(second.id)),
