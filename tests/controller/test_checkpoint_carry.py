@@ -86,7 +86,7 @@ def job(checkpoint):
 
 
 @pytest.mark.parametrize("here,there,said", [
-    ("./ckpt", "s3://team/ckpt/", "local's checkpoint is a local path (./ckpt): it stays on the machine"),
+    ("./ckpt", "s3://team/ckpt/", "local's checkpoint is a path on a machine (./ckpt): it stays on the machine"),
     ("pvc://claim/ckpt", "s3://team/ckpt/", "kubeflow's checkpoint is a Kubernetes claim (pvc://claim/ckpt)"),
     ("s3://team/ckpt/", None, "azure keeps no checkpoint (its storage.checkpoint is not set)"),
     ("s3://team/ckpt/", "gs://team/ckpt/", "azure's checkpoint gs://team/ckpt/ cannot be read from here: "
@@ -123,5 +123,5 @@ def test_the_cli_validate_names_each_providers_store_and_warns_before_anything_i
     path.write_text(path.read_text().replace("docker: ./ckpt", "docker: ./elsewhere"))
     proc = run_cli("validate", "-p", "local,docker", path, cwd=tmp_path, check=0)
     assert proc.stdout.count(": ok (") == 2
-    assert ("cloudtrain: warning: a checkpoint cannot travel from local to docker: local's checkpoint is a local path "
-            "(./ckpt): it stays on the machine that ran the job") in proc.stderr
+    assert ("cloudtrain: warning: a checkpoint cannot travel from local to docker: local's checkpoint is a path on a "
+            "machine (./ckpt): it stays on the machine that ran the job") in proc.stderr

@@ -37,9 +37,10 @@ sys.path.insert(0, {site!r})
 import loopback_site
 if os.environ.get("OWN_HANDLER"):
     signal.signal(signal.SIGUSR2, lambda *a: print("own handler", flush=True))
-print(loopback_site.register_stacks(), flush=True)
+armed = loopback_site.register_stacks()
 
 def waiting_here():
+    print(armed, flush=True)  # from in here: once the test reads it, the stack is this function's
     time.sleep(60)
 
 waiting_here()

@@ -72,8 +72,8 @@ def test_a_plain_list_shows_local_and_cloud_jobs_with_where_and_how_they_ran(aws
     assert listed("--since", "2999-01-01", env=env) == {}
     text = run_cli("list", env=env, check=0).stdout
     header = text.splitlines()[0].split()
-    assert header[:9] == ["HANDLE", "STATE", "NODES", "INSTANCE", "SUBMITTED", "DURATION", "RESTARTS", "EMULATED",
-                          "COST"]
+    assert header[:11] == ["HANDLE", "STATE", "NODES", "INSTANCE", "SUBMITTED", "DURATION", "PROGRESS", "ETA",
+                           "RESTARTS", "EMULATED", "COST"]
     bad = run_cli("list", "--state", "DONE", env=env)
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
 

@@ -212,11 +212,17 @@ def test_every_metric_is_plotted_live_with_attempts_compared_runs_and_the_cost_a
         assert "next:" in next_step and a1 in next_step and "10 USD" in next_step
         Select(browser.find_element(By.ID, "m-x")).select_by_value("step")
         wait_until(lambda: polylines(browser, "loss") == {(a0, 0): 100, (a0, 1): 50}, what="both attempts' curves")
-        mark = browser.find_element(By.CSS_SELECTOR, "#job-metrics svg[data-metric='loss'] line.attempt-mark title")
-        assert "attempt 1 (local)" in mark.get_attribute("textContent")
-        assert "node 1 lost" in mark.get_attribute("textContent")  # why attempt 0 ended
+        # read in one script: the charts are redrawn live (every 5 s), so an element found in one
+        # call may be gone by the next
+        mark = wait_until(lambda: browser.execute_script(
+            "const t = document.querySelector(\"#job-metrics svg[data-metric='loss'] line.attempt-mark title\");"
+            "return t && t.textContent;"), what="the attempt mark")
+        assert "attempt 1 (local)" in mark
+        assert "node 1 lost" in mark  # why attempt 0 ended
         assert browser.find_elements(By.CSS_SELECTOR, "#job-cost line.budget")
-        spent = browser.find_element(By.CSS_SELECTOR, "#job-cost polyline.spent").get_attribute("points").split()
+        spent = wait_until(lambda: browser.execute_script(
+            "const p = document.querySelector('#job-cost polyline.spent'); return p && p.getAttribute('points');"),
+            what="the cost curve").split()
         assert len(spent) == 4  # two attempts: each one's start and end (now, for the running one)
         shot(browser, "attempts")
         cost_text = browser.find_element(By.ID, "job-cost-text").text

@@ -67,7 +67,7 @@ def _why_not(provider: str, uri: Optional[str]) -> Optional[str]:
         return f"{provider} keeps no checkpoint (its storage.checkpoint is not set)"
     scheme = storage.scheme(uri)
     if scheme == "file":
-        return (f"{provider}'s checkpoint is a local path ({uri}): it stays on the machine that ran the job; "
+        return (f"{provider}'s checkpoint is a path on a machine ({uri}): it stays on the machine that ran the job; "
                 "give an object store URI to carry it")
     if scheme == "pvc":
         return (f"{provider}'s checkpoint is a Kubernetes claim ({uri}): it is mounted in the cluster, "

@@ -252,10 +252,12 @@ class HostedProvider(Provider):
     def _row(self, job_id: str) -> dict:
         row = self.store.get_job(job_id)
         if row is None or row["provider"] != self.name:
-            from ..orchestrate.ledger import entry
-            known = entry(self.handle(job_id), store=self.store)
-            if known is not None:  # the ledger keeps a job that prune (or runs.keep_days) removed
-                raise JobNotFound(f"{known.handle} ended {known.state} and was pruned since (cloudtrain prune, or "
+            # the ledger (the store's view of every submission) keeps a job that prune (or
+            # runs.keep_days) removed
+            known = self.store.ledger_rows("handle = ?", (self.handle(job_id),), 1)
+            if known:
+                handle, state = known[0]["handle"], known[0]["state"]
+                raise JobNotFound(f"{handle} ended {state} and was pruned since (cloudtrain prune, or "
                                   "runs.keep_days): its run directory, logs and outputs are removed (cloudtrain list "
                                   "still shows its row)")
             raise JobNotFound(f"no {self.name} job {job_id!r}; cloudtrain list -p {self.name} shows the jobs")

@@ -126,7 +126,7 @@ def _series_of(handle: str, store) -> dict:
     provider, job_id = parse_handle(handle)
     row = store.get_job(job_id)
     if row is not None and row["provider"] == provider:
-        return series.local_series(Path(row["run_dir"]) / "job.log")
+        return series.log_file_series(Path(row["run_dir"]) / "job.log")
     try:
         return series.remote_series(handle, lambda: api.configured(provider).logs(job_id))
     except CloudtrainError as exc:  # (the platform's refusal, said; the other attempts are still drawn)

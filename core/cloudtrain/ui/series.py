@@ -230,7 +230,7 @@ _remote: Dict[str, Tuple[float, dict]] = {}
 _lock = threading.Lock()
 
 
-def local_series(path: Path) -> dict:
+def log_file_series(path: Path) -> dict:
     """The series of a local or docker job's log (read incrementally across calls)."""
     key = str(path)
     with _lock:
