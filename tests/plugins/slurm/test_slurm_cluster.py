@@ -119,16 +119,7 @@ def test_cancel_ends_a_running_job_and_a_waiting_one_says_why(slurm_cluster, tmp
 
 
 def sleepers(seconds):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmd[:2] == [b"sleep", seconds.encode()]:
-                found.append(int(entry))
-    return found
+    return _processes(lambda cmd: cmd[:2] == [b"sleep", seconds.encode()])
 
 
 def test_a_retried_submit_finds_the_first_job(slurm_cluster, tmp_path):
@@ -384,6 +375,11 @@ def test_a_node_that_fails_mid_run_requeues_the_job_which_resumes_from_its_check
 
 
 def processes_running(script):
+    return _processes(lambda cmd: script.encode() in cmd)
+
+
+def _processes(matches):
+    """PIDs of this machine's processes whose argv (``/proc/PID/cmdline`` split) ``matches``."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -391,7 +387,7 @@ def processes_running(script):
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if script.encode() in cmd:
+            if matches(cmd):
                 found.append(int(entry))
     return found
 
